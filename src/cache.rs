@@ -1,0 +1,445 @@
+//! The answer cache: a fixed number of slots, shared by every worker, read
+//! without locks.
+//!
+//! Slots are grouped in sets of four (4-way set-associative). A name, type,
+//! class and DO bit hash to one set; a lookup checks at most four slots. Each
+//! slot holds an `Arc` to an immutable entry behind an [`ArcSwapOption`], so a
+//! reader never waits for a writer: a writer builds the whole entry first and
+//! swaps the pointer in. Eviction: an insert replaces, within its set, the
+//! slot holding the same key, else an empty or expired slot, else the one
+//! least recently used (by a one-second clock). Memory is bounded by
+//! `capacity × MAX_ENTRY_BYTES` whatever the load.
+//!
+//! Entries keep the upstream answer as bytes (OPT removed) and the offset of
+//! every TTL; a hit copies the bytes, patches ID, question case, flags and
+//! counted-down TTLs, and needs no parse.
+
+use std::hash::Hasher;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+use arc_swap::ArcSwapOption;
+use rustc_hash::FxHasher;
+
+use crate::wire::{self, HEADER_LEN, Query, flags, header, rcode, rtype};
+
+/// Slots per set.
+const WAYS: usize = 4;
+/// Answers larger than this are passed on but not cached: it bounds the
+/// cache's memory at capacity × 4 KiB.
+pub const MAX_ENTRY_BYTES: usize = 4096;
+/// Cap on negative-answer lifetime (RFC 2308 §5 suggests one to three hours).
+pub const MAX_NEGATIVE_TTL: u32 = 3600;
+/// Longest cache key: a 255-byte name, type, class and the DO flag.
+pub const MAX_KEY_LEN: usize = wire::MAX_NAME_LEN + 5;
+
+/// An upstream answer prepared for replay: OPT removed, TTLs located and clamped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The answer without OPT; ID and question case get patched per client.
+    msg: Box<[u8]>,
+    /// Offset and clamped original value of every TTL in `msg`.
+    ttls: Box<[(u16, u32)]>,
+    /// How long the whole answer may be cached; `None` when it must not be.
+    pub cache_ttl: Option<u32>,
+}
+
+impl Stored {
+    /// Prepares a validated upstream answer. `None` if its records cannot be
+    /// walked (it is then not usable at all).
+    pub fn from_response(resp: &[u8], min_ttl: u32, max_ttl: u32) -> Option<Stored> {
+        let [qd, an, ns, ar] = header::counts(resp);
+        if qd != 1 || resp.len() > u16::MAX as usize {
+            return None;
+        }
+        let mut pos = wire::skip_name(resp, HEADER_LEN)? + 4;
+        let mut ttls = Vec::with_capacity((an + ns + ar) as usize);
+        let mut negative_ttl: Option<u32> = None;
+        let mut cut: Option<(usize, u16)> = None;
+        let additional_start_idx = an as usize + ns as usize;
+        let mut additional_pos = pos;
+        for i in 0..(an as usize + ns as usize + ar as usize) {
+            if i == additional_start_idx {
+                additional_pos = pos;
+            }
+            let rr = wire::read_rr(resp, pos)?;
+            if rr.rtype == rtype::OPT {
+                // Drop the OPT: it speaks for the upstream's transport, not the
+                // client's. Cut just it when last, else the whole additional section.
+                cut = Some(if rr.end == resp.len() && i + 1 == an as usize + ns as usize + ar as usize {
+                    (pos, ar - 1)
+                } else {
+                    (additional_pos, 0)
+                });
+                break;
+            }
+            let ttl = rr.ttl(resp);
+            if rr.rtype == rtype::SOA && i >= an as usize && i < additional_start_idx {
+                // RFC 2308 §5: the negative TTL is min(SOA TTL, SOA MINIMUM).
+                let minimum = wire::u32_at(resp, rr.end - 4)?;
+                negative_ttl = Some(negative_ttl.map_or(ttl.min(minimum), |n| n.min(ttl).min(minimum)));
+            }
+            ttls.push((rr.ttl_pos as u16, ttl.clamp(min_ttl, max_ttl)));
+            pos = rr.end;
+        }
+        let mut msg = resp.to_vec();
+        if let Some((at, new_ar)) = cut {
+            msg.truncate(at);
+            ttls.retain(|&(p, _)| (p as usize) < at);
+            header::set_counts(&mut msg, [qd, an, ns, new_ar]);
+        }
+        let rc = header::rcode(resp);
+        let f = header::flags(resp);
+        let negative = rc == rcode::NXDOMAIN || (rc == rcode::NOERROR && an == 0);
+        let cache_ttl = if f & flags::TC != 0 || msg.len() > MAX_ENTRY_BYTES {
+            None
+        } else if negative {
+            negative_ttl.map(|n| n.clamp(min_ttl, max_ttl.min(MAX_NEGATIVE_TTL)))
+        } else if rc == rcode::NOERROR {
+            ttls.iter().map(|&(_, t)| t).min()
+        } else {
+            // SERVFAIL, REFUSED and the rest are passed on, never cached.
+            None
+        };
+        if let (true, Some(neg)) = (negative, cache_ttl) {
+            // The SOA TTL tells clients how long to cache the denial.
+            for t in &mut ttls {
+                t.1 = t.1.min(neg);
+            }
+        }
+        Some(Stored {
+            msg: msg.into_boxed_slice(),
+            ttls: ttls.into_boxed_slice(),
+            cache_ttl: cache_ttl.filter(|&t| t > 0),
+        })
+    }
+
+    /// Response code of the stored answer.
+    pub fn rcode(&self) -> u8 {
+        header::rcode(&self.msg)
+    }
+
+    /// Writes this answer for client query `q`, `elapsed` seconds after it
+    /// was stored. The UDP size limit is the caller's to enforce.
+    pub fn write_answer(&self, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(&self.msg);
+        header::set_id(out, q.id);
+        // Same key means same name up to case: echo the client's spelling (0x20-safe).
+        out[HEADER_LEN..HEADER_LEN + q.qname.len()].copy_from_slice(q.qname);
+        let upstream = header::flags(out);
+        let mut f = (upstream & (flags::OPCODE_MASK | flags::RCODE_MASK | flags::AA))
+            | flags::QR
+            | flags::RA
+            | (q.flags & (flags::RD | flags::CD));
+        // RFC 6840 §5.8: AD only for clients that asked for DNSSEC information.
+        if q.flags & flags::AD != 0 || q.edns.is_some_and(|e| e.dnssec_ok) {
+            f |= upstream & flags::AD;
+        }
+        header::set_flags(out, f);
+        for &(pos, ttl) in self.ttls.iter() {
+            wire::put_u32(out, pos as usize, ttl.saturating_sub(elapsed));
+        }
+        let [_, an, ns, ar] = header::counts(out);
+        wire::build::finish(out, q.edns, [an, ns, ar], false);
+    }
+}
+
+/// One cached answer.
+#[derive(Debug)]
+struct Entry {
+    /// Full cache key, checked on every hit (the hash only picks the set).
+    key: Box<[u8]>,
+    /// The answer.
+    stored: Arc<Stored>,
+    /// Clock second it was stored.
+    stored_at: u32,
+    /// Clock second it stops being served.
+    expires: u32,
+}
+
+/// One cache slot.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The entry, swapped whole.
+    entry: ArcSwapOption<Entry>,
+    /// Key hash of the entry, so a lookup skips other slots without touching them.
+    hash: AtomicU64,
+    /// Clock second of the last hit or insert, for LRU within the set.
+    used: AtomicU32,
+}
+
+/// The shared answer cache.
+#[derive(Debug)]
+pub struct Cache {
+    /// `sets × WAYS` slots.
+    slots: Box<[Slot]>,
+    /// Number of sets.
+    sets: usize,
+    /// Slots per set (fewer than `WAYS` only for tiny caches).
+    ways: usize,
+    /// Origin of the one-second clock.
+    epoch: Instant,
+    /// Random hash seed, so nobody can aim names at one set from outside.
+    seed: usize,
+}
+
+impl Cache {
+    /// A cache of `capacity` entries (rounded down to a multiple of 4); 0 disables it.
+    pub fn new(capacity: usize) -> Cache {
+        let ways = capacity.clamp(1, WAYS);
+        let sets = capacity / ways;
+        let mut seed = [0u8; 8];
+        // A fixed seed only weakens the spread, so a getrandom failure is not fatal.
+        let _ = rustix::rand::getrandom(&mut seed, rustix::rand::GetRandomFlags::empty());
+        Cache {
+            slots: (0..sets * ways).map(|_| Slot::default()).collect(),
+            sets,
+            ways,
+            epoch: Instant::now(),
+            seed: u64::from_ne_bytes(seed) as usize,
+        }
+    }
+
+    /// Slots available.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Entries currently held (expired ones included until replaced).
+    pub fn len(&self) -> usize {
+        self.slots.iter().filter(|s| s.entry.load().is_some()).count()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Seconds since the cache was created: the clock for TTLs and LRU.
+    #[inline]
+    pub fn now(&self) -> u32 {
+        self.epoch.elapsed().as_secs() as u32
+    }
+
+    /// Hash of a key.
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        let mut h = FxHasher::with_seed(self.seed);
+        h.write(key);
+        // Never 0, so an empty slot's hash never matches.
+        h.finish() | 1
+    }
+
+    #[inline]
+    fn set(&self, hash: u64) -> &[Slot] {
+        // Multiply-shift maps the hash onto any set count, not only powers of two.
+        let i = (((hash >> 32) * self.sets as u64) >> 32) as usize;
+        &self.slots[i * self.ways..(i + 1) * self.ways]
+    }
+
+    /// Writes the cached answer for `q` into `out` if there is a live one.
+    #[inline]
+    pub fn answer(&self, key: &[u8], hash: u64, q: &Query, out: &mut Vec<u8>) -> bool {
+        if self.sets == 0 {
+            return false;
+        }
+        let now = self.now();
+        for slot in self.set(hash) {
+            if slot.hash.load(Relaxed) != hash {
+                continue;
+            }
+            let guard = slot.entry.load();
+            let Some(e) = guard.as_ref() else { continue };
+            if &*e.key != key || now >= e.expires {
+                continue;
+            }
+            if slot.used.load(Relaxed) != now {
+                slot.used.store(now, Relaxed);
+            }
+            e.stored.write_answer(q, now - e.stored_at, out);
+            return true;
+        }
+        false
+    }
+
+    /// Stores an answer under `key` if it is cacheable.
+    pub fn insert(&self, key: &[u8], hash: u64, stored: Arc<Stored>) {
+        let Some(ttl) = stored.cache_ttl else { return };
+        if self.sets == 0 {
+            return;
+        }
+        let now = self.now();
+        let set = self.set(hash);
+        let victim = set
+            .iter()
+            .find(|s| s.hash.load(Relaxed) == hash && s.entry.load().as_ref().is_some_and(|e| &*e.key == key))
+            .or_else(|| set.iter().find(|s| s.entry.load().as_ref().is_none_or(|e| now >= e.expires)))
+            .or_else(|| set.iter().min_by_key(|s| s.used.load(Relaxed)));
+        let Some(slot) = victim else { return };
+        slot.entry.store(Some(Arc::new(Entry {
+            key: key.into(),
+            stored,
+            stored_at: now,
+            expires: now.saturating_add(ttl),
+        })));
+        slot.hash.store(hash, Relaxed);
+        slot.used.store(now, Relaxed);
+    }
+}
+
+/// Writes the cache key of `q` into `buf`: lowercase wire name, type, class,
+/// DO bit. Returns its length.
+#[inline]
+pub fn key(q: &Query, buf: &mut [u8; MAX_KEY_LEN]) -> usize {
+    let n = q.qname.len();
+    for (dst, b) in buf[..n].iter_mut().zip(q.qname) {
+        *dst = b.to_ascii_lowercase();
+    }
+    buf[n..n + 2].copy_from_slice(&q.qtype.to_be_bytes());
+    buf[n + 2..n + 4].copy_from_slice(&q.qclass.to_be_bytes());
+    buf[n + 4] = q.edns.is_some_and(|e| e.dnssec_ok) as u8;
+    n + 5
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::wire::{parse_query, tests::query};
+    use simple_dns::{CLASS, Name, Packet, PacketFlag, RCODE, ResourceRecord, rdata};
+
+    /// An upstream-style answer to `q` with A records and optional OPT.
+    pub(crate) fn upstream_answer(q: &[u8], ttls: &[u32], with_opt: bool) -> Vec<u8> {
+        let qp = Packet::parse(q).unwrap();
+        let mut p = Packet::new_reply(qp.id());
+        p.set_flags(PacketFlag::RECURSION_DESIRED | PacketFlag::RECURSION_AVAILABLE);
+        p.questions = qp.questions.clone();
+        for (i, &ttl) in ttls.iter().enumerate() {
+            p.answers.push(ResourceRecord::new(
+                qp.questions[0].qname.clone(),
+                CLASS::IN,
+                ttl,
+                rdata::RData::A(rdata::A { address: 0x0a000001 + i as u32 }),
+            ));
+        }
+        if with_opt {
+            *p.opt_mut() = Some(rdata::OPT { opt_codes: vec![], udp_packet_size: 1232, version: 0 });
+        }
+        p.build_bytes_vec().unwrap()
+    }
+
+    fn negative(q: &[u8], rc: RCODE, soa_ttl: u32, minimum: u32) -> Vec<u8> {
+        let qp = Packet::parse(q).unwrap();
+        let mut p = Packet::new_reply(qp.id());
+        *p.rcode_mut() = rc;
+        p.questions = qp.questions.clone();
+        p.name_servers.push(ResourceRecord::new(
+            Name::new_unchecked("example"),
+            CLASS::IN,
+            soa_ttl,
+            rdata::RData::SOA(rdata::SOA {
+                mname: Name::new_unchecked("ns.example"),
+                rname: Name::new_unchecked("host.example"),
+                serial: 1,
+                refresh: 2,
+                retry: 3,
+                expire: 4,
+                minimum,
+            }),
+        ));
+        p.build_bytes_vec().unwrap()
+    }
+
+    #[test]
+    fn stored_answer_patches_id_case_ttl_and_opt() {
+        let q1 = query(1, "www.example", rtype::A, Some((1232, false)));
+        let s = Stored::from_response(&upstream_answer(&q1, &[300, 200], true), 0, 86400).unwrap();
+        assert_eq!(s.cache_ttl, Some(200));
+        let q2 = query(77, "WwW.ExAmple", rtype::A, None);
+        let q = parse_query(&q2).unwrap();
+        let mut out = Vec::new();
+        s.write_answer(&q, 50, &mut out);
+        let p = Packet::parse(&out).unwrap();
+        assert_eq!(p.id(), 77);
+        assert_eq!(p.questions[0].qname.to_string(), "WwW.ExAmple");
+        assert_eq!(p.answers.iter().map(|a| a.ttl).collect::<Vec<_>>(), [250, 150]);
+        assert!(p.opt().is_none(), "client without EDNS gets no OPT");
+        let q3 = query(78, "www.example", rtype::A, Some((1232, true)));
+        let q = parse_query(&q3).unwrap();
+        s.write_answer(&q, 0, &mut out);
+        let p = Packet::parse(&out).unwrap();
+        assert_eq!(p.opt().map(|o| o.udp_packet_size), Some(1232));
+        assert_eq!(p.additional_records.len(), 0);
+    }
+
+    #[test]
+    fn ttl_clamps_and_negative_ttls() {
+        let q = query(1, "x.example", rtype::A, None);
+        let s = Stored::from_response(&upstream_answer(&q, &[5], false), 30, 60).unwrap();
+        assert_eq!(s.cache_ttl, Some(30));
+        let s = Stored::from_response(&upstream_answer(&q, &[500], false), 30, 60).unwrap();
+        assert_eq!(s.cache_ttl, Some(60));
+        let s = Stored::from_response(&upstream_answer(&q, &[0], false), 0, 60).unwrap();
+        assert_eq!(s.cache_ttl, None, "TTL 0 is not cached");
+        let s = Stored::from_response(&negative(&q, RCODE::NameError, 900, 120), 0, 86400).unwrap();
+        assert_eq!(s.cache_ttl, Some(120));
+        let s = Stored::from_response(&negative(&q, RCODE::NoError, 100, 120), 0, 86400).unwrap();
+        assert_eq!(s.cache_ttl, Some(100), "NODATA cached from the SOA");
+        let s = Stored::from_response(&negative(&q, RCODE::NameError, 99999, 99999), 0, 86400).unwrap();
+        assert_eq!(s.cache_ttl, Some(MAX_NEGATIVE_TTL));
+        let s = Stored::from_response(&negative(&q, RCODE::ServerFailure, 900, 120), 0, 86400).unwrap();
+        assert_eq!(s.cache_ttl, None, "SERVFAIL is never cached");
+        let mut nosoa = upstream_answer(&q, &[], false);
+        nosoa[3] |= 3;
+        assert_eq!(Stored::from_response(&nosoa, 0, 86400).unwrap().cache_ttl, None);
+    }
+
+    fn put(cache: &Cache, name: &str, ttl: u32) -> Vec<u8> {
+        let m = query(1, name, rtype::A, None);
+        let q = parse_query(&m).unwrap();
+        let mut kb = [0u8; MAX_KEY_LEN];
+        let k = key(&q, &mut kb);
+        let s = Stored::from_response(&upstream_answer(&m, &[ttl], false), 0, 86400).unwrap();
+        cache.insert(&kb[..k], cache.hash(&kb[..k]), Arc::new(s));
+        m
+    }
+
+    fn hit(cache: &Cache, m: &[u8]) -> bool {
+        let q = parse_query(m).unwrap();
+        let mut kb = [0u8; MAX_KEY_LEN];
+        let k = key(&q, &mut kb);
+        cache.answer(&kb[..k], cache.hash(&kb[..k]), &q, &mut Vec::new())
+    }
+
+    #[test]
+    fn never_grows_past_capacity() {
+        let cache = Cache::new(64);
+        assert_eq!(cache.capacity(), 64);
+        for i in 0..10_000 {
+            put(&cache, &format!("n{i}.example"), 300);
+        }
+        assert!(cache.len() <= 64);
+        assert!(cache.len() >= 32, "most slots used: {}", cache.len());
+        let m = put(&cache, "fresh.example", 300);
+        assert!(hit(&cache, &m));
+        let other_type = query(1, "fresh.example", rtype::AAAA, None);
+        assert!(!hit(&cache, &other_type));
+        let do_bit = query(1, "fresh.example", rtype::A, Some((1232, true)));
+        assert!(!hit(&cache, &do_bit), "DO answers are kept apart");
+    }
+
+    #[test]
+    fn zero_capacity_and_lru_within_a_set() {
+        let off = Cache::new(0);
+        let m = put(&off, "a.example", 300);
+        assert!(!hit(&off, &m));
+        // One set of four: the fifth insert evicts the least recently used.
+        let c = Cache::new(4);
+        let names: Vec<Vec<u8>> = (0..4).map(|i| put(&c, &format!("s{i}.example"), 300)).collect();
+        assert!(names.iter().all(|m| hit(&c, m)));
+        put(&c, "s4.example", 300);
+        assert_eq!(c.len(), 4);
+        assert_eq!(names.iter().filter(|m| hit(&c, m)).count(), 3);
+    }
+}

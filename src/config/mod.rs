@@ -1,0 +1,553 @@
+//! Typed settings: what each UCI option means, its default, and validation.
+//!
+//! Syntax lives in [`uci`]; this module turns sections into a [`Config`] and
+//! reports every wrong value as `file:line: problem`. Unknown options and
+//! section types are warnings, not errors, so a file written for a newer
+//! release still starts an older one.
+
+pub mod uci;
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where `run` looks for its config when `-c` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/config/hydradns";
+/// Built-in listen address: unprivileged and loopback, so a first start needs no root
+/// and exposes nothing.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 5353);
+/// Resolver file read for upstreams when the config names none.
+const RESOLV_CONF: &str = "/etc/resolv.conf";
+/// Upstreams used when neither the config nor resolv.conf gives one (Quad9, Cloudflare).
+const FALLBACK_UPSTREAMS: [IpAddr; 2] = [IpAddr::V4(Ipv4Addr::new(9, 9, 9, 9)), IpAddr::V4(Ipv4Addr::new(1, 1, 1, 1))];
+
+/// What a blocked name is answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BlockMode {
+    /// A → 0.0.0.0, AAAA → ::, anything else an empty NOERROR answer.
+    #[default]
+    Null,
+    /// NXDOMAIN with a synthetic SOA so clients cache the refusal for `block_ttl`.
+    NxDomain,
+    /// REFUSED, no records.
+    Refused,
+    /// A → the IPv4 address, AAAA → the IPv6 address; a family not given gets an empty answer.
+    Address(Option<Ipv4Addr>, Option<Ipv6Addr>),
+}
+
+/// Whether a list source blocks or allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// `config blocklist`
+    Block,
+    /// `config allowlist`
+    Allow,
+}
+
+/// One `config blocklist` / `config allowlist` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListSource {
+    /// Name shown in logs and by `hydradns check`.
+    pub name: String,
+    /// Block or allow.
+    pub kind: ListKind,
+    /// List files to read, in any supported format.
+    pub paths: Vec<PathBuf>,
+    /// Inline `list domain` entries, each with the line it came from.
+    pub domains: Vec<(String, usize)>,
+    /// `file:line` of the section, for messages about it.
+    pub origin: String,
+}
+
+/// One `config forward` section: names under `domains` go to `servers`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forward {
+    /// Domains (and their subdomains) this rule applies to.
+    pub domains: Vec<String>,
+    /// Servers tried in order.
+    pub servers: Vec<SocketAddr>,
+}
+
+/// Everything `run` needs, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Path the config was read from (`<built-in>` for defaults).
+    pub source: String,
+    /// Addresses served on UDP and TCP.
+    pub listen: Vec<SocketAddr>,
+    /// Default forwarders, tried in order with failover.
+    pub upstreams: Vec<SocketAddr>,
+    /// Where the upstreams came from, for the start-up log line.
+    pub upstreams_from: String,
+    /// Answer cache capacity in entries; 0 disables the cache.
+    pub cache_size: usize,
+    /// How blocked names are answered.
+    pub block_mode: BlockMode,
+    /// TTL of block answers, seconds.
+    pub block_ttl: u32,
+    /// Cached TTLs are raised to at least this.
+    pub min_ttl: u32,
+    /// Cached TTLs are cut to at most this.
+    pub max_ttl: u32,
+    /// Per-try timeout for one upstream.
+    pub upstream_timeout: Duration,
+    /// A TCP client that sends nothing for this long is disconnected.
+    pub tcp_idle_timeout: Duration,
+    /// Open TCP connections allowed at once, over all listeners.
+    pub tcp_max_connections: usize,
+    /// Worker threads; 0 means one per core.
+    pub workers: usize,
+    /// Block and allow sources in file order.
+    pub lists: Vec<ListSource>,
+    /// Conditional forwarding rules.
+    pub forwards: Vec<Forward>,
+    /// Non-fatal findings (unknown options, ignored sections), as `file:line: text`.
+    pub warnings: Vec<String>,
+}
+
+/// A config problem that stops the load, reported as `file:line: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// File the problem is in.
+    pub file: String,
+    /// 1-based line, 0 when the file itself could not be read.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl From<uci::SyntaxError> for ConfigError {
+    fn from(e: uci::SyntaxError) -> Self {
+        ConfigError { file: e.file, line: e.line, message: e.message }
+    }
+}
+
+impl Config {
+    /// Built-in defaults: serve on 127.0.0.1:5353, forward to the system resolvers.
+    pub fn builtin() -> Config {
+        let mut cfg = Config {
+            source: "<built-in>".into(),
+            listen: vec![DEFAULT_LISTEN],
+            upstreams: Vec::new(),
+            upstreams_from: String::new(),
+            cache_size: 4096,
+            block_mode: BlockMode::Null,
+            block_ttl: 60,
+            min_ttl: 0,
+            max_ttl: 86_400,
+            upstream_timeout: Duration::from_secs(2),
+            tcp_idle_timeout: Duration::from_secs(10),
+            tcp_max_connections: 128,
+            workers: 0,
+            lists: Vec::new(),
+            forwards: Vec::new(),
+            warnings: Vec::new(),
+        };
+        cfg.default_upstreams();
+        cfg
+    }
+
+    /// Reads and validates a UCI file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            line: 0,
+            message: format!("cannot read: {e}"),
+        })?;
+        Config::parse(&file, &text)
+    }
+
+    /// Validates UCI text; `file` names it in messages.
+    pub fn parse(file: &str, text: &str) -> Result<Config, ConfigError> {
+        let sections = uci::parse(file, text)?;
+        let mut cfg = Config::builtin();
+        cfg.source = file.to_string();
+        cfg.upstreams.clear();
+        let mut listen_set = false;
+        let mut main_seen = false;
+        let mut warnings = Vec::new();
+        for section in &sections {
+            let mut reader = SectionReader { file, section, warnings: &mut warnings };
+            match section.kind.as_str() {
+                "hydradns" => {
+                    if main_seen {
+                        reader.warn_section("a second 'hydradns' section; its options override the first");
+                    }
+                    main_seen = true;
+                    reader.main(&mut cfg, &mut listen_set)?;
+                }
+                "blocklist" => cfg.lists.push(reader.list(ListKind::Block, cfg.lists.len())?),
+                "allowlist" => cfg.lists.push(reader.list(ListKind::Allow, cfg.lists.len())?),
+                "forward" => cfg.forwards.push(reader.forward()?),
+                other => reader.warn_section(&format!("unknown section type '{other}' ignored")),
+            }
+        }
+        cfg.warnings = warnings;
+        if cfg.listen.is_empty() {
+            cfg.listen.push(DEFAULT_LISTEN);
+        }
+        if cfg.upstreams.is_empty() {
+            cfg.default_upstreams();
+        } else {
+            cfg.upstreams_from = file.to_string();
+        }
+        if cfg.min_ttl > cfg.max_ttl {
+            return Err(ConfigError {
+                file: file.into(),
+                line: line_of(&sections, "min_ttl"),
+                message: format!("min_ttl {} is above max_ttl {}", cfg.min_ttl, cfg.max_ttl),
+            });
+        }
+        for up in &cfg.upstreams {
+            if cfg.listen.iter().any(|l| is_loop(l, up)) {
+                return Err(ConfigError {
+                    file: file.into(),
+                    line: line_of(&sections, "upstream"),
+                    message: format!("upstream {up} is one of our own listen addresses: queries would loop"),
+                });
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Upstreams from /etc/resolv.conf, minus our own addresses; public resolvers otherwise.
+    fn default_upstreams(&mut self) {
+        let from_resolv: Vec<SocketAddr> = std::fs::read_to_string(RESOLV_CONF)
+            .map(|text| resolv_conf_servers(&text))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|up| !self.listen.iter().any(|l| is_loop(l, up)))
+            .collect();
+        if from_resolv.is_empty() {
+            self.upstreams = FALLBACK_UPSTREAMS.iter().map(|ip| SocketAddr::new(*ip, 53)).collect();
+            self.upstreams_from = "built-in fallback".into();
+        } else {
+            self.upstreams = from_resolv;
+            self.upstreams_from = RESOLV_CONF.into();
+        }
+    }
+
+    /// Worker threads to start: the configured count, else one per core.
+    pub fn worker_count(&self) -> usize {
+        if self.workers > 0 {
+            return self.workers;
+        }
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+/// Would forwarding to `up` reach our own listener on `listen`?
+fn is_loop(listen: &SocketAddr, up: &SocketAddr) -> bool {
+    listen.port() == up.port() && (listen.ip() == up.ip() || (listen.ip().is_unspecified() && up.ip().is_loopback()))
+}
+
+fn line_of(sections: &[uci::Section], key: &str) -> usize {
+    sections.iter().flat_map(|s| s.values.iter()).find(|v| v.key == key).map_or(0, |v| v.line)
+}
+
+/// `nameserver` lines of a resolv.conf, port 53.
+fn resolv_conf_servers(text: &str) -> Vec<SocketAddr> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some("nameserver")).then_some(())?;
+            // Drop a zone index (fe80::1%eth0): it cannot be parsed into an IpAddr.
+            let ip: IpAddr = words.next()?.split('%').next()?.parse().ok()?;
+            Some(SocketAddr::new(ip, 53))
+        })
+        .collect()
+}
+
+/// Reads one section's values, turning bad ones into `file:line` errors.
+struct SectionReader<'a> {
+    file: &'a str,
+    section: &'a uci::Section,
+    warnings: &'a mut Vec<String>,
+}
+
+impl SectionReader<'_> {
+    fn error(&self, line: usize, message: String) -> ConfigError {
+        ConfigError { file: self.file.to_string(), line, message }
+    }
+
+    fn bad(&self, v: &uci::Value, what: &str) -> ConfigError {
+        self.error(v.line, format!("option '{}': '{}' is not {what}", v.key, v.value))
+    }
+
+    fn warn(&mut self, line: usize, text: &str) {
+        self.warnings.push(format!("{}:{}: {text}", self.file, line));
+    }
+
+    fn warn_section(&mut self, text: &str) {
+        let line = self.section.line;
+        self.warn(line, text);
+    }
+
+    fn unknown(&mut self, v: &uci::Value) {
+        let text = format!("unknown option '{}' in '{}' section ignored", v.key, self.section.kind);
+        self.warn(v.line, &text);
+    }
+
+    fn main(&mut self, cfg: &mut Config, listen_set: &mut bool) -> Result<(), ConfigError> {
+        for v in &self.section.values {
+            match v.key.as_str() {
+                "listen" => {
+                    if !*listen_set {
+                        cfg.listen.clear();
+                        *listen_set = true;
+                    }
+                    cfg.listen.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?);
+                }
+                "upstream" => {
+                    cfg.upstreams.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?)
+                }
+                "cache_size" => cfg.cache_size = self.number(v, 0, 10_000_000)? as usize,
+                "block_mode" => {
+                    cfg.block_mode = parse_block_mode(&v.value)
+                        .ok_or_else(|| self.bad(v, "null, nxdomain, refused or an IP address"))?
+                }
+                "block_ttl" => cfg.block_ttl = self.number(v, 0, 604_800)? as u32,
+                "min_ttl" => cfg.min_ttl = self.number(v, 0, 604_800)? as u32,
+                "max_ttl" => cfg.max_ttl = self.number(v, 0, 604_800)? as u32,
+                "upstream_timeout" => cfg.upstream_timeout = self.duration(v, 10, 60_000)?,
+                "tcp_idle_timeout" => cfg.tcp_idle_timeout = self.duration(v, 100, 3_600_000)?,
+                "tcp_max_connections" => cfg.tcp_max_connections = self.number(v, 1, 65_535)? as usize,
+                "workers" => cfg.workers = self.number(v, 0, 64)? as usize,
+                _ => self.unknown(v),
+            }
+        }
+        Ok(())
+    }
+
+    fn list(&mut self, kind: ListKind, index: usize) -> Result<ListSource, ConfigError> {
+        let mut src = ListSource {
+            name: String::new(),
+            kind,
+            paths: Vec::new(),
+            domains: Vec::new(),
+            origin: format!("{}:{}", self.file, self.section.line),
+        };
+        let mut enabled = true;
+        for v in &self.section.values {
+            match v.key.as_str() {
+                "name" => src.name = v.value.clone(),
+                "path" => src.paths.push(PathBuf::from(&v.value)),
+                "domain" => src.domains.push((v.value.clone(), v.line)),
+                "enabled" => enabled = self.boolean(v)?,
+                _ => self.unknown(v),
+            }
+        }
+        if src.name.is_empty() {
+            src.name = self.section.name.clone().unwrap_or_else(|| {
+                let stem = src.paths.first().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned());
+                stem.unwrap_or_else(|| format!("{}{}", self.section.kind, index + 1))
+            });
+        }
+        if !enabled {
+            src.paths.clear();
+            src.domains.clear();
+        }
+        Ok(src)
+    }
+
+    fn forward(&mut self) -> Result<Forward, ConfigError> {
+        let mut fwd = Forward { domains: Vec::new(), servers: Vec::new() };
+        for v in &self.section.values {
+            match v.key.as_str() {
+                "domain" => {
+                    let name =
+                        crate::policy::formats::normalize_name(&v.value).ok_or_else(|| self.bad(v, "a domain name"))?;
+                    fwd.domains.push(name);
+                }
+                "server" => fwd.servers.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?),
+                _ => self.unknown(v),
+            }
+        }
+        if fwd.domains.is_empty() || fwd.servers.is_empty() {
+            return Err(self.error(self.section.line, "a 'forward' section needs a domain and a server".into()));
+        }
+        Ok(fwd)
+    }
+
+    fn number(&self, v: &uci::Value, min: u64, max: u64) -> Result<u64, ConfigError> {
+        match v.value.trim().parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(self.bad(v, &format!("a number from {min} to {max}"))),
+        }
+    }
+
+    fn duration(&self, v: &uci::Value, min_ms: u64, max_ms: u64) -> Result<Duration, ConfigError> {
+        match parse_duration(&v.value) {
+            Some(d) if (min_ms..=max_ms).contains(&(d.as_millis() as u64)) => Ok(d),
+            _ => Err(self.bad(v, &format!("a duration from {min_ms}ms to {}s", max_ms / 1000))),
+        }
+    }
+
+    fn boolean(&self, v: &uci::Value) -> Result<bool, ConfigError> {
+        match v.value.as_str() {
+            "1" | "yes" | "on" | "true" | "enabled" => Ok(true),
+            "0" | "no" | "off" | "false" | "disabled" => Ok(false),
+            _ => Err(self.bad(v, "a boolean (0 or 1)")),
+        }
+    }
+}
+
+/// `192.0.2.1`, `192.0.2.1:5353`, `[2001:db8::1]:53` or a bare `2001:db8::1`.
+pub fn parse_socket_addr(s: &str, default_port: u16) -> Option<SocketAddr> {
+    let s = s.trim();
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Some(addr);
+    }
+    let ip = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
+    ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, default_port))
+}
+
+/// Plain seconds, or a number with `ms`, `s`, `m`, `h` or `d`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let ms = match unit {
+        "ms" => n,
+        "" | "s" => n.checked_mul(1000)?,
+        "m" => n.checked_mul(60_000)?,
+        "h" => n.checked_mul(3_600_000)?,
+        "d" => n.checked_mul(86_400_000)?,
+        _ => return None,
+    };
+    Some(Duration::from_millis(ms))
+}
+
+fn parse_block_mode(s: &str) -> Option<BlockMode> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "null" | "null_ip" | "0.0.0.0" => return Some(BlockMode::Null),
+        "nxdomain" => return Some(BlockMode::NxDomain),
+        "refused" => return Some(BlockMode::Refused),
+        _ => {}
+    }
+    let (mut v4, mut v6) = (None, None);
+    for word in s.split_whitespace() {
+        match word.parse::<IpAddr>().ok()? {
+            IpAddr::V4(a) if v4.is_none() => v4 = Some(a),
+            IpAddr::V6(a) if v6.is_none() => v6 = Some(a),
+            _ => return None,
+        }
+    }
+    (v4.is_some() || v6.is_some()).then_some(BlockMode::Address(v4, v6))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = "\
+config hydradns 'main'
+\tlist listen '127.0.0.1:5353'
+\tlist listen '[::1]:5353'
+\tlist upstream '192.0.2.53'
+\tlist upstream '[2001:db8::53]:5300'
+\toption cache_size '100'
+\toption block_mode 'nxdomain'
+\toption block_ttl '30'
+\toption min_ttl '5'
+\toption max_ttl '3600'
+\toption upstream_timeout '500ms'
+\toption frobnicate '1'
+config blocklist
+\toption name 'ads'
+\toption path '/tmp/ads.txt'
+\tlist domain 'tracker.example'
+config allowlist
+\tlist domain 'good.example.com'
+config forward
+\toption domain 'lan'
+\tlist server '127.0.0.1:5354'
+config mystery
+";
+
+    #[test]
+    fn full_config() {
+        let c = Config::parse("f", FULL).unwrap();
+        assert_eq!(c.listen, ["127.0.0.1:5353".parse().unwrap(), "[::1]:5353".parse().unwrap()]);
+        assert_eq!(c.upstreams, ["192.0.2.53:53".parse().unwrap(), "[2001:db8::53]:5300".parse().unwrap()]);
+        assert_eq!(c.cache_size, 100);
+        assert_eq!(c.block_mode, BlockMode::NxDomain);
+        assert_eq!((c.block_ttl, c.min_ttl, c.max_ttl), (30, 5, 3600));
+        assert_eq!(c.upstream_timeout, Duration::from_millis(500));
+        assert_eq!(c.lists.len(), 2);
+        assert_eq!(c.lists[0].name, "ads");
+        assert_eq!(c.lists[0].domains, [("tracker.example".to_string(), 16)]);
+        assert_eq!(c.lists[1].kind, ListKind::Allow);
+        assert_eq!(c.lists[1].name, "allowlist2");
+        assert_eq!(c.forwards[0].domains, ["lan"]);
+        assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+        assert!(c.warnings[0].starts_with("f:12: unknown option 'frobnicate'"));
+        assert!(c.warnings[1].starts_with("f:22: unknown section type 'mystery'"));
+    }
+
+    #[test]
+    fn bad_values_name_the_line() {
+        for (text, line, needle) in [
+            ("config hydradns\n\toption cache_size 'lots'\n", 2, "cache_size"),
+            ("config hydradns\n\n\tlist listen 'nowhere'\n", 3, "listen"),
+            ("config hydradns\n\toption block_mode 'maybe'\n", 2, "block_mode"),
+            ("config hydradns\n\toption upstream_timeout '2 weeks'\n", 2, "upstream_timeout"),
+            ("config hydradns\n\toption min_ttl 10\n\toption max_ttl 5\n", 2, "min_ttl"),
+            ("config forward\n\toption domain 'lan'\n", 1, "needs a domain and a server"),
+            ("config hydradns\n\tlist listen '127.0.0.1:53'\n\tlist upstream '127.0.0.1'\n", 3, "loop"),
+        ] {
+            let e = Config::parse("cfg", text).unwrap_err();
+            assert_eq!(e.line, line, "{e}");
+            assert!(e.to_string().starts_with(&format!("cfg:{line}: ")), "{e}");
+            assert!(e.message.contains(needle), "{e}");
+        }
+    }
+
+    #[test]
+    fn block_modes() {
+        assert_eq!(parse_block_mode("null"), Some(BlockMode::Null));
+        assert_eq!(parse_block_mode("REFUSED"), Some(BlockMode::Refused));
+        assert_eq!(parse_block_mode("192.0.2.1"), Some(BlockMode::Address(Some(Ipv4Addr::new(192, 0, 2, 1)), None)));
+        assert_eq!(
+            parse_block_mode("192.0.2.1 2001:db8::1"),
+            Some(BlockMode::Address(Some(Ipv4Addr::new(192, 0, 2, 1)), Some("2001:db8::1".parse().unwrap())))
+        );
+        assert_eq!(parse_block_mode("192.0.2.1 192.0.2.2"), None);
+        assert_eq!(parse_block_mode("nope"), None);
+    }
+
+    #[test]
+    fn durations_and_addresses() {
+        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("6h"), Some(Duration::from_secs(6 * 3600)));
+        assert_eq!(parse_duration("7d"), Some(Duration::from_secs(7 * 86400)));
+        assert_eq!(parse_duration("1.5s"), None);
+        assert_eq!(parse_duration("s"), None);
+        assert_eq!(parse_socket_addr("::1", 53), Some("[::1]:53".parse().unwrap()));
+        assert_eq!(parse_socket_addr("[::1]", 53), Some("[::1]:53".parse().unwrap()));
+        assert_eq!(parse_socket_addr("10.0.0.1", 53), Some("10.0.0.1:53".parse().unwrap()));
+        assert_eq!(parse_socket_addr("host.example", 53), None);
+    }
+
+    #[test]
+    fn resolv_conf() {
+        let servers = resolv_conf_servers("# x\nnameserver 10.0.0.1\nsearch lan\nnameserver fe80::1%eth0\n");
+        assert_eq!(servers, ["10.0.0.1:53".parse().unwrap(), "[fe80::1]:53".parse().unwrap()]);
+    }
+}

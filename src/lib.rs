@@ -1,0 +1,17 @@
+//! HydraDNS: a DNS security gateway for OpenWrt routers.
+//!
+//! A query travels `server` (UDP/TCP listeners, one worker per core) →
+//! `wire` (parse) → `policy` (blocklists, allowlists, block answers) →
+//! `cache` (fixed-size answer cache) → `upstream` (forwarding); `query` holds
+//! that journey together. `config` reads the UCI file, `cli` the command line.
+
+pub mod cache;
+pub mod cli;
+pub mod config;
+pub mod logging;
+pub mod policy;
+pub mod query;
+pub mod server;
+pub mod stats;
+pub mod upstream;
+pub mod wire;

@@ -1,0 +1,347 @@
+//! The compact sorted domain set behind blocklists and allowlists.
+//!
+//! Every name is stored once, labels reversed (`ads.example.com` →
+//! `com␀example␀ads`), in one contiguous buffer sorted bytewise. Because the
+//! separator sorts below every byte a name may hold, a name's subdomains sort
+//! directly after it; the builder drops every entry already covered by a
+//! parent, so no entry is a label-prefix of another. Then the only entry that
+//! can cover a query is the greatest entry not above the query's own key: one
+//! binary search answers "is this name or any parent listed?", with no
+//! allocation and no walk over the query's parents.
+//!
+//! Layout: entries `[key len: u8][tag: u16 LE][key]` back to back, plus the
+//! offset of every 16th entry. Per name that is its bytes + 3 + 0.25, against
+//! 40+ bytes for a `HashSet<String>`.
+
+use super::formats::for_each_label_rev;
+
+/// Label separator inside keys. Below every byte a listed name may contain
+/// (letters, digits, `-`, `_`), so `x.y` sorts right after `y`, before `y-z`.
+pub const SEP: u8 = 0;
+/// Entries per index block: the binary search touches one index slot per
+/// step, then scans at most this many neighbouring entries in one or two
+/// cache lines.
+const BLOCK: usize = 16;
+
+/// An immutable, sorted, parent-collapsed set of domain names.
+#[derive(Debug, Clone, Default)]
+pub struct DomainSet {
+    /// Entries `[len][tag lo][tag hi][key…]`, sorted by key.
+    data: Box<[u8]>,
+    /// Offset in `data` of every `BLOCK`-th entry.
+    index: Box<[u32]>,
+    /// Number of entries.
+    len: usize,
+}
+
+/// The entry that covers a looked-up name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Match<'a> {
+    /// The entry's key (reversed labels); see [`key_to_name`].
+    pub key: &'a [u8],
+    /// The tag given at insertion (the source list).
+    pub tag: u16,
+}
+
+impl DomainSet {
+    /// Number of names after collapsing.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is listed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Heap bytes held by the set.
+    pub fn heap_bytes(&self) -> usize {
+        self.data.len() + self.index.len() * std::mem::size_of::<u32>()
+    }
+
+    #[inline]
+    fn entry_at(&self, pos: usize) -> (&[u8], u16, usize) {
+        let len = self.data[pos] as usize;
+        let tag = u16::from_le_bytes([self.data[pos + 1], self.data[pos + 2]]);
+        let start = pos + 3;
+        (&self.data[start..start + len], tag, start + len)
+    }
+
+    /// The entry equal to `key` or to one of its parents, if any.
+    /// `key` is a reversed-label key as made by [`crate::wire::reversed_key`].
+    #[inline]
+    pub fn lookup(&self, key: &[u8]) -> Option<Match<'_>> {
+        let block = self.index.partition_point(|&off| self.entry_at(off as usize).0 <= key);
+        if block == 0 {
+            return None;
+        }
+        let mut pos = self.index[block - 1] as usize;
+        let end = self.index.get(block).map_or(self.data.len(), |&o| o as usize);
+        let mut best = None;
+        while pos < end {
+            let (k, tag, next) = self.entry_at(pos);
+            if k > key {
+                break;
+            }
+            best = Some(Match { key: k, tag });
+            pos = next;
+        }
+        best.filter(|m| covers(m.key, key))
+    }
+
+    /// All entries in key order.
+    pub fn iter(&self) -> impl Iterator<Item = Match<'_>> {
+        let mut pos = 0;
+        std::iter::from_fn(move || {
+            (pos < self.data.len()).then(|| {
+                let (key, tag, next) = self.entry_at(pos);
+                pos = next;
+                Match { key, tag }
+            })
+        })
+    }
+}
+
+/// Is `parent` equal to `key` or a whole-label prefix of it?
+#[inline]
+fn covers(parent: &[u8], key: &[u8]) -> bool {
+    key.starts_with(parent) && (key.len() == parent.len() || key[parent.len()] == SEP)
+}
+
+/// Turns a key back into a dotted name.
+pub fn key_to_name(key: &[u8]) -> String {
+    let labels: Vec<String> = key.split(|&b| b == SEP).rev().map(|l| String::from_utf8_lossy(l).into_owned()).collect();
+    labels.join(".")
+}
+
+/// The key of a dotted name, or `None` if it is not a valid domain name.
+pub fn name_key(name: &str) -> Option<Vec<u8>> {
+    let mut key = Vec::with_capacity(name.len());
+    push_key(&mut key, name)?;
+    Some(key)
+}
+
+/// Collects names, then sorts and packs them into a [`DomainSet`].
+#[derive(Debug, Default)]
+pub struct SetBuilder {
+    /// Keys back to back, unsorted.
+    keys: Vec<u8>,
+    /// One per inserted name: offset (bits 0–31), key length (32–39), tag (40–55).
+    entries: Vec<u64>,
+    /// Keys of names whose exact entry is to be dropped (`$badfilter`).
+    cancelled: Vec<Box<[u8]>>,
+}
+
+impl SetBuilder {
+    /// An empty builder.
+    pub fn new() -> SetBuilder {
+        SetBuilder::default()
+    }
+
+    /// Names inserted so far (before de-duplication).
+    pub fn inserted(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Adds `name` (and, implicitly, everything under it) with `tag`. Returns
+    /// false, adding nothing, when the name is not a valid domain name.
+    pub fn insert(&mut self, name: &str, tag: u16) -> bool {
+        let start = self.keys.len();
+        match push_key(&mut self.keys, name) {
+            Some(len) if start <= u32::MAX as usize - len => {
+                self.entries.push(start as u64 | (len as u64) << 32 | (tag as u64) << 40);
+                true
+            }
+            _ => {
+                self.keys.truncate(start);
+                false
+            }
+        }
+    }
+
+    /// Drops the entry for exactly `name` from the built set, wherever it came
+    /// from; its subdomains listed on their own stay. Returns false for an invalid name.
+    pub fn cancel(&mut self, name: &str) -> bool {
+        let mut key = Vec::new();
+        push_key(&mut key, name).is_some_and(|_| {
+            self.cancelled.push(key.into_boxed_slice());
+            true
+        })
+    }
+
+    /// Sorts, removes duplicates and covered subdomains, and packs the set.
+    pub fn build(mut self) -> DomainSet {
+        let keys = &self.keys;
+        let key = |e: u64| {
+            let off = (e & 0xffff_ffff) as usize;
+            &keys[off..off + ((e >> 32) & 0xff) as usize]
+        };
+        let tag = |e: u64| (e >> 40) as u16;
+        self.entries.sort_unstable_by(|&a, &b| key(a).cmp(key(b)).then(tag(a).cmp(&tag(b))));
+        self.cancelled.sort_unstable();
+
+        let mut data = Vec::with_capacity(self.keys.len() + 3 * self.entries.len());
+        let mut index = Vec::with_capacity(self.entries.len() / BLOCK + 1);
+        let mut last: Option<&[u8]> = None;
+        let mut len = 0;
+        for &e in &self.entries {
+            let k = key(e);
+            if last.is_some_and(|l| covers(l, k)) {
+                continue;
+            }
+            if self.cancelled.binary_search_by(|c| (**c).cmp(k)).is_ok() {
+                continue;
+            }
+            if len % BLOCK == 0 {
+                index.push(data.len() as u32);
+            }
+            data.push(k.len() as u8);
+            data.extend_from_slice(&tag(e).to_le_bytes());
+            data.extend_from_slice(k);
+            last = Some(k);
+            len += 1;
+        }
+        DomainSet { data: data.into_boxed_slice(), index: index.into_boxed_slice(), len }
+    }
+}
+
+/// Appends the reversed-label key of `name` to `out`; returns its length.
+fn push_key(out: &mut Vec<u8>, name: &str) -> Option<usize> {
+    let start = out.len();
+    for_each_label_rev(name, |label| {
+        if out.len() > start {
+            out.push(SEP);
+        }
+        out.extend_from_slice(label);
+    })?;
+    Some(out.len() - start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{MAX_NAME_LEN, reversed_key};
+
+    fn wire(name: &str) -> Vec<u8> {
+        let mut w = Vec::new();
+        for l in name.split('.').filter(|l| !l.is_empty()) {
+            w.push(l.len() as u8);
+            w.extend_from_slice(l.as_bytes());
+        }
+        w.push(0);
+        w
+    }
+
+    fn find(set: &DomainSet, name: &str) -> Option<(String, u16)> {
+        let mut buf = [0u8; MAX_NAME_LEN];
+        let n = reversed_key(&wire(name), &mut buf);
+        set.lookup(&buf[..n]).map(|m| (key_to_name(m.key), m.tag))
+    }
+
+    fn set(names: &[(&str, u16)]) -> DomainSet {
+        let mut b = SetBuilder::new();
+        for (n, t) in names {
+            assert!(b.insert(n, *t), "{n}");
+        }
+        b.build()
+    }
+
+    #[test]
+    fn exact_parent_and_non_matches() {
+        let s = set(&[("example.com", 1), ("ads.other.org", 2), ("x.y.z", 3)]);
+        assert_eq!(find(&s, "example.com"), Some(("example.com".into(), 1)));
+        assert_eq!(find(&s, "ADS.Example.COM"), Some(("example.com".into(), 1)));
+        assert_eq!(find(&s, "a.b.c.example.com"), Some(("example.com".into(), 1)));
+        assert_eq!(find(&s, "ads.other.org"), Some(("ads.other.org".into(), 2)));
+        assert_eq!(find(&s, "deep.ads.other.org"), Some(("ads.other.org".into(), 2)));
+        for miss in
+            ["com", "other.org", "xads.other.org", "example.co", "example-x.com", "notexample.com", "y.z", "", "zzz"]
+        {
+            assert_eq!(find(&s, miss), None, "{miss}");
+        }
+    }
+
+    #[test]
+    fn collapses_children_and_duplicates() {
+        let s = set(&[
+            ("a.example.com", 5),
+            ("example.com", 3),
+            ("example.com", 1),
+            ("b.example.com", 2),
+            ("example-x.com", 4),
+            ("z.example-x.com", 4),
+        ]);
+        assert_eq!(s.len(), 2);
+        assert_eq!(find(&s, "a.example.com"), Some(("example.com".into(), 1)));
+        assert_eq!(find(&s, "q.example-x.com"), Some(("example-x.com".into(), 4)));
+    }
+
+    #[test]
+    fn neighbours_between_parent_and_query_do_not_hide_it() {
+        // Entries sorting between "example.com" and "zz.example.com" must not stop the match.
+        let mut names: Vec<(String, u16)> = vec![("example.com".into(), 0)];
+        for i in 0..100 {
+            names.push((format!("a{i}.example.co"), 1));
+            names.push((format!("example{i}.com"), 1));
+        }
+        let refs: Vec<(&str, u16)> = names.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        let s = set(&refs);
+        assert_eq!(find(&s, "zz.example.com"), Some(("example.com".into(), 0)));
+        assert_eq!(find(&s, "a5.example.co"), Some(("a5.example.co".into(), 1)));
+        assert_eq!(find(&s, "example.co"), None);
+        assert_eq!(find(&s, "x.example55.com"), Some(("example55.com".into(), 1)));
+        assert_eq!(s.iter().count(), s.len());
+    }
+
+    #[test]
+    fn badfilter_cancels_exact_entry_only() {
+        let mut b = SetBuilder::new();
+        b.insert("pl.ua", 0);
+        b.insert("ads.pl.ua", 1);
+        b.insert("other.example", 0);
+        assert!(b.cancel("PL.ua"));
+        let s = b.build();
+        assert_eq!(find(&s, "shop.pl.ua"), None);
+        assert_eq!(find(&s, "x.ads.pl.ua"), Some(("ads.pl.ua".into(), 1)));
+        assert_eq!(find(&s, "other.example"), Some(("other.example".into(), 0)));
+    }
+
+    #[test]
+    fn invalid_names_add_nothing() {
+        let mut b = SetBuilder::new();
+        assert!(!b.insert("bad name", 0));
+        assert!(!b.insert("a..b", 0));
+        assert!(b.insert("ok.example", 0));
+        assert_eq!(b.inserted(), 1);
+        assert_eq!(b.build().len(), 1);
+        assert!(DomainSet::default().lookup(b"com").is_none());
+    }
+
+    #[test]
+    fn matches_a_naive_parent_walk() {
+        // Pseudo-random names over a small alphabet so parents and neighbours collide often.
+        let mut seed = 0x9e3779b97f4a7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let labels = ["a", "b", "a-b", "ab", "b0", "_x"];
+        let mut name = || {
+            let n = 1 + next() % 4;
+            (0..n).map(|_| labels[(next() % labels.len() as u64) as usize]).collect::<Vec<_>>().join(".")
+        };
+        let listed: Vec<String> = (0..300).map(|_| name()).collect();
+        let refs: Vec<(&str, u16)> = listed.iter().map(|n| (n.as_str(), 0)).collect();
+        let s = set(&refs);
+        let naive = |q: &str| {
+            let parts: Vec<&str> = q.split('.').collect();
+            (0..parts.len()).any(|i| listed.contains(&parts[i..].join(".")))
+        };
+        for _ in 0..3000 {
+            let q = name();
+            assert_eq!(find(&s, &q).is_some(), naive(&q), "{q}");
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! Blocking policy: which names are blocked, which are allowed, and what a
+//! blocked name is answered with.
+//!
+//! A [`Policy`] is immutable once built. Loading reads every list off the hot
+//! path; the server swaps a whole new policy in atomically, so a query sees
+//! either the old lists or the new ones, never a mix.
+
+pub mod domainset;
+pub mod formats;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::net::Ipv6Addr;
+use std::path::Path;
+
+use crate::config::{BlockMode, ListKind, ListSource};
+use crate::wire::{self, Query, rcode, rtype};
+use domainset::{DomainSet, SetBuilder, key_to_name};
+use formats::{ParseStats, Rule};
+
+/// What the lists say about one name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// No list mentions it.
+    Pass,
+    /// An allow entry covers it (whether or not a block entry does too).
+    Allowed {
+        /// Source of the allow entry.
+        source: u16,
+    },
+    /// A block entry covers it and no allow entry does.
+    Blocked {
+        /// Source of the block entry.
+        source: u16,
+    },
+}
+
+/// A list entry that matched: its source's tag and the entry as a dotted name.
+pub type Entry = (u16, String);
+
+/// How one source loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceReport {
+    /// Source name from the config.
+    pub name: String,
+    /// Block or allow.
+    pub kind: ListKind,
+    /// Line classification counts.
+    pub stats: ParseStats,
+    /// Files that could not be read, with the reason.
+    pub errors: Vec<String>,
+}
+
+/// Compiled lists plus the block answer settings.
+#[derive(Debug, Default)]
+pub struct Policy {
+    /// Names to block, tagged with their source index.
+    block: DomainSet,
+    /// Names exempt from blocking, tagged with their source index.
+    allow: DomainSet,
+    /// One report per configured source, indexed by tag.
+    pub sources: Vec<SourceReport>,
+    /// Answer style for blocked names.
+    mode: BlockMode,
+    /// TTL of block answers.
+    ttl: u32,
+}
+
+impl Policy {
+    /// Reads every source. Never fails: unreadable files and bad lines are
+    /// counted in the reports and the rest still loads.
+    pub fn load(lists: &[ListSource], mode: BlockMode, ttl: u32) -> Policy {
+        let mut block = SetBuilder::new();
+        let mut allow = SetBuilder::new();
+        let sources = lists
+            .iter()
+            .enumerate()
+            .map(|(i, src)| {
+                let tag = u16::try_from(i).unwrap_or(u16::MAX);
+                load_source(src, tag, &mut block, &mut allow)
+            })
+            .collect();
+        Policy { block: block.build(), allow: allow.build(), sources, mode, ttl }
+    }
+
+    /// Blocked names after collapsing subdomains under listed parents.
+    pub fn blocked_len(&self) -> usize {
+        self.block.len()
+    }
+
+    /// Allowed names after collapsing.
+    pub fn allowed_len(&self) -> usize {
+        self.allow.len()
+    }
+
+    /// Heap bytes of both sets.
+    pub fn heap_bytes(&self) -> usize {
+        self.block.heap_bytes() + self.allow.heap_bytes()
+    }
+
+    /// Name of the source with tag `source`.
+    pub fn source_name(&self, source: u16) -> &str {
+        self.sources.get(source as usize).map_or("?", |s| s.name.as_str())
+    }
+
+    /// Looks up a reversed-label key (see [`wire::reversed_key`]). An allow
+    /// entry wins over any block entry.
+    #[inline]
+    pub fn check(&self, key: &[u8]) -> Verdict {
+        if self.block.is_empty() {
+            return Verdict::Pass;
+        }
+        let Some(b) = self.block.lookup(key) else {
+            return Verdict::Pass;
+        };
+        match self.allow.lookup(key) {
+            Some(a) => Verdict::Allowed { source: a.tag },
+            None => Verdict::Blocked { source: b.tag },
+        }
+    }
+
+    /// The matching block and allow entries for `key`: (source, dotted name).
+    pub fn entries(&self, key: &[u8]) -> (Option<Entry>, Option<Entry>) {
+        let show = |m: domainset::Match<'_>| (m.tag, key_to_name(m.key));
+        (self.block.lookup(key).map(show), self.allow.lookup(key).map(show))
+    }
+
+    /// Writes the answer for a blocked query into `out` (UDP size not yet enforced).
+    pub fn write_block_answer(&self, q: &Query, out: &mut Vec<u8>) {
+        let ttl = self.ttl;
+        let in_class = q.qclass == wire::CLASS_IN;
+        let (v4, v6) = match self.mode {
+            BlockMode::Refused => {
+                wire::build::start(out, q, rcode::REFUSED);
+                wire::build::finish(out, q.edns, [0, 0, 0], false);
+                return;
+            }
+            BlockMode::NxDomain => {
+                wire::build::start(out, q, rcode::NXDOMAIN);
+                wire::build::negative_soa(out, ttl);
+                wire::build::finish(out, q.edns, [0, 1, 0], false);
+                return;
+            }
+            BlockMode::Null => (Some([0u8; 4]), Some([0u8; 16])),
+            BlockMode::Address(v4, v6) => (v4.map(|a| a.octets()), v6.map(|a: Ipv6Addr| a.octets())),
+        };
+        wire::build::start(out, q, rcode::NOERROR);
+        let rdata: Option<&[u8]> = match q.qtype {
+            rtype::A if in_class => v4.as_ref().map(|a| &a[..]),
+            rtype::AAAA if in_class => v6.as_ref().map(|a| &a[..]),
+            _ => None,
+        };
+        match rdata {
+            Some(rdata) => {
+                wire::build::record(out, q.qtype, ttl, rdata);
+                wire::build::finish(out, q.edns, [1, 0, 0], false);
+            }
+            None => {
+                wire::build::negative_soa(out, ttl);
+                wire::build::finish(out, q.edns, [0, 1, 0], false);
+            }
+        }
+    }
+
+    /// One log line per source plus a total, for syslog after every load.
+    pub fn summary_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .sources
+            .iter()
+            .map(|s| {
+                let st = &s.stats;
+                let mut line = format!(
+                    "list '{}' ({}): {} blocks, {} allows, {} badfilters, {} ignored, {} unsupported, {} invalid, {} lines",
+                    s.name,
+                    match s.kind {
+                        ListKind::Block => "blocklist",
+                        ListKind::Allow => "allowlist",
+                    },
+                    st.blocks,
+                    st.allows,
+                    st.badfilters,
+                    st.ignored,
+                    st.unsupported,
+                    st.invalid,
+                    st.lines
+                );
+                for e in &s.errors {
+                    line.push_str("; ");
+                    line.push_str(e);
+                }
+                line
+            })
+            .collect();
+        lines.push(format!(
+            "policy: {} blocked and {} allowed names after merging subdomains, {} KiB",
+            self.blocked_len(),
+            self.allowed_len(),
+            self.heap_bytes() / 1024
+        ));
+        lines
+    }
+}
+
+/// Reads one source's files and inline entries into the builders.
+fn load_source(src: &ListSource, tag: u16, block: &mut SetBuilder, allow: &mut SetBuilder) -> SourceReport {
+    let mut report =
+        SourceReport { name: src.name.clone(), kind: src.kind, stats: ParseStats::default(), errors: Vec::new() };
+    let mut emit = |rule: Rule, name: &str| match (src.kind, rule) {
+        (ListKind::Block, Rule::Block) => block.insert(name, tag),
+        (ListKind::Block, Rule::BadFilter) => block.cancel(name),
+        (_, Rule::Allow) | (ListKind::Allow, Rule::Block) => allow.insert(name, tag),
+        (ListKind::Allow, Rule::BadFilter) => false,
+    };
+    for path in &src.paths {
+        if let Err(e) = read_list_file(path, &mut report.stats, &mut emit) {
+            report.errors.push(format!("{}: {e}", path.display()));
+        }
+    }
+    for (name, _line) in &src.domains {
+        formats::parse_line(name, &mut report.stats, &mut emit);
+    }
+    report
+}
+
+/// Feeds a list file line by line; a line that is not UTF-8 counts as invalid.
+pub fn read_list_file(
+    path: &Path,
+    stats: &mut ParseStats,
+    emit: &mut impl FnMut(Rule, &str) -> bool,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
+        }
+        match std::str::from_utf8(&line) {
+            Ok(text) => formats::parse_line(text, stats, emit),
+            Err(_) => {
+                stats.lines += 1;
+                stats.invalid += 1;
+            }
+        }
+    }
+}
+
+/// Every source whose own entries match `name`, for `hydradns check`:
+/// `(source name, kind, matching entry)`.
+pub fn explain(lists: &[ListSource], key: &[u8]) -> Vec<(String, ListKind, String)> {
+    let mut found = Vec::new();
+    for src in lists {
+        let mut block = SetBuilder::new();
+        let mut allow = SetBuilder::new();
+        load_source(src, 0, &mut block, &mut allow);
+        for (set, kind) in [(block.build(), ListKind::Block), (allow.build(), ListKind::Allow)] {
+            if let Some(m) = set.lookup(key) {
+                found.push((src.name.clone(), kind, key_to_name(m.key)));
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{MAX_NAME_LEN, parse_query, reversed_key, tests::query};
+    use std::net::Ipv4Addr;
+
+    fn source(name: &str, kind: ListKind, domains: &[&str]) -> ListSource {
+        ListSource {
+            name: name.into(),
+            kind,
+            paths: Vec::new(),
+            domains: domains.iter().map(|d| (d.to_string(), 1)).collect(),
+            origin: "test".into(),
+        }
+    }
+
+    fn verdict(p: &Policy, name: &str) -> Verdict {
+        let m = query(1, name, rtype::A, None);
+        let q = parse_query(&m).unwrap();
+        let mut buf = [0u8; MAX_NAME_LEN];
+        let n = reversed_key(q.qname, &mut buf);
+        p.check(&buf[..n])
+    }
+
+    #[test]
+    fn allow_wins_over_block_for_name_and_subdomains() {
+        let p = Policy::load(
+            &[
+                source("ads", ListKind::Block, &["example.com", "||tracker.example^", "@@||ok.tracker.example^"]),
+                source("mine", ListKind::Allow, &["good.example.com"]),
+            ],
+            BlockMode::Null,
+            60,
+        );
+        assert_eq!(verdict(&p, "example.com"), Verdict::Blocked { source: 0 });
+        assert_eq!(verdict(&p, "ads.example.com"), Verdict::Blocked { source: 0 });
+        assert_eq!(verdict(&p, "good.example.com"), Verdict::Allowed { source: 1 });
+        assert_eq!(verdict(&p, "x.good.example.com"), Verdict::Allowed { source: 1 });
+        assert_eq!(verdict(&p, "ok.tracker.example"), Verdict::Allowed { source: 0 });
+        assert_eq!(verdict(&p, "a.tracker.example"), Verdict::Blocked { source: 0 });
+        assert_eq!(verdict(&p, "example.org"), Verdict::Pass);
+    }
+
+    fn answer(mode: BlockMode, qtype: u16, edns: bool) -> simple_dns::Packet<'static> {
+        let p = Policy::load(&[source("b", ListKind::Block, &["blocked.example"])], mode, 42);
+        let m = query(9, "Blocked.Example", qtype, edns.then_some((1232, false)));
+        let q = parse_query(&m).unwrap();
+        let mut out = Vec::new();
+        p.write_block_answer(&q, &mut out);
+        let leaked: &'static [u8] = Box::leak(out.into_boxed_slice());
+        simple_dns::Packet::parse(leaked).unwrap()
+    }
+
+    #[test]
+    fn block_answers_per_mode() {
+        use simple_dns::{RCODE, rdata::RData};
+        let a = answer(BlockMode::Null, rtype::A, false);
+        assert_eq!(a.id(), 9);
+        assert_eq!(a.rcode(), RCODE::NoError);
+        assert_eq!(a.questions[0].qname.to_string(), "Blocked.Example");
+        match &a.answers[0].rdata {
+            RData::A(r) => assert_eq!(Ipv4Addr::from(r.address), Ipv4Addr::UNSPECIFIED),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(a.answers[0].ttl, 42);
+        assert!(a.opt().is_none());
+        let aaaa = answer(BlockMode::Null, rtype::AAAA, true);
+        assert!(matches!(&aaaa.answers[0].rdata, RData::AAAA(r) if r.address == 0));
+        assert!(aaaa.opt().is_some());
+        let mx = answer(BlockMode::Null, 15, false);
+        assert!(mx.answers.is_empty());
+        assert_eq!(mx.rcode(), RCODE::NoError);
+        assert!(matches!(mx.name_servers[0].rdata, RData::SOA(_)));
+        let nx = answer(BlockMode::NxDomain, rtype::A, false);
+        assert_eq!(nx.rcode(), RCODE::NameError);
+        assert!(nx.answers.is_empty());
+        assert!(matches!(&nx.name_servers[0].rdata, RData::SOA(s) if s.minimum == 42));
+        let refused = answer(BlockMode::Refused, rtype::A, false);
+        assert_eq!(refused.rcode(), RCODE::Refused);
+        let ip = BlockMode::Address(Some(Ipv4Addr::new(192, 0, 2, 7)), None);
+        let a = answer(ip, rtype::A, false);
+        assert!(matches!(&a.answers[0].rdata, RData::A(r) if Ipv4Addr::from(r.address) == Ipv4Addr::new(192, 0, 2, 7)));
+        let aaaa = answer(ip, rtype::AAAA, false);
+        assert!(aaaa.answers.is_empty());
+        assert_eq!(aaaa.rcode(), RCODE::NoError);
+    }
+
+    #[test]
+    fn missing_file_is_reported_not_fatal() {
+        let mut src = source("gone", ListKind::Block, &["still.example"]);
+        src.paths.push("/nonexistent/list.txt".into());
+        let p = Policy::load(&[src], BlockMode::Null, 60);
+        assert_eq!(p.sources[0].errors.len(), 1);
+        assert_eq!(verdict(&p, "still.example"), Verdict::Blocked { source: 0 });
+    }
+}

@@ -1,0 +1,263 @@
+//! One query's journey: parse → policy → cache → upstream → answer.
+//!
+//! [`Engine::handle`] runs synchronously on the worker that received the
+//! packet and finishes every query that needs no network (errors, blocks,
+//! cache hits) without waiting on anything. Only a miss leaves it, as a
+//! [`Miss`] that the server resolves in a task of its own with
+//! [`Engine::resolve`].
+//!
+//! Configuration and lists live in one immutable [`Snapshot`] behind an
+//! `ArcSwap`: each query loads the current one without a lock, and a reload
+//! swaps in a complete new one while queries in flight finish on the old.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use crate::cache::{self, Cache, Stored};
+use crate::config::Config;
+use crate::policy::domainset::{SEP, name_key};
+use crate::policy::{Policy, Verdict};
+use crate::stats::Counters;
+use crate::upstream::{Group, Inflight, Join, Server};
+use crate::wire::{self, MAX_NAME_LEN, Query, Reject, rcode};
+
+/// Everything a query consults, swapped whole on reload.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// Block and allow lists and the block answer style.
+    pub policy: Arc<Policy>,
+    /// The answer cache (kept across reloads unless its size changes).
+    pub cache: Arc<Cache>,
+    /// Default upstreams.
+    pub upstreams: Group,
+    /// Conditional forwarding: reversed-label domain key → its servers.
+    pub forwards: Vec<(Box<[u8]>, Arc<Group>)>,
+    /// Per-try upstream timeout.
+    pub timeout: Duration,
+    /// TTL clamps for cached answers.
+    pub min_ttl: u32,
+    /// See `min_ttl`.
+    pub max_ttl: u32,
+    /// The config this snapshot was built from.
+    pub config: Arc<Config>,
+}
+
+impl Snapshot {
+    /// Builds a snapshot, reusing `previous`'s cache (if the size is unchanged)
+    /// and upstream counters.
+    pub fn new(config: Arc<Config>, policy: Arc<Policy>, previous: Option<&Snapshot>) -> Snapshot {
+        let cache = match previous {
+            Some(p) if p.config.cache_size == config.cache_size => p.cache.clone(),
+            _ => Arc::new(Cache::new(config.cache_size)),
+        };
+        let known: Vec<Arc<Server>> = previous.map(|p| p.servers()).unwrap_or_default();
+        let forwards = config
+            .forwards
+            .iter()
+            .flat_map(|f| {
+                let group = Arc::new(Group::new(&f.servers, &known));
+                f.domains.iter().filter_map(move |d| Some((name_key(d)?.into_boxed_slice(), group.clone())))
+            })
+            .collect();
+        Snapshot {
+            policy,
+            cache,
+            upstreams: Group::new(&config.upstreams, &known),
+            forwards,
+            timeout: config.upstream_timeout,
+            min_ttl: config.min_ttl,
+            max_ttl: config.max_ttl,
+            config,
+        }
+    }
+
+    /// Every upstream server, defaults first, without duplicates.
+    pub fn servers(&self) -> Vec<Arc<Server>> {
+        let mut all: Vec<Arc<Server>> = self.upstreams.servers.clone();
+        for (_, g) in &self.forwards {
+            for s in &g.servers {
+                if !all.iter().any(|a| Arc::ptr_eq(a, s)) {
+                    all.push(s.clone());
+                }
+            }
+        }
+        all
+    }
+
+    /// The servers for a name: the most specific forward rule, else the defaults.
+    fn group_for(&self, key: &[u8]) -> &Group {
+        self.forwards
+            .iter()
+            .filter(|(d, _)| key.starts_with(d) && (key.len() == d.len() || key[d.len()] == SEP))
+            .max_by_key(|(d, _)| d.len())
+            .map_or(&self.upstreams, |(_, g)| g)
+    }
+}
+
+/// What the server should do after [`Engine::handle`].
+#[derive(Debug)]
+pub enum Step {
+    /// Send the answer now in the output buffer.
+    Reply,
+    /// Send nothing.
+    Drop,
+    /// Resolve upstream; the answer comes from [`Engine::resolve`].
+    Resolve(Miss),
+}
+
+/// A query that has to go upstream, owned so it can outlive the receive buffer.
+#[derive(Debug)]
+pub struct Miss {
+    /// The client's message.
+    msg: Box<[u8]>,
+    /// Its cache key.
+    key: Box<[u8]>,
+    /// Hash of the key.
+    hash: u64,
+    /// The snapshot the query started on, so a reload mid-flight changes nothing for it.
+    snapshot: Arc<Snapshot>,
+}
+
+/// How the answer travels back: it decides the size limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Limited by the client's EDNS size; larger answers get TC=1.
+    Udp,
+    /// Up to 65,535 bytes.
+    Tcp,
+}
+
+/// The query engine shared by all workers.
+#[derive(Debug)]
+pub struct Engine {
+    /// Current configuration and lists.
+    pub snapshot: ArcSwap<Snapshot>,
+    /// Misses being resolved, for coalescing.
+    inflight: Inflight,
+}
+
+impl Engine {
+    /// An engine serving `snapshot`.
+    pub fn new(snapshot: Snapshot) -> Engine {
+        Engine { snapshot: ArcSwap::from_pointee(snapshot), inflight: Inflight::default() }
+    }
+
+    /// Answers `msg` into `out` if that needs no network.
+    pub fn handle(&self, msg: &[u8], transport: Transport, out: &mut Vec<u8>, stats: &Counters) -> Step {
+        let q = match wire::parse_query(msg) {
+            Ok(q) => q,
+            Err(Reject::Drop) => {
+                Counters::bump(&stats.dropped);
+                return Step::Drop;
+            }
+            Err(Reject::FormErr) => {
+                Counters::bump(&stats.formerr);
+                wire::build::header_only(out, msg, rcode::FORMERR);
+                return Step::Reply;
+            }
+            Err(Reject::NotImp) => {
+                Counters::bump(&stats.notimp);
+                wire::build::header_only(out, msg, rcode::NOTIMP);
+                return Step::Reply;
+            }
+        };
+        if q.edns.is_some_and(|e| e.version > 0) {
+            Counters::bump(&stats.badvers);
+            wire::build::start(out, &q, rcode::NOERROR);
+            wire::build::finish(out, q.edns, [0, 0, 0], true);
+            return Step::Reply;
+        }
+        let snap = self.snapshot.load();
+        let mut name_key = [0u8; MAX_NAME_LEN];
+        let n = wire::reversed_key(q.qname, &mut name_key);
+        match snap.policy.check(&name_key[..n]) {
+            Verdict::Blocked { .. } => {
+                Counters::bump(&stats.blocked);
+                snap.policy.write_block_answer(&q, out);
+                fit(out, &q, transport, stats);
+                return Step::Reply;
+            }
+            Verdict::Allowed { .. } => Counters::bump(&stats.allowed),
+            Verdict::Pass => {}
+        }
+        let mut key_buf = [0u8; cache::MAX_KEY_LEN];
+        let k = cache::key(&q, &mut key_buf);
+        let key = &key_buf[..k];
+        let hash = snap.cache.hash(key);
+        if snap.cache.answer(key, hash, &q, out) {
+            Counters::bump(&stats.cached);
+            fit(out, &q, transport, stats);
+            return Step::Reply;
+        }
+        Step::Resolve(Miss { msg: msg.into(), key: key.into(), hash, snapshot: arc_swap::Guard::into_inner(snap) })
+    }
+
+    /// Resolves a miss upstream (or joins an identical one in flight) and
+    /// writes the answer into `out`. Always produces an answer: SERVFAIL when
+    /// nothing usable came back in time.
+    pub async fn resolve(&self, miss: Miss, transport: Transport, out: &mut Vec<u8>, stats: &Counters) {
+        // The message parsed in `handle`; parsing again cannot fail, but stay total.
+        let Ok(q) = wire::parse_query(&miss.msg) else {
+            return wire::build::header_only(out, &miss.msg, rcode::FORMERR);
+        };
+        let snap = &miss.snapshot;
+        let outcome = match self.inflight.join(&miss.key) {
+            Join::Lead(lead) => {
+                Counters::bump(&stats.forwarded);
+                let mut name_key = [0u8; MAX_NAME_LEN];
+                let n = wire::reversed_key(q.qname, &mut name_key);
+                let group = snap.group_for(&name_key[..n]);
+                let reply = group.resolve(&q, snap.timeout).await;
+                let stored = reply.and_then(|r| Stored::from_response(&r, snap.min_ttl, snap.max_ttl)).map(Arc::new);
+                if let Some(s) = &stored {
+                    snap.cache.insert(&miss.key, miss.hash, s.clone());
+                }
+                lead.complete(stored.clone());
+                stored
+            }
+            Join::Wait(rx) => {
+                Counters::bump(&stats.coalesced);
+                rx.recv().await.ok().flatten()
+            }
+            Join::Full => {
+                Counters::bump(&stats.overloaded);
+                None
+            }
+        };
+        match outcome {
+            Some(stored) => stored.write_answer(&q, 0, out),
+            None => {
+                Counters::bump(&stats.failed);
+                wire::build::start(out, &q, rcode::SERVFAIL);
+                wire::build::finish(out, q.edns, [0, 0, 0], false);
+            }
+        }
+        fit(out, &q, transport, stats);
+    }
+
+    /// Installs a new snapshot; queries already running keep the old one.
+    pub fn swap(&self, snapshot: Snapshot) {
+        self.snapshot.store(Arc::new(snapshot));
+    }
+
+    /// Answers SERVFAIL to a miss without resolving it (server overload).
+    pub fn refuse_miss(&self, miss: &Miss, transport: Transport, out: &mut Vec<u8>, stats: &Counters) {
+        Counters::bump(&stats.overloaded);
+        match wire::parse_query(&miss.msg) {
+            Ok(q) => {
+                wire::build::start(out, &q, rcode::SERVFAIL);
+                wire::build::finish(out, q.edns, [0, 0, 0], false);
+                fit(out, &q, transport, stats);
+            }
+            Err(_) => wire::build::header_only(out, &miss.msg, rcode::SERVFAIL),
+        }
+    }
+}
+
+fn fit(out: &mut Vec<u8>, q: &Query, transport: Transport, stats: &Counters) {
+    if transport == Transport::Udp && wire::build::fit(out, q, q.udp_limit()) {
+        Counters::bump(&stats.truncated);
+    }
+}

@@ -1,0 +1,189 @@
+//! DNS over TCP (RFC 7766): length-prefixed messages, several per connection.
+//!
+//! Queries on one connection are read in order; those answered inline are
+//! written at once, misses resolve concurrently (up to [`MAX_PIPELINE`] per
+//! connection) and are written as they complete, so a slow name does not hold
+//! up the ones behind it. Each frame is written whole under a per-connection
+//! lock. A connection that sends nothing for the idle timeout, or takes that
+//! long to finish a message, is closed; connections over the cap are closed
+//! on accept.
+
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::time::Duration;
+
+use smol::channel::bounded;
+use smol::future::FutureExt;
+use smol::io::{AsyncReadExt, AsyncWriteExt};
+use smol::lock::Mutex;
+use smol::{Async, LocalExecutor, Timer};
+
+use crate::query::{Engine, Step, Transport};
+use crate::stats::Counters;
+
+/// Misses resolving at once on one connection; the reader pauses beyond it.
+pub const MAX_PIPELINE: usize = 32;
+
+/// Limits shared by all TCP listeners.
+#[derive(Debug)]
+pub struct Limits {
+    /// Connections open now, over all workers.
+    pub open: AtomicUsize,
+    /// Most connections allowed open.
+    pub max: usize,
+    /// Idle and per-message read timeout.
+    pub idle: Duration,
+}
+
+/// Releases a connection's place in the count when the connection task ends.
+struct Open(Arc<Limits>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Accepts connections on one listener until the executor stops.
+pub async fn accept_loop(
+    listener: TcpListener,
+    engine: Arc<Engine>,
+    stats: Arc<Counters>,
+    ex: Rc<LocalExecutor<'static>>,
+    limits: Arc<Limits>,
+) {
+    let listener = match Async::new(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            log::error!("cannot register TCP listener: {e}");
+            return;
+        }
+    };
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Out of descriptors or memory: back off instead of spinning.
+                log::warn!("tcp accept failed: {e}");
+                Timer::after(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if limits.open.fetch_add(1, Relaxed) >= limits.max {
+            limits.open.fetch_sub(1, Relaxed);
+            Counters::bump(&stats.tcp_refused);
+            continue;
+        }
+        Counters::bump(&stats.tcp_connections);
+        let open = Open(limits.clone());
+        let (engine, stats, ex2) = (engine.clone(), stats.clone(), ex.clone());
+        ex.spawn(async move {
+            let _open = open;
+            serve_conn(stream, engine, stats, ex2, _open.0.idle).await;
+        })
+        .detach();
+    }
+}
+
+/// Why reading a frame ended.
+enum ReadEnd {
+    /// Clean close or error.
+    Closed,
+    /// Idle or slow client.
+    TimedOut,
+}
+
+async fn read_frame(stream: &Async<TcpStream>, idle: Duration, buf: &mut Vec<u8>) -> Result<(), ReadEnd> {
+    let read = async {
+        let mut len = [0u8; 2];
+        let mut s = stream;
+        s.read_exact(&mut len).await.map_err(|_| ReadEnd::Closed)?;
+        buf.resize(u16::from_be_bytes(len) as usize, 0);
+        s.read_exact(buf).await.map_err(|_| ReadEnd::Closed)
+    };
+    read.or(async {
+        Timer::after(idle).await;
+        Err(ReadEnd::TimedOut)
+    })
+    .await
+}
+
+/// Writes one length-prefixed message; false if the peer is gone or has not
+/// taken it within `idle` (a client that never reads must not pin the task).
+async fn write_frame(stream: &Async<TcpStream>, lock: &Mutex<()>, msg: &[u8], idle: Duration) -> bool {
+    let mut frame = Vec::with_capacity(msg.len() + 2);
+    frame.extend_from_slice(&(msg.len() as u16).to_be_bytes());
+    frame.extend_from_slice(msg);
+    let write = async {
+        let _held = lock.lock().await;
+        let mut s = stream;
+        s.write_all(&frame).await.is_ok()
+    };
+    write
+        .or(async {
+            Timer::after(idle).await;
+            false
+        })
+        .await
+}
+
+async fn serve_conn(
+    stream: Async<TcpStream>,
+    engine: Arc<Engine>,
+    stats: Arc<Counters>,
+    ex: Rc<LocalExecutor<'static>>,
+    idle: Duration,
+) {
+    let stream = Rc::new(stream);
+    let lock = Rc::new(Mutex::new(()));
+    // Each finished miss task sends one token, so the reader knows how many are pending.
+    let (done_tx, done_rx) = bounded::<()>(MAX_PIPELINE);
+    let mut pending = 0usize;
+    let mut msg = Vec::with_capacity(512);
+    let mut out = Vec::with_capacity(512);
+    loop {
+        match read_frame(&stream, idle, &mut msg).await {
+            Ok(()) => {}
+            Err(ReadEnd::Closed) => break,
+            Err(ReadEnd::TimedOut) => {
+                Counters::bump(&stats.tcp_timeouts);
+                break;
+            }
+        }
+        Counters::bump(&stats.tcp_queries);
+        match engine.handle(&msg, Transport::Tcp, &mut out, &stats) {
+            Step::Reply => {
+                if !write_frame(&stream, &lock, &out, idle).await {
+                    break;
+                }
+            }
+            // Garbage or a response on a stream: the client is confused; hang up.
+            Step::Drop => break,
+            Step::Resolve(miss) => {
+                if pending == MAX_PIPELINE {
+                    let _ = done_rx.recv().await;
+                    pending -= 1;
+                }
+                pending += 1;
+                let (stream, lock, engine, stats, done) =
+                    (stream.clone(), lock.clone(), engine.clone(), stats.clone(), done_tx.clone());
+                ex.spawn(async move {
+                    let mut out = Vec::new();
+                    engine.resolve(miss, Transport::Tcp, &mut out, &stats).await;
+                    if !write_frame(&stream, &lock, &out, idle).await {
+                        // A half-written frame leaves the stream unusable: end it for the reader too.
+                        let _ = stream.get_ref().shutdown(Shutdown::Both);
+                    }
+                    let _ = done.try_send(());
+                })
+                .detach();
+            }
+        }
+    }
+    // Answer what was already asked before closing (RFC 7766 §6.2.4).
+    while pending > 0 && done_rx.recv().await.is_ok() {
+        pending -= 1;
+    }
+}

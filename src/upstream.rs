@@ -1,0 +1,395 @@
+//! Forwarding: sending a miss to upstream servers and judging their replies.
+//!
+//! Each try uses a fresh UDP socket (the kernel picks a random source port)
+//! connected to the server, and a random ID from the kernel's CSPRNG. A reply
+//! counts only if it comes from that server (the connected socket filters
+//! the rest), carries our ID, our question, and parses; anything else is
+//! ignored while the try's timer runs. A truncated reply is retried over TCP
+//! to the same server. Servers are tried in order starting from the last one
+//! that answered; when all fail the caller answers SERVFAIL, so a miss never
+//! takes longer than `timeout × servers` (plus one TCP retry).
+//!
+//! [`Inflight`] makes identical concurrent misses share one upstream query.
+
+use std::cell::RefCell;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+use smol::channel::{Receiver, Sender, bounded};
+use smol::future::FutureExt;
+use smol::io::{AsyncReadExt, AsyncWriteExt};
+use smol::{Async, Timer};
+
+use crate::cache::Stored;
+use crate::wire::{self, EDNS_UDP_SIZE, HEADER_LEN, Query, flags, header, rcode, rtype};
+
+/// Receive buffer for UDP replies: we advertise 1232, some servers send more.
+const UDP_REPLY_BUF: usize = 4096;
+/// Distinct misses in flight at once over all workers; beyond it a miss is
+/// answered SERVFAIL at once instead of queueing without bound.
+pub const MAX_INFLIGHT: usize = 4096;
+/// Clients waiting on one in-flight miss besides the one that sent it.
+const MAX_WAITERS: usize = 256;
+
+/// One upstream server and its counters.
+#[derive(Debug)]
+pub struct Server {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Replies accepted.
+    pub answers: AtomicU64,
+    /// Tries that got no usable reply in time.
+    pub timeouts: AtomicU64,
+    /// Tries that failed at once (connection refused, send error).
+    pub errors: AtomicU64,
+    /// Stray or forged replies ignored (wrong ID or question, garbage).
+    pub mismatched: AtomicU64,
+    /// Sum of reply latencies, µs, for the average.
+    pub latency_us: AtomicU64,
+}
+
+impl Server {
+    /// A server with zeroed counters.
+    pub fn new(addr: SocketAddr) -> Server {
+        Server {
+            addr,
+            answers: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            mismatched: AtomicU64::new(0),
+            latency_us: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Servers tried in order for one kind of name (the defaults, or one forward rule).
+#[derive(Debug)]
+pub struct Group {
+    /// The servers, in configured order.
+    pub servers: Vec<Arc<Server>>,
+    /// Index of the server to try first: the last one that answered.
+    preferred: AtomicUsize,
+}
+
+/// Why a try produced no reply.
+#[derive(Debug)]
+enum TryError {
+    /// The timer ran out.
+    Timeout,
+    /// The socket failed (e.g. ICMP port unreachable).
+    Io,
+}
+
+impl Group {
+    /// A group over `servers`, reusing `Server`s (and their counters) from `known` by address.
+    pub fn new(addrs: &[SocketAddr], known: &[Arc<Server>]) -> Group {
+        let servers = addrs
+            .iter()
+            .map(|a| known.iter().find(|s| s.addr == *a).cloned().unwrap_or_else(|| Arc::new(Server::new(*a))))
+            .collect();
+        Group { servers, preferred: AtomicUsize::new(0) }
+    }
+
+    /// Resolves `q` through the servers. Returns the first good reply, else the
+    /// last error reply (SERVFAIL, REFUSED…) if any server gave one, else `None`.
+    pub async fn resolve(&self, q: &Query<'_>, timeout: Duration) -> Option<Vec<u8>> {
+        let n = self.servers.len();
+        let first = self.preferred.load(Relaxed) % n.max(1);
+        let mut fallback = None;
+        for i in 0..n {
+            let idx = (first + i) % n;
+            let server = &self.servers[idx];
+            let id = random_id();
+            let query = build_query(q, id);
+            let started = Instant::now();
+            let mut reply = try_udp(server, &query, q, timeout).await;
+            if let Ok(r) = &reply
+                && header::flags(r) & flags::TC != 0
+            {
+                reply = try_tcp(server, &query, q, timeout).await;
+            }
+            match reply {
+                Ok(r) => {
+                    server.answers.fetch_add(1, Relaxed);
+                    server.latency_us.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+                    let rc = header::rcode(&r);
+                    if rc == rcode::SERVFAIL || rc == rcode::REFUSED || rc == rcode::NOTIMP {
+                        fallback = Some(r);
+                        continue;
+                    }
+                    if idx != first {
+                        self.preferred.store(idx, Relaxed);
+                    }
+                    return Some(r);
+                }
+                Err(TryError::Timeout) => {
+                    server.timeouts.fetch_add(1, Relaxed);
+                }
+                Err(TryError::Io) => {
+                    server.errors.fetch_add(1, Relaxed);
+                }
+            }
+            if idx == first && n > 1 {
+                self.preferred.store((idx + 1) % n, Relaxed);
+            }
+        }
+        fallback
+    }
+}
+
+/// Our query for `q`: fresh ID, RD, the client's question and CD, our EDNS size and its DO bit.
+fn build_query(q: &Query, id: u16) -> Vec<u8> {
+    let mut m = Vec::with_capacity(q.question_end + 11);
+    m.extend_from_slice(&id.to_be_bytes());
+    m.extend_from_slice(&(flags::RD | (q.flags & flags::CD)).to_be_bytes());
+    m.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 1]);
+    m.extend_from_slice(q.question());
+    m.push(0);
+    m.extend_from_slice(&rtype::OPT.to_be_bytes());
+    m.extend_from_slice(&EDNS_UDP_SIZE.to_be_bytes());
+    let do_bit: u32 = if q.edns.is_some_and(|e| e.dnssec_ok) { 0x8000 } else { 0 };
+    m.extend_from_slice(&do_bit.to_be_bytes());
+    m.extend_from_slice(&[0, 0]);
+    m
+}
+
+/// Is `r` a well-formed reply to our query `id` for `q`'s question?
+fn is_reply_to(r: &[u8], id: u16, q: &Query) -> bool {
+    if r.len() < HEADER_LEN || header::id(r) != id {
+        return false;
+    }
+    let f = header::flags(r);
+    if f & flags::QR == 0 || f & flags::OPCODE_MASK != 0 || header::counts(r)[0] != 1 {
+        return false;
+    }
+    let Some(name_len) = wire::plain_name_len(r, HEADER_LEN) else {
+        return false;
+    };
+    let end = HEADER_LEN + name_len;
+    let same_question = r.get(HEADER_LEN..end + 4).is_some_and(|question| {
+        wire::names_equal(&question[..name_len], q.qname) && question[name_len..] == q.question()[name_len..]
+    });
+    same_question && simple_dns::Packet::parse(r).is_ok()
+}
+
+fn unspecified_for(addr: &SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        IpAddr::V6(_) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+    }
+}
+
+async fn try_udp(server: &Server, query: &[u8], q: &Query<'_>, timeout: Duration) -> Result<Vec<u8>, TryError> {
+    let id = header::id(query);
+    let attempt = async {
+        let sock = UdpSocket::bind(unspecified_for(&server.addr)).map_err(|_| TryError::Io)?;
+        sock.connect(server.addr).map_err(|_| TryError::Io)?;
+        let sock = Async::new(sock).map_err(|_| TryError::Io)?;
+        sock.send(query).await.map_err(|_| TryError::Io)?;
+        let mut buf = vec![0u8; UDP_REPLY_BUF];
+        loop {
+            let n = sock.recv(&mut buf).await.map_err(|_| TryError::Io)?;
+            if is_reply_to(&buf[..n], id, q) {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            server.mismatched.fetch_add(1, Relaxed);
+        }
+    };
+    attempt.or(expire(timeout)).await
+}
+
+async fn try_tcp(server: &Server, query: &[u8], q: &Query<'_>, timeout: Duration) -> Result<Vec<u8>, TryError> {
+    let id = header::id(query);
+    let attempt = async {
+        let mut stream = Async::<TcpStream>::connect(server.addr).await.map_err(|_| TryError::Io)?;
+        let mut framed = Vec::with_capacity(query.len() + 2);
+        framed.extend_from_slice(&(query.len() as u16).to_be_bytes());
+        framed.extend_from_slice(query);
+        stream.write_all(&framed).await.map_err(|_| TryError::Io)?;
+        loop {
+            let mut len = [0u8; 2];
+            stream.read_exact(&mut len).await.map_err(|_| TryError::Io)?;
+            let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
+            stream.read_exact(&mut buf).await.map_err(|_| TryError::Io)?;
+            if is_reply_to(&buf, id, q) {
+                return Ok(buf);
+            }
+            server.mismatched.fetch_add(1, Relaxed);
+        }
+    };
+    attempt.or(expire(timeout)).await
+}
+
+async fn expire<T>(after: Duration) -> Result<T, TryError> {
+    Timer::after(after).await;
+    Err(TryError::Timeout)
+}
+
+thread_local! {
+    /// Kernel randomness fetched 128 bytes at a time: one syscall per 64 IDs.
+    static RANDOM: RefCell<([u8; 128], usize)> = const { RefCell::new(([0; 128], 128)) };
+}
+
+/// An unpredictable query ID.
+pub fn random_id() -> u16 {
+    RANDOM.with(|r| {
+        let mut r = r.borrow_mut();
+        let (buf, used) = &mut *r;
+        if *used + 2 > buf.len() {
+            if rustix::rand::getrandom(&mut buf[..], rustix::rand::GetRandomFlags::empty()).is_err() {
+                // Without getrandom, fall back to the std hasher's per-process random keys.
+                use std::hash::{BuildHasher, RandomState};
+                let v = RandomState::new().hash_one(Instant::now());
+                buf[..8].copy_from_slice(&v.to_ne_bytes());
+            }
+            *used = 0;
+        }
+        let id = u16::from_ne_bytes([buf[*used], buf[*used + 1]]);
+        *used += 2;
+        id
+    })
+}
+
+/// What a miss resolved to: the prepared answer, or `None` for SERVFAIL.
+pub type Outcome = Option<Arc<Stored>>;
+
+/// Clients waiting for one in-flight miss.
+type Waiters = Vec<Sender<Outcome>>;
+
+/// Misses currently being resolved, keyed by cache key.
+#[derive(Debug, Default)]
+pub struct Inflight {
+    /// Waiters per key; the leader holds a [`Lead`] that completes the entry.
+    map: Mutex<FxHashMap<Box<[u8]>, Waiters>>,
+}
+
+/// The caller's part in resolving a key.
+pub enum Join<'a> {
+    /// First asker: resolve it and hand the outcome to [`Lead::complete`].
+    Lead(Lead<'a>),
+    /// Someone is already asking: wait for their outcome.
+    Wait(Receiver<Outcome>),
+    /// Too many misses in flight: answer SERVFAIL now.
+    Full,
+}
+
+/// The right (and duty) to complete one in-flight key. Dropping it without
+/// completing (e.g. at shutdown) releases the waiters with SERVFAIL.
+pub struct Lead<'a> {
+    inflight: &'a Inflight,
+    key: Option<Box<[u8]>>,
+}
+
+impl Inflight {
+    /// Registers interest in `key`.
+    pub fn join(&self, key: &[u8]) -> Join<'_> {
+        let Ok(mut map) = self.map.lock() else {
+            return Join::Full;
+        };
+        if let Some(waiters) = map.get_mut(key) {
+            if waiters.len() >= MAX_WAITERS {
+                return Join::Full;
+            }
+            let (tx, rx) = bounded(1);
+            waiters.push(tx);
+            return Join::Wait(rx);
+        }
+        if map.len() >= MAX_INFLIGHT {
+            return Join::Full;
+        }
+        map.insert(key.into(), Vec::new());
+        Join::Lead(Lead { inflight: self, key: Some(key.into()) })
+    }
+
+    /// Keys in flight now.
+    pub fn len(&self) -> usize {
+        self.map.lock().map_or(0, |m| m.len())
+    }
+
+    /// True when nothing is in flight.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Lead<'_> {
+    /// Hands `outcome` to every waiter and forgets the key.
+    pub fn complete(mut self, outcome: Outcome) {
+        self.finish(outcome);
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        let Some(key) = self.key.take() else { return };
+        let waiters = self.inflight.map.lock().ok().and_then(|mut m| m.remove(&key));
+        for tx in waiters.into_iter().flatten() {
+            let _ = tx.try_send(outcome.clone());
+        }
+    }
+}
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        self.finish(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::tests::upstream_answer;
+    use crate::wire::{parse_query, tests::query};
+
+    #[test]
+    fn reply_validation() {
+        let m = query(5, "Www.Example", rtype::A, None);
+        let q = parse_query(&m).unwrap();
+        let ours = build_query(&q, 0x4242);
+        let good = upstream_answer(&ours, &[60], true);
+        assert!(is_reply_to(&good, 0x4242, &q));
+        assert!(!is_reply_to(&good, 0x4243, &q), "wrong ID");
+        let mut lower = good.clone();
+        lower[13..16].copy_from_slice(b"www");
+        assert!(is_reply_to(&lower, 0x4242, &q), "case may differ");
+        let other = upstream_answer(
+            &build_query(&parse_query(&query(5, "other.example", rtype::A, None)).unwrap(), 0x4242),
+            &[60],
+            false,
+        );
+        assert!(!is_reply_to(&other, 0x4242, &q), "wrong question");
+        let aaaa = upstream_answer(
+            &build_query(&parse_query(&query(5, "Www.Example", rtype::AAAA, None)).unwrap(), 0x4242),
+            &[],
+            false,
+        );
+        assert!(!is_reply_to(&aaaa, 0x4242, &q), "wrong type");
+        assert!(!is_reply_to(&ours, 0x4242, &q), "a query is not a reply");
+        assert!(!is_reply_to(&good[..good.len() - 3], 0x4242, &q), "cut off");
+        assert!(!is_reply_to(&[0x42, 0x42, 0x80], 0x4242, &q));
+    }
+
+    #[test]
+    fn ids_vary() {
+        let ids: std::collections::HashSet<u16> = (0..1000).map(|_| random_id()).collect();
+        assert!(ids.len() > 900);
+    }
+
+    #[test]
+    fn inflight_coalesces_and_releases() {
+        let inf = Inflight::default();
+        let Join::Lead(lead) = inf.join(b"k") else { panic!() };
+        let Join::Wait(rx) = inf.join(b"k") else { panic!() };
+        assert!(matches!(inf.join(b"other"), Join::Lead(_)));
+        lead.complete(None);
+        assert!(rx.try_recv().unwrap().is_none());
+        assert!(inf.is_empty());
+        let Join::Lead(lead) = inf.join(b"k") else { panic!() };
+        let Join::Wait(rx) = inf.join(b"k") else { panic!() };
+        drop(lead);
+        assert!(rx.try_recv().unwrap().is_none(), "a dropped leader releases waiters");
+        assert!(inf.is_empty());
+    }
+}

@@ -1,0 +1,543 @@
+//! DNS messages as bytes: header offsets, bounded name and record walks, the
+//! zero-copy view of a client query, and the pieces answers are built from.
+//!
+//! The hot path never builds a message tree: it reads the few fields it needs
+//! in place and writes answers straight into a reused buffer. simple-dns is the
+//! judge of whether a query is well formed ([`parse_query`]); these helpers
+//! only read what it has already accepted, and every walk is bounded by the
+//! message length and the 127-label limit, so a hostile packet costs no more
+//! than a normal one.
+
+/// Bytes in a DNS header.
+pub const HEADER_LEN: usize = 12;
+/// UDP payload size we advertise and answer up to: the DNS Flag Day 2020 value,
+/// which fits a 1280-byte IPv6 minimum MTU without fragments.
+pub const EDNS_UDP_SIZE: u16 = 1232;
+/// Classic DNS limit for UDP answers to clients without EDNS.
+pub const PLAIN_UDP_SIZE: u16 = 512;
+/// Longest name on the wire, length bytes included (RFC 1035 2.3.4).
+pub const MAX_NAME_LEN: usize = 255;
+
+/// Header flag bits.
+pub mod flags {
+    /// Message is a response.
+    pub const QR: u16 = 0x8000;
+    /// Opcode field.
+    pub const OPCODE_MASK: u16 = 0x7800;
+    /// Authoritative answer.
+    pub const AA: u16 = 0x0400;
+    /// Truncated.
+    pub const TC: u16 = 0x0200;
+    /// Recursion desired.
+    pub const RD: u16 = 0x0100;
+    /// Recursion available.
+    pub const RA: u16 = 0x0080;
+    /// Authentic data.
+    pub const AD: u16 = 0x0020;
+    /// Checking disabled.
+    pub const CD: u16 = 0x0010;
+    /// Response code field.
+    pub const RCODE_MASK: u16 = 0x000f;
+}
+
+/// Response codes.
+pub mod rcode {
+    /// No error.
+    pub const NOERROR: u8 = 0;
+    /// Format error.
+    pub const FORMERR: u8 = 1;
+    /// Server failure.
+    pub const SERVFAIL: u8 = 2;
+    /// Name does not exist.
+    pub const NXDOMAIN: u8 = 3;
+    /// Not implemented.
+    pub const NOTIMP: u8 = 4;
+    /// Refused.
+    pub const REFUSED: u8 = 5;
+}
+
+/// Record types the gateway itself looks at.
+pub mod rtype {
+    /// IPv4 address.
+    pub const A: u16 = 1;
+    /// Alias.
+    pub const CNAME: u16 = 5;
+    /// Start of authority.
+    pub const SOA: u16 = 6;
+    /// IPv6 address.
+    pub const AAAA: u16 = 28;
+    /// EDNS pseudo-record.
+    pub const OPT: u16 = 41;
+}
+
+/// The Internet class.
+pub const CLASS_IN: u16 = 1;
+
+#[inline]
+pub fn u16_at(b: &[u8], pos: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*b.get(pos)?, *b.get(pos + 1)?]))
+}
+
+#[inline]
+pub fn u32_at(b: &[u8], pos: usize) -> Option<u32> {
+    let s = b.get(pos..pos + 4)?;
+    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+#[inline]
+pub fn put_u16(b: &mut [u8], pos: usize, v: u16) {
+    b[pos..pos + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+#[inline]
+pub fn put_u32(b: &mut [u8], pos: usize, v: u32) {
+    b[pos..pos + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Header accessors; callers guarantee `msg.len() >= HEADER_LEN`.
+pub mod header {
+    use super::{put_u16, u16_at};
+
+    #[inline]
+    pub fn id(msg: &[u8]) -> u16 {
+        u16_at(msg, 0).unwrap_or(0)
+    }
+    #[inline]
+    pub fn set_id(msg: &mut [u8], id: u16) {
+        put_u16(msg, 0, id)
+    }
+    #[inline]
+    pub fn flags(msg: &[u8]) -> u16 {
+        u16_at(msg, 2).unwrap_or(0)
+    }
+    #[inline]
+    pub fn set_flags(msg: &mut [u8], f: u16) {
+        put_u16(msg, 2, f)
+    }
+    #[inline]
+    pub fn rcode(msg: &[u8]) -> u8 {
+        (flags(msg) & super::flags::RCODE_MASK) as u8
+    }
+    /// QDCOUNT, ANCOUNT, NSCOUNT, ARCOUNT.
+    #[inline]
+    pub fn counts(msg: &[u8]) -> [u16; 4] {
+        [4, 6, 8, 10].map(|p| u16_at(msg, p).unwrap_or(0))
+    }
+    #[inline]
+    pub fn set_counts(msg: &mut [u8], c: [u16; 4]) {
+        for (i, v) in c.into_iter().enumerate() {
+            put_u16(msg, 4 + 2 * i, v);
+        }
+    }
+}
+
+/// Position just past the name at `pos`, following no pointers (a pointer ends
+/// a name). `None` for a name running off the message or over 127 labels.
+pub fn skip_name(msg: &[u8], mut pos: usize) -> Option<usize> {
+    for _ in 0..128 {
+        let len = *msg.get(pos)?;
+        match len & 0xC0 {
+            0x00 if len == 0 => return Some(pos + 1),
+            0x00 => pos += 1 + len as usize,
+            0xC0 => return msg.get(pos + 1).map(|_| pos + 2),
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Length of an uncompressed name at `pos` (final zero included), or `None` if
+/// it is compressed, too long or cut off.
+pub fn plain_name_len(msg: &[u8], pos: usize) -> Option<usize> {
+    let mut p = pos;
+    loop {
+        let len = *msg.get(p)? as usize;
+        if len == 0 {
+            let total = p + 1 - pos;
+            return (total <= MAX_NAME_LEN).then_some(total);
+        }
+        if len > 63 {
+            return None;
+        }
+        p += 1 + len;
+        if p - pos >= MAX_NAME_LEN {
+            return None;
+        }
+    }
+}
+
+/// Compares two uncompressed wire names ignoring ASCII case.
+pub fn names_equal(a: &[u8], b: &[u8]) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+/// One resource record located in a message.
+#[derive(Debug, Clone, Copy)]
+pub struct Rr {
+    /// Record type.
+    pub rtype: u16,
+    /// Record class (for OPT: the UDP payload size).
+    pub class: u16,
+    /// Offset of the 4-byte TTL field.
+    pub ttl_pos: usize,
+    /// Offset of the RDATA.
+    pub rdata_pos: usize,
+    /// Offset just past the record.
+    pub end: usize,
+}
+
+impl Rr {
+    /// The record's TTL.
+    pub fn ttl(&self, msg: &[u8]) -> u32 {
+        u32_at(msg, self.ttl_pos).unwrap_or(0)
+    }
+}
+
+/// Reads the record starting at `pos`.
+pub fn read_rr(msg: &[u8], pos: usize) -> Option<Rr> {
+    let p = skip_name(msg, pos)?;
+    let rtype = u16_at(msg, p)?;
+    let class = u16_at(msg, p + 2)?;
+    let rdlen = u16_at(msg, p + 8)? as usize;
+    let rdata_pos = p + 10;
+    let end = rdata_pos + rdlen;
+    (end <= msg.len()).then_some(Rr { rtype, class, ttl_pos: p + 4, rdata_pos, end })
+}
+
+/// EDNS(0) information from a query's OPT record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edns {
+    /// Requestor's UDP payload size.
+    pub udp_size: u16,
+    /// EDNS version; we speak 0.
+    pub version: u8,
+    /// DNSSEC OK bit.
+    pub dnssec_ok: bool,
+}
+
+/// A client query, viewed in place.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    /// The whole message.
+    pub msg: &'a [u8],
+    /// Message ID.
+    pub id: u16,
+    /// Header flags.
+    pub flags: u16,
+    /// Question name on the wire, uncompressed, final zero included.
+    pub qname: &'a [u8],
+    /// Question type.
+    pub qtype: u16,
+    /// Question class.
+    pub qclass: u16,
+    /// Offset just past the question section.
+    pub question_end: usize,
+    /// The client's EDNS, if it sent an OPT record.
+    pub edns: Option<Edns>,
+}
+
+impl Query<'_> {
+    /// The question section as sent (name in the client's case).
+    pub fn question(&self) -> &[u8] {
+        &self.msg[HEADER_LEN..self.question_end]
+    }
+
+    /// Largest UDP answer this client accepts: 512 without EDNS, else its
+    /// advertised size, capped at what we advertise.
+    pub fn udp_limit(&self) -> usize {
+        self.edns.map_or(PLAIN_UDP_SIZE, |e| e.udp_size.clamp(PLAIN_UDP_SIZE, EDNS_UDP_SIZE)) as usize
+    }
+}
+
+/// Why a datagram gets no normal answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reject {
+    /// Not worth an answer: shorter than a header, or a response (answering
+    /// responses invites loops and reflection).
+    Drop,
+    /// Answer FORMERR.
+    FormErr,
+    /// Answer NOTIMP (opcode other than QUERY).
+    NotImp,
+}
+
+/// Checks a client message and views its question and EDNS. An EDNS version
+/// above 0 is accepted here; the caller answers it BADVERS.
+pub fn parse_query(msg: &[u8]) -> Result<Query<'_>, Reject> {
+    if msg.len() < HEADER_LEN {
+        return Err(Reject::Drop);
+    }
+    let f = header::flags(msg);
+    if f & flags::QR != 0 {
+        return Err(Reject::Drop);
+    }
+    if f & flags::OPCODE_MASK != 0 {
+        return Err(Reject::NotImp);
+    }
+    if simple_dns::Packet::parse(msg).is_err() {
+        return Err(Reject::FormErr);
+    }
+    let [qd, an, ns, ar] = header::counts(msg);
+    if qd != 1 {
+        return Err(Reject::FormErr);
+    }
+    let name_len = plain_name_len(msg, HEADER_LEN).ok_or(Reject::FormErr)?;
+    let qname = &msg[HEADER_LEN..HEADER_LEN + name_len];
+    let p = HEADER_LEN + name_len;
+    let qtype = u16_at(msg, p).ok_or(Reject::FormErr)?;
+    let qclass = u16_at(msg, p + 2).ok_or(Reject::FormErr)?;
+    let question_end = p + 4;
+    let mut edns = None;
+    let mut pos = question_end;
+    for i in 0..(an as usize + ns as usize + ar as usize) {
+        let rr = read_rr(msg, pos).ok_or(Reject::FormErr)?;
+        if rr.rtype == rtype::OPT {
+            // RFC 6891: one OPT, owned by the root, in the additional section.
+            if edns.is_some() || i < an as usize + ns as usize || msg[pos] != 0 {
+                return Err(Reject::FormErr);
+            }
+            let ttl = rr.ttl(msg);
+            edns = Some(Edns { udp_size: rr.class, version: (ttl >> 16) as u8, dnssec_ok: ttl & 0x8000 != 0 });
+        }
+        pos = rr.end;
+    }
+    Ok(Query { msg, id: header::id(msg), flags: f, qname, qtype, qclass, question_end, edns })
+}
+
+/// Writes the lowercase blocklist key of a wire name into `buf`: labels in
+/// reverse order joined by [`crate::policy::domainset::SEP`]. Returns the key length.
+pub fn reversed_key(qname: &[u8], buf: &mut [u8; MAX_NAME_LEN]) -> usize {
+    // Label start offsets; a valid name has at most 127 labels.
+    let mut starts = [0u8; 128];
+    let mut n = 0;
+    let mut p = 0;
+    while let Some(&len) = qname.get(p) {
+        if len == 0 || n == starts.len() {
+            break;
+        }
+        starts[n] = p as u8;
+        n += 1;
+        p += 1 + len as usize;
+    }
+    let mut out = 0;
+    for (i, &start) in starts[..n].iter().rev().enumerate() {
+        let start = start as usize;
+        let len = qname[start] as usize;
+        let Some(label) = qname.get(start + 1..start + 1 + len) else {
+            break;
+        };
+        if i > 0 {
+            buf[out] = crate::policy::domainset::SEP;
+            out += 1;
+        }
+        for (dst, b) in buf[out..out + len].iter_mut().zip(label) {
+            *dst = b.to_ascii_lowercase();
+        }
+        out += len;
+    }
+    out
+}
+
+/// Builds answers in a reused buffer.
+pub mod build {
+    use super::*;
+
+    /// Starts a response to `q`: its ID, opcode, RD and CD, plus QR, RA and
+    /// `rc`, and its question as sent. Counts are set by [`finish`].
+    pub fn start(out: &mut Vec<u8>, q: &Query, rc: u8) {
+        out.clear();
+        out.extend_from_slice(&q.msg[..HEADER_LEN]);
+        let f = flags::QR | flags::RA | (q.flags & (flags::RD | flags::CD)) | rc as u16;
+        header::set_flags(out, f);
+        header::set_counts(out, [1, 0, 0, 0]);
+        out.extend_from_slice(q.question());
+    }
+
+    /// A header-only error answer (FORMERR, NOTIMP) for a message whose
+    /// question cannot be trusted. `msg` must hold at least a header.
+    pub fn header_only(out: &mut Vec<u8>, msg: &[u8], rc: u8) {
+        out.clear();
+        out.extend_from_slice(&msg[..HEADER_LEN]);
+        let f = header::flags(msg);
+        header::set_flags(out, flags::QR | flags::RA | (f & (flags::OPCODE_MASK | flags::RD | flags::CD)) | rc as u16);
+        header::set_counts(out, [0; 4]);
+    }
+
+    /// Appends a record owned by the question name (a pointer to offset 12).
+    pub fn record(out: &mut Vec<u8>, rtype: u16, ttl: u32, rdata: &[u8]) {
+        out.extend_from_slice(&[0xC0, HEADER_LEN as u8]);
+        out.extend_from_slice(&rtype.to_be_bytes());
+        out.extend_from_slice(&CLASS_IN.to_be_bytes());
+        out.extend_from_slice(&ttl.to_be_bytes());
+        out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+        out.extend_from_slice(rdata);
+    }
+
+    /// Appends a synthetic SOA for the question name so clients can cache a
+    /// negative answer for `ttl` (RFC 2308: the SOA minimum bounds it).
+    pub fn negative_soa(out: &mut Vec<u8>, ttl: u32) {
+        let mut rdata = [0u8; 2 + 20];
+        // MNAME and RNAME: the root. Serial 1, then refresh/retry/expire/minimum.
+        put_u32(&mut rdata, 2, 1);
+        for i in 0..4 {
+            put_u32(&mut rdata, 6 + 4 * i, ttl);
+        }
+        record(out, rtype::SOA, ttl, &rdata);
+    }
+
+    /// Sets the section counts and appends our OPT when the client used EDNS
+    /// (echoing its DO bit; `badvers` sets the extended rcode 16).
+    pub fn finish(out: &mut Vec<u8>, edns: Option<Edns>, counts: [u16; 3], badvers: bool) {
+        let mut ar = counts[2];
+        if let Some(e) = edns {
+            push_opt(out, e.dnssec_ok, badvers);
+            ar += 1;
+        }
+        let qd = header::counts(out)[0];
+        header::set_counts(out, [qd, counts[0], counts[1], ar]);
+    }
+
+    fn push_opt(out: &mut Vec<u8>, dnssec_ok: bool, badvers: bool) {
+        let ext_rcode: u32 = if badvers { 1 << 24 } else { 0 };
+        let do_bit: u32 = if dnssec_ok { 0x8000 } else { 0 };
+        out.push(0);
+        out.extend_from_slice(&rtype::OPT.to_be_bytes());
+        out.extend_from_slice(&EDNS_UDP_SIZE.to_be_bytes());
+        out.extend_from_slice(&(ext_rcode | do_bit).to_be_bytes());
+        out.extend_from_slice(&0u16.to_be_bytes());
+    }
+
+    /// If `out` is longer than `limit`, replaces it with an empty truncated
+    /// answer (header, question, OPT) so the client retries over TCP.
+    /// Returns whether it truncated.
+    pub fn fit(out: &mut Vec<u8>, q: &Query, limit: usize) -> bool {
+        if out.len() <= limit {
+            return false;
+        }
+        let f = header::flags(out);
+        out.truncate(q.question_end);
+        header::set_flags(out, f | flags::TC);
+        header::set_counts(out, [1, 0, 0, 0]);
+        finish(out, q.edns, [0, 0, 0], false);
+        true
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A query built by hand: name, type, optional EDNS (size, DO).
+    pub(crate) fn query(id: u16, name: &str, qtype: u16, edns: Option<(u16, bool)>) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&id.to_be_bytes());
+        m.extend_from_slice(&flags::RD.to_be_bytes());
+        m.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, edns.is_some() as u8]);
+        for label in name.trim_end_matches('.').split('.').filter(|l| !l.is_empty()) {
+            m.push(label.len() as u8);
+            m.extend_from_slice(label.as_bytes());
+        }
+        m.push(0);
+        m.extend_from_slice(&qtype.to_be_bytes());
+        m.extend_from_slice(&CLASS_IN.to_be_bytes());
+        if let Some((size, dnssec_ok)) = edns {
+            m.push(0);
+            m.extend_from_slice(&rtype::OPT.to_be_bytes());
+            m.extend_from_slice(&size.to_be_bytes());
+            m.extend_from_slice(&(if dnssec_ok { 0x8000u32 } else { 0 }).to_be_bytes());
+            m.extend_from_slice(&[0, 0]);
+        }
+        m
+    }
+
+    #[test]
+    fn parses_plain_and_edns_queries() {
+        let m = query(0x1234, "WWW.Example.com", rtype::AAAA, None);
+        let q = parse_query(&m).unwrap();
+        assert_eq!(q.id, 0x1234);
+        assert_eq!(q.qname, b"\x03WWW\x07Example\x03com\x00");
+        assert_eq!(q.qtype, rtype::AAAA);
+        assert_eq!(q.edns, None);
+        assert_eq!(q.udp_limit(), 512);
+        let m = query(1, "a.b", rtype::A, Some((4096, true)));
+        let q = parse_query(&m).unwrap();
+        assert_eq!(q.edns, Some(Edns { udp_size: 4096, version: 0, dnssec_ok: true }));
+        assert_eq!(q.udp_limit(), 1232);
+        let m = query(1, "a.b", rtype::A, Some((100, false)));
+        assert_eq!(parse_query(&m).unwrap().udp_limit(), 512);
+    }
+
+    #[test]
+    fn rejects() {
+        assert_eq!(parse_query(&[0; 11]).unwrap_err(), Reject::Drop);
+        let mut m = query(1, "a.b", rtype::A, None);
+        m[2] |= 0x80;
+        assert_eq!(parse_query(&m).unwrap_err(), Reject::Drop);
+        let mut m = query(1, "a.b", rtype::A, None);
+        m[2] |= 0x28; // opcode 5 (UPDATE)
+        assert_eq!(parse_query(&m).unwrap_err(), Reject::NotImp);
+        let m = query(1, "a.b", rtype::A, None);
+        assert_eq!(parse_query(&m[..m.len() - 1]).unwrap_err(), Reject::FormErr);
+        let mut m = query(1, "a.b", rtype::A, None);
+        m[5] = 2; // qdcount 2 with one question present
+        assert_eq!(parse_query(&m).unwrap_err(), Reject::FormErr);
+        let mut m = query(1, "a.b", rtype::A, None);
+        m[5] = 0;
+        m.truncate(HEADER_LEN);
+        assert_eq!(parse_query(&m).unwrap_err(), Reject::FormErr);
+        let mut m = query(1, "a.b", rtype::A, Some((1232, false)));
+        let opt_ttl = m.len() - 6;
+        m[opt_ttl + 1] = 1; // EDNS version 1
+        assert_eq!(parse_query(&m).unwrap().edns.map(|e| e.version), Some(1));
+        let mut m = query(1, "a.b", rtype::A, Some((1232, false)));
+        let opt = m[m.len() - 11..].to_vec();
+        m.extend_from_slice(&opt);
+        m[11] = 2; // two OPT records
+        assert_eq!(parse_query(&m).unwrap_err(), Reject::FormErr);
+    }
+
+    #[test]
+    fn reversed_keys() {
+        let mut buf = [0u8; MAX_NAME_LEN];
+        let n = reversed_key(b"\x03Ads\x07example\x03COM\x00", &mut buf);
+        assert_eq!(&buf[..n], b"com\0example\0ads");
+        let n = reversed_key(b"\x00", &mut buf);
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn name_walks_are_bounded() {
+        assert_eq!(skip_name(b"\x01a\x00", 0), Some(3));
+        assert_eq!(skip_name(b"\x01a\xc0\x00", 0), Some(4));
+        assert_eq!(skip_name(b"\x01a\xc0", 0), None);
+        assert_eq!(skip_name(b"\x05a", 0), None);
+        assert_eq!(skip_name(&[0x40, 0], 0), None);
+        let long = [1u8, b'a'].repeat(200);
+        assert_eq!(skip_name(&long, 0), None);
+        assert_eq!(plain_name_len(b"\x01a\xc0\x00", 0), None);
+        let mut name = vec![63u8];
+        for _ in 0..4 {
+            name = [&name[..], &[b'a'; 63], &[63]].concat();
+        }
+        assert_eq!(plain_name_len(&name, 0), None);
+    }
+
+    #[test]
+    fn truncation_keeps_question_and_opt() {
+        let m = query(7, "big.example", rtype::A, Some((512, false)));
+        let q = parse_query(&m).unwrap();
+        let mut out = Vec::new();
+        build::start(&mut out, &q, rcode::NOERROR);
+        for _ in 0..40 {
+            build::record(&mut out, rtype::A, 60, &[1, 2, 3, 4]);
+        }
+        build::finish(&mut out, q.edns, [40, 0, 0], false);
+        assert!(out.len() > 512);
+        assert!(build::fit(&mut out, &q, q.udp_limit()));
+        let p = simple_dns::Packet::parse(&out).unwrap();
+        assert!(p.has_flags(simple_dns::PacketFlag::TRUNCATION));
+        assert_eq!(p.questions.len(), 1);
+        assert!(p.answers.is_empty());
+        assert_eq!(p.opt().map(|o| o.udp_packet_size), Some(EDNS_UDP_SIZE));
+    }
+}

@@ -1,0 +1,506 @@
+//! Test harness: the real `hydradns` binary on an ephemeral loopback port,
+//! a fake upstream server it forwards to, and a small DNS client.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use simple_dns::{CLASS, Name, Packet, PacketFlag, QCLASS, QTYPE, Question, RCODE, ResourceRecord, TYPE, rdata};
+
+pub const A: u16 = 1;
+pub const AAAA: u16 = 28;
+pub const MX: u16 = 15;
+
+/// Path of a file under ../shared/data; panics (failing the test) if the shared data is missing.
+pub fn shared(rel: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(rel);
+    assert!(p.exists(), "missing shared test data {} (clone the repo beside ../shared)", p.display());
+    p
+}
+
+/// A scratch directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let p = std::env::temp_dir().join(format!(
+            "hydradns-test-{}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, SeqCst),
+            nanos
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn file(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------- fake upstream
+
+/// What the fake upstream does, adjustable while it runs.
+#[derive(Default)]
+pub struct Behaviour {
+    /// Ignore every query.
+    pub silent: AtomicBool,
+    /// Delay every answer by this many ms.
+    pub delay_ms: AtomicU64,
+}
+
+/// A DNS server on 127.0.0.1 (UDP and TCP, same port) with scripted answers.
+///
+/// Names drive the answer: `nx.*` NXDOMAIN+SOA, `nodata.*` NOERROR+SOA,
+/// `servfail.*` SERVFAIL, `ttlN.*` TTL N, `big.*` 40 A records (fits 1232,
+/// not 512), `huge.*` 100 A records (sent with TC over UDP, whole over TCP),
+/// `spoof.*` a wrong-ID and a wrong-question reply before the real one.
+/// Anything else: A `answer_ip`, AAAA 2001:db8::1, TTL 300.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub answer_ip: Ipv4Addr,
+    pub behaviour: Arc<Behaviour>,
+    log: Arc<Mutex<Vec<(String, u16, bool)>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Upstream {
+    pub fn start(answer_ip: Ipv4Addr) -> Upstream {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = udp.local_addr().unwrap();
+        let tcp = TcpListener::bind(addr).unwrap();
+        udp.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        let up = Upstream {
+            addr,
+            answer_ip,
+            behaviour: Arc::new(Behaviour::default()),
+            log: Arc::new(Mutex::new(Vec::new())),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let (b, log, stop) = (up.behaviour.clone(), up.log.clone(), up.stop.clone());
+        std::thread::spawn(move || {
+            let udp = Arc::new(udp);
+            let mut buf = [0u8; 4096];
+            while !stop.load(SeqCst) {
+                let Ok((n, peer)) = udp.recv_from(&mut buf) else { continue };
+                let msg = buf[..n].to_vec();
+                if b.silent.load(SeqCst) {
+                    continue;
+                }
+                let Some((name, qtype)) = question(&msg) else { continue };
+                log.lock().unwrap().push((name.clone(), qtype, false));
+                let delay = b.delay_ms.load(SeqCst);
+                let udp = udp.clone();
+                let reply = move || {
+                    if delay > 0 {
+                        std::thread::sleep(Duration::from_millis(delay));
+                    }
+                    if name.starts_with("spoof.") {
+                        let mut wrong_id = answer(&msg, answer_ip, false);
+                        wrong_id[0] ^= 0xff;
+                        let _ = udp.send_to(&wrong_id, peer);
+                        let other = build_query(1, "other.example", A, None);
+                        let mut other = answer(&other, Ipv4Addr::new(6, 6, 6, 6), false);
+                        other[..2].copy_from_slice(&msg[..2]);
+                        let _ = udp.send_to(&other, peer);
+                        let _ = udp.send_to(b"garbage", peer);
+                    }
+                    let _ = udp.send_to(&answer(&msg, answer_ip, false), peer);
+                };
+                if delay > 0 {
+                    std::thread::spawn(reply);
+                } else {
+                    reply();
+                }
+            }
+        });
+        let (b, log, stop) = (up.behaviour.clone(), up.log.clone(), up.stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                let Ok((mut s, _)) = tcp.accept() else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                let _ = s.set_nonblocking(false);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                while let Some(msg) = read_frame(&mut s) {
+                    if b.silent.load(SeqCst) {
+                        continue;
+                    }
+                    let Some((name, qtype)) = question(&msg) else { break };
+                    log.lock().unwrap().push((name, qtype, true));
+                    let _ = write_frame(&mut s, &answer(&msg, answer_ip, true));
+                }
+            }
+        });
+        up
+    }
+
+    /// Queries seen for `name` (lowercase), over UDP and TCP.
+    pub fn seen(&self, name: &str) -> usize {
+        self.log.lock().unwrap().iter().filter(|(n, _, _)| n == name).count()
+    }
+    /// Queries seen for `name` over TCP.
+    pub fn seen_tcp(&self, name: &str) -> usize {
+        self.log.lock().unwrap().iter().filter(|(n, _, tcp)| n == name && *tcp).count()
+    }
+    /// All queries seen.
+    pub fn total(&self) -> usize {
+        self.log.lock().unwrap().len()
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.stop.store(true, SeqCst);
+    }
+}
+
+fn question(msg: &[u8]) -> Option<(String, u16)> {
+    let p = Packet::parse(msg).ok()?;
+    let q = p.questions.first()?;
+    let qtype: u16 = q.qtype.into();
+    Some((q.qname.to_string().to_ascii_lowercase(), qtype))
+}
+
+fn soa(zone: &str, ttl: u32, minimum: u32) -> ResourceRecord<'static> {
+    ResourceRecord::new(
+        Name::new_unchecked(zone).into_owned(),
+        CLASS::IN,
+        ttl,
+        rdata::RData::SOA(rdata::SOA {
+            mname: Name::new_unchecked("ns.test").into_owned(),
+            rname: Name::new_unchecked("hostmaster.test").into_owned(),
+            serial: 1,
+            refresh: 3600,
+            retry: 600,
+            expire: 86400,
+            minimum,
+        }),
+    )
+}
+
+/// The fake upstream's answer to `msg`.
+fn answer(msg: &[u8], ip: Ipv4Addr, over_tcp: bool) -> Vec<u8> {
+    let q = Packet::parse(msg).unwrap();
+    let mut p = Packet::new_reply(q.id());
+    p.set_flags(PacketFlag::RECURSION_DESIRED | PacketFlag::RECURSION_AVAILABLE);
+    p.questions = q.questions.clone();
+    let qn = &q.questions[0];
+    let name = qn.qname.to_string().to_ascii_lowercase();
+    let qtype: u16 = qn.qtype.into();
+    let mut ttl = 300;
+    if let Some(rest) = name.strip_prefix("ttl") {
+        ttl = rest.split('.').next().and_then(|n| n.parse().ok()).unwrap_or(300);
+    }
+    let record = |i: u32| {
+        ResourceRecord::new(qn.qname.clone(), CLASS::IN, ttl, rdata::RData::A(rdata::A { address: u32::from(ip) + i }))
+    };
+    if name.starts_with("nx.") {
+        *p.rcode_mut() = RCODE::NameError;
+        p.name_servers.push(soa("test", 600, 60));
+    } else if name.starts_with("nodata.") {
+        p.name_servers.push(soa("test", 45, 600));
+    } else if name.starts_with("servfail.") {
+        *p.rcode_mut() = RCODE::ServerFailure;
+    } else if name.starts_with("big.") {
+        (0..40).for_each(|i| p.answers.push(record(i)));
+    } else if name.starts_with("huge.") {
+        if over_tcp {
+            (0..100).for_each(|i| p.answers.push(record(i)));
+        } else {
+            p.set_flags(PacketFlag::TRUNCATION);
+        }
+    } else if qtype == A {
+        p.answers.push(record(0));
+    } else if qtype == AAAA {
+        p.answers.push(ResourceRecord::new(
+            qn.qname.clone(),
+            CLASS::IN,
+            ttl,
+            rdata::RData::AAAA(rdata::AAAA { address: 0x2001_0db8_0000_0000_0000_0000_0000_0001 }),
+        ));
+    } else {
+        p.name_servers.push(soa("test", 300, 300));
+    }
+    if q.opt().is_some() {
+        *p.opt_mut() = Some(rdata::OPT { opt_codes: vec![], udp_packet_size: 1232, version: 0 });
+    }
+    p.build_bytes_vec_compressed().unwrap()
+}
+
+// ---------------------------------------------------------------- client
+
+/// A query message. `edns`: Some(udp size).
+pub fn build_query(id: u16, name: &str, qtype: u16, edns: Option<u16>) -> Vec<u8> {
+    let mut p = Packet::new_query(id);
+    p.set_flags(PacketFlag::RECURSION_DESIRED);
+    let qtype = QTYPE::TYPE(TYPE::from(qtype));
+    p.questions.push(Question::new(Name::new_unchecked(name), qtype, QCLASS::CLASS(CLASS::IN), false));
+    if let Some(size) = edns {
+        *p.opt_mut() = Some(rdata::OPT { opt_codes: vec![], udp_packet_size: size, version: 0 });
+    }
+    p.build_bytes_vec().unwrap()
+}
+
+/// A parsed answer, owned, with what tests look at.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub raw: Vec<u8>,
+    pub id: u16,
+    pub rcode: RCODE,
+    pub truncated: bool,
+    pub qname: Option<String>,
+    /// (type, ttl, rdata as text)
+    pub answers: Vec<(u16, u32, String)>,
+    pub authority: Vec<(u16, u32)>,
+    pub opt_size: Option<u16>,
+}
+
+impl Reply {
+    pub fn parse(raw: Vec<u8>) -> Reply {
+        let p = Packet::parse(&raw).unwrap_or_else(|e| panic!("unparseable reply {raw:?}: {e}"));
+        let text = |rd: &rdata::RData| match rd {
+            rdata::RData::A(a) => Ipv4Addr::from(a.address).to_string(),
+            rdata::RData::AAAA(a) => std::net::Ipv6Addr::from(a.address).to_string(),
+            other => format!("{other:?}"),
+        };
+        Reply {
+            id: p.id(),
+            rcode: p.rcode(),
+            truncated: p.has_flags(PacketFlag::TRUNCATION),
+            qname: p.questions.first().map(|q| q.qname.to_string()),
+            answers: p.answers.iter().map(|r| (r.rdata.type_code().into(), r.ttl, text(&r.rdata))).collect(),
+            authority: p.name_servers.iter().map(|r| (r.rdata.type_code().into(), r.ttl)).collect(),
+            opt_size: p.opt().map(|o| o.udp_packet_size),
+            raw: raw.clone(),
+        }
+    }
+    pub fn ips(&self) -> Vec<String> {
+        self.answers.iter().map(|a| a.2.clone()).collect()
+    }
+}
+
+/// Sends raw bytes over UDP and waits for one datagram.
+pub fn udp_raw(server: SocketAddr, msg: &[u8], wait: Duration) -> Option<Vec<u8>> {
+    let bind = if server.is_ipv4() { "127.0.0.1:0" } else { "[::1]:0" };
+    let s = UdpSocket::bind(bind).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
+    s.send_to(msg, server).unwrap();
+    let mut buf = vec![0u8; 65535];
+    let (n, _) = s.recv_from(&mut buf).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
+static NEXT_ID: AtomicU16 = AtomicU16::new(1);
+
+/// One UDP query; panics if there is no answer within 5 s.
+pub fn udp(server: SocketAddr, name: &str, qtype: u16) -> Reply {
+    udp_edns(server, name, qtype, None)
+}
+
+pub fn udp_edns(server: SocketAddr, name: &str, qtype: u16, edns: Option<u16>) -> Reply {
+    let id = NEXT_ID.fetch_add(1, SeqCst);
+    let raw = udp_raw(server, &build_query(id, name, qtype, edns), Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("no UDP answer for {name}"));
+    let r = Reply::parse(raw);
+    assert_eq!(r.id, id, "answer carries our ID");
+    r
+}
+
+pub fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
+    s.read_exact(&mut buf).ok()?;
+    Some(buf)
+}
+
+pub fn write_frame(s: &mut TcpStream, msg: &[u8]) -> std::io::Result<()> {
+    let mut f = (msg.len() as u16).to_be_bytes().to_vec();
+    f.extend_from_slice(msg);
+    s.write_all(&f)
+}
+
+pub fn tcp_connect(server: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect_timeout(&server, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+/// One query over a new TCP connection.
+pub fn tcp(server: SocketAddr, name: &str, qtype: u16) -> Reply {
+    let mut s = tcp_connect(server);
+    let id = NEXT_ID.fetch_add(1, SeqCst);
+    write_frame(&mut s, &build_query(id, name, qtype, None)).unwrap();
+    let r = Reply::parse(read_frame(&mut s).expect("TCP answer"));
+    assert_eq!(r.id, id);
+    r
+}
+
+// ---------------------------------------------------------------- the gateway
+
+/// The real binary, started on 127.0.0.1:0 with a config written for the test.
+pub struct Gateway {
+    child: Child,
+    pub addr: SocketAddr,
+    pub addrs: Vec<SocketAddr>,
+    pub config: PathBuf,
+    log: Arc<Mutex<String>>,
+    pub dir: TempDir,
+}
+
+/// A config listening on an ephemeral loopback port and forwarding to `upstreams`.
+pub fn config(upstreams: &[&Upstream], extra: &str) -> String {
+    let mut c =
+        String::from("config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '500ms'\n");
+    for u in upstreams {
+        c.push_str(&format!("\tlist upstream '{}'\n", u.addr));
+    }
+    c.push_str(extra);
+    c
+}
+
+impl Gateway {
+    /// Starts with `config_text`; panics if it does not come up within 10 s.
+    pub fn start(config_text: &str) -> Gateway {
+        let dir = TempDir::new();
+        let config = dir.file("hydradns.conf", config_text);
+        Gateway::start_with(dir, config)
+    }
+
+    pub fn start_with(dir: TempDir, config: PathBuf) -> Gateway {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hydradns"))
+            .args(["run", "--log", "stderr", "-c"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut l = sink.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        let mut g = Gateway { child, addr: "0.0.0.0:0".parse().unwrap(), addrs: Vec::new(), config, log, dir };
+        assert!(g.wait_log("ready with ", Duration::from_secs(10)), "gateway did not start:\n{}", g.log());
+        g.addrs =
+            g.log().lines().filter_map(|l| l.split("listening on ").nth(1)?.split(' ').next()?.parse().ok()).collect();
+        g.addr = g.addrs[0];
+        g
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits until the log contains `needle`.
+    pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        self.wait_log_count(needle, 1, timeout)
+    }
+
+    /// Waits until `needle` appears at least `n` times.
+    pub fn wait_log_count(&self, needle: &str, n: usize, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            if self.log().matches(needle).count() >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status().unwrap();
+        assert!(ok.success());
+    }
+
+    /// The server's own counters (SIGUSR1 makes it log them).
+    pub fn stats(&self) -> HashMap<String, u64> {
+        let before = self.log().matches("stats: ").count();
+        self.signal("USR1");
+        assert!(self.wait_log_count("stats: ", before + 1, Duration::from_secs(5)), "no stats line");
+        let log = self.log();
+        let line = log.lines().rev().find(|l| l.contains("stats: ")).unwrap();
+        line.split_whitespace()
+            .filter_map(|kv| {
+                let (k, v) = kv.split_once('=')?;
+                Some((k.to_string(), v.split('/').next()?.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// Replaces the config file and sends SIGHUP; waits for the reload to be logged.
+    pub fn reload(&self, config_text: &str) {
+        let before = self.log().matches("reload").count();
+        std::fs::write(&self.config, config_text).unwrap();
+        self.signal("HUP");
+        assert!(
+            self.wait_log_count("reload", before + 1, Duration::from_secs(10)),
+            "no reload logged:\n{}",
+            self.log()
+        );
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.signal("TERM");
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < end, "did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the binary with `args` and returns (exit code, stdout, stderr).
+pub fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hydradns")).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub fn localhost() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::LOCALHOST)
+}
