@@ -82,8 +82,8 @@ pub fn parse_line(line: &str, stats: &mut ParseStats, emit: &mut impl FnMut(Rule
     if line.is_empty() || line.starts_with(['#', '!', ';']) || (line.starts_with('[') && line.ends_with(']')) {
         return;
     }
-    if line.starts_with('$') {
-        // RPZ / zone-file directive ($TTL, $ORIGIN).
+    if ["$TTL", "$ORIGIN", "$INCLUDE"].iter().any(|d| line.starts_with(d)) {
+        // Zone-file directives of an RPZ list.
         stats.ignored += 1;
         return;
     }
@@ -141,10 +141,14 @@ fn hosts<'a>(names: impl Iterator<Item = &'a str>, stats: &mut ParseStats, emit:
     }
 }
 
-/// One name with an optional `*.` wildcard prefix.
+/// One name with an optional `*.` or `.` prefix, both meaning "this domain
+/// and everything under it" (wildcard lists, AdBlock, Squid).
 fn single(name: &str, rule: Rule, stats: &mut ParseStats, emit: &mut impl FnMut(Rule, &str) -> bool) {
-    let name = name.strip_prefix("*.").unwrap_or(name);
-    if looks_like_ip(name) || name.contains(['*', '/', ':', '?', '=', '&']) {
+    let dotted = name.strip_prefix('.');
+    let name = name.strip_prefix("*.").or(dotted).unwrap_or(name);
+    // `.300x250.` and `%2Fevent.gif%3F` are URL fragments from browser lists, not names.
+    let fragment = (dotted.is_some() && name.ends_with('.')) || name.contains('%');
+    if fragment || looks_like_ip(name) || name.contains(['*', '/', ':', '?', '=', '&']) {
         stats.unsupported += 1;
     } else if emit(rule, name) {
         match rule {
@@ -196,7 +200,7 @@ fn adblock(rule: &str, kind: Rule, stats: &mut ParseStats, emit: &mut impl FnMut
         r
     } else {
         // `.example.com^` means "under example.com"; like `*.` it also covers the apex here.
-        pattern.strip_prefix('.').unwrap_or(pattern)
+        pattern
     };
     let host = host.strip_suffix('|').unwrap_or(host);
     let host = host.strip_suffix('^').unwrap_or(host);
@@ -284,7 +288,8 @@ fn rpz(line: &str, stats: &mut ParseStats, emit: &mut impl FnMut(Rule, &str) -> 
 }
 
 /// Checks and lowercases a domain name from a list or a config: one trailing
-/// dot allowed, 1–253 bytes, labels of 1–63 letters, digits, `-` or `_`.
+/// dot allowed, 1–253 bytes, labels of 1–63 letters, digits, `-` or `_`, no
+/// hyphen at either end of a label.
 pub fn normalize_name(name: &str) -> Option<String> {
     let mut out = String::with_capacity(name.len());
     for_each_label_rev(name, |_| {})?;
@@ -303,7 +308,8 @@ pub fn for_each_label_rev(name: &str, mut f: impl FnMut(&[u8])) -> Option<()> {
     }
     let mut scratch = [0u8; 63];
     for label in name.rsplit(|&b| b == b'.') {
-        if label.is_empty() || label.len() > 63 {
+        // RFC 1123 host labels do not start or end with a hyphen; `-468-60-` is a URL fragment.
+        if label.is_empty() || label.len() > 63 || label.starts_with(b"-") || label.ends_with(b"-") {
             return None;
         }
         for (dst, &b) in scratch.iter_mut().zip(label) {
@@ -358,6 +364,10 @@ mod tests {
         assert_eq!(block("Ads.Example.COM"), ["Ads.Example.COM"]);
         assert_eq!(block("*.example.com"), ["example.com"]);
         assert_eq!(block("example.com."), ["example.com."]);
+        assert_eq!(block(".example.com"), ["example.com"]);
+        for fragment in [".300x250.", "%2Fevent.gif%3F", ".com/b.js|"] {
+            assert_eq!(rules(fragment).1.unsupported, 1, "{fragment}");
+        }
         let (_, s) = rules("bad name here");
         assert_eq!(s.invalid, 1);
         let (_, s) = rules("exa mple");
@@ -436,6 +446,9 @@ mod tests {
         assert!(normalize_name(&"a".repeat(64)).is_none());
         assert!(normalize_name(&format!("{}.com", "a.".repeat(130))).is_none());
         assert!(normalize_name("bücher.de").is_none());
+        assert!(normalize_name("-ads.example").is_none());
+        assert!(normalize_name("ads-.example").is_none());
+        assert_eq!(normalize_name("a-b.example").as_deref(), Some("a-b.example"));
         let mut labels = Vec::new();
         for_each_label_rev("Ads.Example.Com", |l| labels.push(l.to_vec())).unwrap();
         assert_eq!(labels, [b"com".to_vec(), b"example".to_vec(), b"ads".to_vec()]);

@@ -363,7 +363,7 @@ pub struct Gateway {
     pub addr: SocketAddr,
     pub addrs: Vec<SocketAddr>,
     pub config: PathBuf,
-    log: Arc<Mutex<String>>,
+    pub log: Arc<Mutex<String>>,
     pub dir: TempDir,
 }
 

@@ -1,0 +1,146 @@
+//! Config errors, the CLI contract, reloads and stopping, against the real binary.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+use common::*;
+use simple_dns::RCODE;
+
+#[test]
+fn check_config_reports_file_and_line() {
+    let dir = TempDir::new();
+    let good =
+        dir.file("good.conf", "config hydradns 'main'\n\tlist listen '127.0.0.1:5353'\n\toption frobnicate 'x'\n");
+    let (code, out, err) = cli(&["check-config", "-c", good.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(": ok ("), "{out}");
+    assert!(err.contains(&format!("{}:3: unknown option 'frobnicate'", good.display())), "{err}");
+    for (text, line) in [
+        ("config hydradns\n\toption cache_size 'many'\n", 2),
+        ("config hydradns\n\n\n\toption block_mode 'sometimes'\n", 4),
+        ("config hydradns\n\toption upstream_timeout '1 fortnight'\n", 2),
+        ("config hydradns\n\tlist upstream 'dns.example'\n", 2),
+        ("option cache_size '1'\n", 1),
+        ("config hydradns\n\toption cache_size 'unterminated\n", 2),
+    ] {
+        let bad = dir.file("bad.conf", text);
+        let (code, _, err) = cli(&["check-config", "-c", bad.to_str().unwrap()]);
+        assert_eq!(code, 2, "{text}");
+        assert!(err.starts_with(&format!("{}:{line}: ", bad.display())), "{text} -> {err}");
+    }
+    let (code, _, err) = cli(&["check-config", "-c", "/nonexistent/hydradns.conf"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/hydradns.conf: cannot read"), "{err}");
+}
+
+#[test]
+fn run_refuses_a_broken_config() {
+    let dir = TempDir::new();
+    let bad = dir.file("bad.conf", "config hydradns\n\toption max_ttl '-1'\n");
+    let (code, _, err) = cli(&["run", "--log", "stderr", "-c", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains(&format!("{}:2: option 'max_ttl'", bad.display())), "{err}");
+}
+
+#[test]
+fn version_and_usage() {
+    let (code, out, _) = cli(&["--version"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), format!("hydradns {}", env!("CARGO_PKG_VERSION")));
+    let (code, _, err) = cli(&["frobnicate"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("usage:"));
+    let (code, _, _) = cli(&["check"]);
+    assert_eq!(code, 2);
+}
+
+/// A client querying without pause while the lists are reloaded twice: every
+/// query is answered, and the new lists take effect.
+#[test]
+fn sighup_swaps_lists_without_dropping_queries() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    let list = dir.file("list.txt", "old.example\n");
+    let base = config(&[&up], &format!("config blocklist\n\toption path '{}'\n", list.display()));
+    let gw = Gateway::start(&base);
+    assert_eq!(udp(gw.addr, "old.example", A).ips(), ["0.0.0.0"]);
+    assert_eq!(udp(gw.addr, "new.example", A).ips(), ["192.0.2.1"]);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (answered, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let addr = gw.addr;
+    let client = {
+        let (stop, answered, failed) = (stop.clone(), answered.clone(), failed.clone());
+        std::thread::spawn(move || {
+            let end = Instant::now() + Duration::from_secs(20);
+            let mut i = 0u32;
+            while !stop.load(SeqCst) && Instant::now() < end {
+                let name = format!("q{}.new.example", i % 50);
+                let q = build_query(i as u16, &name, A, None);
+                match udp_raw(addr, &q, Duration::from_secs(2)).map(Reply::parse) {
+                    Some(r) if r.rcode == RCODE::NoError => answered.fetch_add(1, SeqCst),
+                    _ => failed.fetch_add(1, SeqCst),
+                };
+                i += 1;
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::write(&list, "new.example\n").unwrap();
+    gw.reload(&base);
+    assert_eq!(udp(gw.addr, "sub.new.example", A).ips(), ["0.0.0.0"], "new list in effect");
+    assert_eq!(udp(gw.addr, "old.example", A).ips(), ["192.0.2.1"], "old list gone");
+    // Reload with a bigger real list while the client keeps going.
+    let big = format!(
+        "config blocklist\n\toption path '{}'\nconfig blocklist\n\toption path '{}'\n",
+        list.display(),
+        shared("blocklists/hagezi-2026-08-15/domains__light.txt").display()
+    );
+    gw.reload(&config(&[&up], &big));
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, SeqCst);
+    client.join().unwrap();
+    assert_eq!(failed.load(SeqCst), 0, "no query failed across reloads");
+    assert!(answered.load(SeqCst) > 50, "the client kept querying ({})", answered.load(SeqCst));
+    assert_eq!(udp(gw.addr, "000free.us", A).ips(), ["0.0.0.0"]);
+}
+
+#[test]
+fn broken_config_on_reload_keeps_the_running_one() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], "config blocklist\n\tlist domain 'blocked.example'\n"));
+    std::fs::write(&gw.config, "config hydradns\n\toption cache_size 'lots'\n").unwrap();
+    gw.signal("HUP");
+    let needle = format!("{}:2: option 'cache_size'", gw.config.display());
+    assert!(gw.wait_log(&needle, Duration::from_secs(5)), "{}", gw.log());
+    assert!(gw.log().contains("reload failed, still running the previous config"));
+    assert_eq!(udp(gw.addr, "blocked.example", A).ips(), ["0.0.0.0"]);
+    assert_eq!(udp(gw.addr, "other.example", A).ips(), ["192.0.2.1"]);
+}
+
+#[test]
+fn sigterm_stops_cleanly_with_final_stats() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    udp(gw.addr, "a.example", A);
+    let log = gw.log.clone();
+    let status = gw.stop();
+    assert!(status.success(), "{status:?}");
+    let log = log.lock().unwrap();
+    assert!(log.contains("stopping"));
+    assert!(log.contains("udp_queries=1 "), "{log}");
+}
+
+#[test]
+fn unreadable_list_is_logged_and_the_rest_loads() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        "config blocklist\n\toption name 'gone'\n\toption path '/nonexistent/list.txt'\n\tlist domain 'still.example'\n",
+    ));
+    assert!(gw.log().contains("/nonexistent/list.txt: No such file"), "{}", gw.log());
+    assert_eq!(udp(gw.addr, "still.example", A).ips(), ["0.0.0.0"]);
+}

@@ -1,0 +1,135 @@
+//! UDP and TCP behaviour of the real binary: TCP framing and pipelining,
+//! truncation and the client's TCP retry, EDNS sizes, idle timeout,
+//! connection cap, IPv6 listening.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+use std::collections::HashSet;
+use std::io::Read;
+use std::net::Shutdown;
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::{Duration, Instant};
+
+use common::*;
+use simple_dns::RCODE;
+
+#[test]
+fn tcp_pipelining_answers_every_query_on_one_connection() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    up.behaviour.delay_ms.store(200, SeqCst);
+    let gw = Gateway::start(&config(&[&up], "config blocklist\n\tlist domain 'blocked.example'\n"));
+    let mut s = tcp_connect(gw.addr);
+    // Ten queries in one write: slow misses first, then blocked ones that can overtake them.
+    let mut batch = Vec::new();
+    let mut ids = HashSet::new();
+    for i in 0..10u16 {
+        let name = if i < 5 { format!("slow{i}.example") } else { format!("b{i}.blocked.example") };
+        let q = build_query(1000 + i, &name, A, None);
+        batch.extend_from_slice(&(q.len() as u16).to_be_bytes());
+        batch.extend_from_slice(&q);
+        ids.insert(1000 + i);
+    }
+    std::io::Write::write_all(&mut s, &batch).unwrap();
+    let mut order = Vec::new();
+    for _ in 0..10 {
+        let r = Reply::parse(read_frame(&mut s).expect("answer"));
+        assert!(ids.remove(&r.id), "unexpected or repeated ID {}", r.id);
+        order.push(r.id);
+    }
+    assert!(ids.is_empty());
+    assert!(order[0] >= 1005, "blocked answers did not wait behind slow misses: {order:?}");
+    // The connection stays usable.
+    write_frame(&mut s, &build_query(7, "after.example", A, None)).unwrap();
+    assert_eq!(Reply::parse(read_frame(&mut s).unwrap()).id, 7);
+}
+
+#[test]
+fn half_closed_connection_still_gets_its_answers() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    up.behaviour.delay_ms.store(100, SeqCst);
+    let gw = Gateway::start(&config(&[&up], ""));
+    let mut s = tcp_connect(gw.addr);
+    for i in 0..3 {
+        write_frame(&mut s, &build_query(i, &format!("h{i}.example"), A, None)).unwrap();
+    }
+    s.shutdown(Shutdown::Write).unwrap();
+    for _ in 0..3 {
+        assert_eq!(Reply::parse(read_frame(&mut s).unwrap()).rcode, RCODE::NoError);
+    }
+}
+
+#[test]
+fn udp_truncation_and_tcp_retry() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    // 40 A records are ~700 bytes: over 512, under 1232.
+    let plain = udp(gw.addr, "big.example", A);
+    assert!(plain.truncated, "no EDNS: 512-byte limit");
+    assert!(plain.answers.is_empty());
+    assert_eq!(plain.opt_size, None, "no OPT to a client that sent none");
+    assert!(plain.raw.len() <= 512);
+    let small = udp_edns(gw.addr, "big.example", A, Some(600));
+    assert!(small.truncated && small.opt_size == Some(1232));
+    let edns = udp_edns(gw.addr, "big.example", A, Some(4096));
+    assert!(!edns.truncated);
+    assert_eq!(edns.answers.len(), 40);
+    assert_eq!(edns.opt_size, Some(1232), "we advertise 1232");
+    let over_tcp = tcp(gw.addr, "big.example", A);
+    assert_eq!(over_tcp.answers.len(), 40);
+    assert_eq!(up.seen("big.example"), 1, "the retries came from the cache");
+    assert!(gw.stats()["truncated"] >= 2);
+}
+
+#[test]
+fn idle_tcp_connections_are_closed() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], "\toption tcp_idle_timeout '300ms'\n"));
+    let mut s = tcp_connect(gw.addr);
+    let t = Instant::now();
+    let mut buf = [0u8; 1];
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "server closed the idle connection");
+    assert!(t.elapsed() < Duration::from_secs(3));
+    // A client that starts a message and stalls is closed too (slowloris).
+    let mut s = tcp_connect(gw.addr);
+    std::io::Write::write_all(&mut s, &[0, 40, 1, 2]).unwrap();
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0);
+    assert_eq!(gw.stats()["tcp_timeouts"], 2);
+}
+
+#[test]
+fn tcp_connection_cap() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], "\toption tcp_max_connections '2'\n"));
+    let mut a = tcp_connect(gw.addr);
+    let mut b = tcp_connect(gw.addr);
+    // Both accepted: each answers.
+    for s in [&mut a, &mut b] {
+        write_frame(s, &build_query(1, "x.example", A, None)).unwrap();
+        assert!(read_frame(s).is_some());
+    }
+    let mut c = tcp_connect(gw.addr);
+    let _ = write_frame(&mut c, &build_query(2, "x.example", A, None));
+    assert!(read_frame(&mut c).is_none(), "third connection closed at once");
+    drop(a);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(tcp(gw.addr, "x.example", A).rcode, RCODE::NoError, "a freed place is reusable");
+    assert!(gw.stats()["tcp_refused"] >= 1);
+    // UDP is unaffected by a full TCP side.
+    assert_eq!(udp(gw.addr, "y.example", A).rcode, RCODE::NoError);
+}
+
+#[test]
+fn listens_on_ipv4_and_ipv6() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&format!(
+        "config hydradns\n\tlist listen '127.0.0.1:0'\n\tlist listen '[::1]:0'\n\tlist upstream '{}'\n\
+         config blocklist\n\tlist domain 'blocked.example'\n",
+        up.addr
+    ));
+    assert_eq!(gw.addrs.len(), 2, "{}", gw.log());
+    let v6 = gw.addrs.iter().find(|a| a.is_ipv6()).copied().unwrap();
+    assert_eq!(udp(v6, "blocked.example", AAAA).ips(), ["::"]);
+    assert_eq!(udp(v6, "v6.example", A).ips(), ["192.0.2.1"]);
+    assert_eq!(tcp(v6, "v6.example", A).ips(), ["192.0.2.1"]);
+    assert_eq!(udp(gw.addr, "v4.example", A).ips(), ["192.0.2.1"]);
+}

@@ -1,0 +1,113 @@
+//! Forwarding through the real binary: failover, all upstreams down,
+//! TCP retry on truncation, conditional forwarding, forged replies.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::{Duration, Instant};
+
+use common::*;
+use simple_dns::RCODE;
+
+#[test]
+fn fails_over_to_the_next_upstream_and_sticks_with_it() {
+    let dead = Upstream::start("192.0.2.1".parse().unwrap());
+    dead.behaviour.silent.store(true, SeqCst);
+    let live = Upstream::start("192.0.2.2".parse().unwrap());
+    let gw = Gateway::start(&config(&[&dead, &live], ""));
+    let t = Instant::now();
+    assert_eq!(udp(gw.addr, "one.example", A).ips(), ["192.0.2.2"]);
+    assert!(t.elapsed() >= Duration::from_millis(450), "first try waited for the silent server's timeout");
+    // The server that answered is tried first from now on: no more timeouts.
+    let t = Instant::now();
+    assert_eq!(udp(gw.addr, "two.example", A).ips(), ["192.0.2.2"]);
+    assert!(t.elapsed() < Duration::from_millis(450), "second query went straight to the live server");
+    assert_eq!(live.total(), 2);
+}
+
+#[test]
+fn refused_port_fails_over_at_once() {
+    // A port nobody listens on: ICMP port unreachable, no need to wait for a timeout.
+    let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let live = Upstream::start("192.0.2.2".parse().unwrap());
+    let gw = Gateway::start(&format!(
+        "config hydradns\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '3s'\n\tlist upstream '{closed}'\n\tlist upstream '{}'\n",
+        live.addr
+    ));
+    let t = Instant::now();
+    assert_eq!(udp(gw.addr, "fast.example", A).ips(), ["192.0.2.2"]);
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn all_upstreams_down_gives_servfail_in_bounded_time() {
+    let a = Upstream::start("192.0.2.1".parse().unwrap());
+    let b = Upstream::start("192.0.2.2".parse().unwrap());
+    a.behaviour.silent.store(true, SeqCst);
+    b.behaviour.silent.store(true, SeqCst);
+    let gw = Gateway::start(&config(&[&a, &b], ""));
+    let t = Instant::now();
+    let r = udp(gw.addr, "down.example", A);
+    assert_eq!(r.rcode, RCODE::ServerFailure);
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(2500),
+        "2 × 500 ms tries, took {took:?}"
+    );
+    // Back up: answers again, and the SERVFAIL was not cached.
+    a.behaviour.silent.store(false, SeqCst);
+    b.behaviour.silent.store(false, SeqCst);
+    let r = udp(gw.addr, "down.example", A);
+    assert_eq!(r.rcode, RCODE::NoError);
+    assert_eq!(gw.stats()["failed"], 1);
+}
+
+#[test]
+fn truncated_upstream_reply_is_retried_over_tcp() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    // 100 A records: the fake upstream sets TC over UDP and sends all over TCP.
+    let r = tcp(gw.addr, "huge.example", A);
+    assert_eq!(r.answers.len(), 100);
+    assert_eq!(up.seen_tcp("huge.example"), 1);
+    // Over UDP the client gets TC and no records (too big for 1232)...
+    let r = udp_edns(gw.addr, "huge.example", A, Some(1232));
+    assert!(r.truncated && r.answers.is_empty());
+    // ...and its TCP retry is served from the cache.
+    assert_eq!(tcp(gw.addr, "huge.example", A).answers.len(), 100);
+    assert_eq!(up.seen("huge.example"), 2, "one UDP try, one TCP retry, then cached");
+}
+
+#[test]
+fn conditional_forwarding_by_domain() {
+    let general = Upstream::start("192.0.2.1".parse().unwrap());
+    let lan = Upstream::start("10.0.0.1".parse().unwrap());
+    let rev = Upstream::start("10.0.0.2".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&general],
+        &format!(
+            "config forward\n\toption domain 'lan'\n\tlist server '{}'\n\
+             config forward\n\tlist domain '168.192.in-addr.arpa'\n\tlist domain 'special.lan'\n\tlist server '{}'\n",
+            lan.addr, rev.addr
+        ),
+    ));
+    assert_eq!(udp(gw.addr, "nas.lan", A).ips(), ["10.0.0.1"]);
+    assert_eq!(udp(gw.addr, "LAN", A).ips(), ["10.0.0.1"]);
+    assert_eq!(udp(gw.addr, "x.special.lan", A).ips(), ["10.0.0.2"], "most specific rule wins");
+    assert_eq!(udp(gw.addr, "5.1.168.192.in-addr.arpa", A).ips(), ["10.0.0.2"]);
+    assert_eq!(udp(gw.addr, "notlan", A).ips(), ["192.0.2.1"]);
+    assert_eq!(udp(gw.addr, "example.com", A).ips(), ["192.0.2.1"]);
+    assert_eq!((general.total(), lan.total(), rev.total()), (2, 2, 2));
+}
+
+#[test]
+fn forged_and_stray_replies_are_ignored() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    // The fake upstream first sends a wrong-ID reply, a reply to another
+    // question (6.6.6.6) and garbage, then the real answer.
+    let r = udp(gw.addr, "spoof.example", A);
+    assert_eq!(r.ips(), ["192.0.2.1"]);
+    gw.signal("USR1");
+    assert!(gw.wait_log("mismatched=3", Duration::from_secs(5)), "{}", gw.log());
+}
