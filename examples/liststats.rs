@@ -1,4 +1,5 @@
 //! Prints how each list file parses: `cargo run --example liststats -- FILE...`
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use hydradns::policy::{domainset::SetBuilder, formats::ParseStats, read_list_file};
 fn main() {
     for path in std::env::args().skip(1) {

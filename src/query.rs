@@ -108,7 +108,6 @@ pub enum Step {
 }
 
 /// A query that has to go upstream, owned so it can outlive the receive buffer.
-#[derive(Debug)]
 pub struct Miss {
     /// The client's message.
     msg: Box<[u8]>,
@@ -118,6 +117,12 @@ pub struct Miss {
     hash: u64,
     /// The snapshot the query started on, so a reload mid-flight changes nothing for it.
     snapshot: Arc<Snapshot>,
+}
+
+impl std::fmt::Debug for Miss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Miss").field("msg", &self.msg).field("hash", &self.hash).finish_non_exhaustive()
+    }
 }
 
 /// How the answer travels back: it decides the size limit.

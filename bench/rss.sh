@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Resident memory of the release binary after loading synthetic lists of
+# 100k and 1M names, and the time from start to its first answer.
+#   bench/rss.sh            (prints a markdown table)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --quiet
+cargo build --release --quiet --example synth-list
+work=$(mktemp -d)
+trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+pid=
+first_answer() {
+    # A blocked name answered over UDP: the server is up and the list is in.
+    python3 - "$1" <<'PY'
+import socket, sys, time
+port = int(sys.argv[1])
+q = bytes.fromhex("abcd01000001000000000000") + b"\x03www\x0fhydradns-canary\x07example\x00\x00\x01\x00\x01"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(0.05)
+end = time.time() + 60
+while time.time() < end:
+    try:
+        s.sendto(q, ("127.0.0.1", port)); s.recv(512); sys.exit(0)
+    except OSError:
+        pass
+sys.exit(1)
+PY
+}
+echo "| list | names | RSS after load | peak RSS | start to first answer |"
+echo "|---|---|---|---|---|"
+for n in 100000 1000000; do
+    list="$work/list-$n.txt"
+    target/release/examples/synth-list "$n" "$list"
+    echo "hydradns-canary.example" >> "$list"
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    cat > "$work/conf" <<CONF
+config hydradns 'main'
+	list listen '127.0.0.1:$port'
+	list upstream '127.0.0.1:9'
+config blocklist
+	option path '$list'
+CONF
+    start=$(date +%s.%N)
+    target/release/hydradns run --log stderr -c "$work/conf" 2>"$work/log" &
+    pid=$!
+    first_answer "$port"
+    end=$(date +%s.%N)
+    rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
+    hwm=$(awk '/VmHWM/ {print $2}' /proc/$pid/status)
+    awk -v n="$n" -v r="$rss" -v h="$hwm" -v s="$start" -v e="$end" \
+        'BEGIN { printf "| synthetic | %d | %.1f MiB | %.1f MiB | %.2f s |\n", n, r / 1024, h / 1024, e - s }'
+    kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+done

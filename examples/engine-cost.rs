@@ -1,0 +1,87 @@
+//! CPU cost of the engine's in-process answer path, without sockets:
+//! parse → policy → cache → answer, for blocked names and cache hits.
+//!
+//!     cargo run --release --example engine-cost -- [LIST_SIZE] [ROUNDS]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../bench/synth.rs"]
+mod synth;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use hydradns::cache::{self, Stored};
+use hydradns::config::{Config, ListKind, ListSource};
+use hydradns::policy::Policy;
+use hydradns::query::{Engine, Snapshot, Step, Transport};
+use hydradns::stats::Counters;
+use hydradns::wire;
+
+fn query(id: u16, name: &str) -> Vec<u8> {
+    let mut m = vec![(id >> 8) as u8, id as u8, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1];
+    for l in name.split('.') {
+        m.push(l.len() as u8);
+        m.extend_from_slice(l.as_bytes());
+    }
+    m.extend_from_slice(&[0, 0, 1, 0, 1]);
+    m.extend_from_slice(&[0, 0, 41, 4, 208, 0, 0, 0, 0, 0, 0]); // OPT, 1232
+    m
+}
+
+/// An upstream-style answer with one A record, for filling the cache.
+fn answer(q: &[u8]) -> Vec<u8> {
+    let qend = q.len() - 11;
+    let mut a = q[..qend].to_vec();
+    a[2] = 0x81;
+    a[3] = 0x80;
+    a[7] = 1;
+    a[11] = 0;
+    a.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0x0e, 0x10, 0, 4, 192, 0, 2, 1]);
+    a
+}
+
+fn main() {
+    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let names = synth::names(n, 42);
+    let src = ListSource {
+        name: "synthetic".into(),
+        kind: ListKind::Block,
+        paths: vec![],
+        domains: names.iter().map(|d| (d.clone(), 0)).collect(),
+        origin: "bench".into(),
+    };
+    let mut cfg = Config::builtin();
+    cfg.cache_size = 65536;
+    let policy = Policy::load(&[src], cfg.block_mode, cfg.block_ttl);
+    let engine = Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None));
+    let stats = Counters::default();
+
+    let blocked: Vec<Vec<u8>> =
+        names.iter().step_by(13).take(4096).enumerate().map(|(i, d)| query(i as u16, d)).collect();
+    let hits: Vec<Vec<u8>> = synth::names(2048, 9).iter().map(|d| query(1, &format!("ok.{d}.test"))).collect();
+    let snap = engine.snapshot.load();
+    for q in &hits {
+        let pq = wire::parse_query(q).expect("query");
+        let mut kb = [0u8; cache::MAX_KEY_LEN];
+        let k = cache::key(&pq, &mut kb);
+        let stored = Stored::from_response(&answer(q), 0, 86400).expect("answer");
+        snap.cache.insert(&kb[..k], snap.cache.hash(&kb[..k]), Arc::new(stored));
+    }
+    let mut out = Vec::with_capacity(4096);
+    println!("| path ({n} listed names) | ns per query |");
+    println!("|---|---|");
+    for (label, set) in [("blocked", &blocked), ("cache hit", &hits)] {
+        let rounds: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(200);
+        let t = Instant::now();
+        for _ in 0..rounds {
+            for q in set.iter() {
+                match engine.handle(q, Transport::Udp, &mut out, &stats) {
+                    Step::Reply => {}
+                    other => panic!("{label}: {other:?}"),
+                }
+            }
+        }
+        let ns = t.elapsed().as_nanos() as f64 / (rounds * set.len()).max(1) as f64;
+        println!("| {label} | {ns:.0} |");
+    }
+}

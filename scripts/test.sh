@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what the tests need and runs them all: format check, clippy, unit
+# and integration tests. .ci/run calls this script; so does the README.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Toolchain components (already present on the dev/CI image; added if not).
+for component in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^${component}-" || rustup component add "$component"
+done
+
+# Real third-party test data lives beside the repository, not in it.
+if [ ! -f ../shared/data/SOURCES.md ]; then
+    echo "error: ../shared/data not found; clone this repository next to shared/" >&2
+    exit 1
+fi
+
+cargo fmt --all -- --check
+cargo clippy --locked --all-targets -- -D warnings
+cargo test --locked
