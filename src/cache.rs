@@ -127,7 +127,9 @@ impl Stored {
         out.extend_from_slice(&self.msg);
         header::set_id(out, q.id);
         // Same key means same name up to case: echo the client's spelling (0x20-safe).
-        out[HEADER_LEN..HEADER_LEN + q.qname.len()].copy_from_slice(q.qname);
+        if let Some(name) = out.get_mut(HEADER_LEN..HEADER_LEN + q.qname.len()) {
+            name.copy_from_slice(q.qname);
+        }
         let upstream = header::flags(out);
         let mut f = (upstream & (flags::OPCODE_MASK | flags::RCODE_MASK | flags::AA))
             | flags::QR
@@ -295,7 +297,7 @@ impl Cache {
 }
 
 /// Writes the cache key of `q` into `buf`: lowercase wire name, type, class,
-/// DO bit. Returns its length.
+/// and the DO and CD bits (both change what upstream returns). Returns its length.
 #[inline]
 pub fn key(q: &Query, buf: &mut [u8; MAX_KEY_LEN]) -> usize {
     let n = q.qname.len();
@@ -304,7 +306,7 @@ pub fn key(q: &Query, buf: &mut [u8; MAX_KEY_LEN]) -> usize {
     }
     buf[n..n + 2].copy_from_slice(&q.qtype.to_be_bytes());
     buf[n + 2..n + 4].copy_from_slice(&q.qclass.to_be_bytes());
-    buf[n + 4] = q.edns.is_some_and(|e| e.dnssec_ok) as u8;
+    buf[n + 4] = q.edns.is_some_and(|e| e.dnssec_ok) as u8 | (((q.flags & flags::CD) != 0) as u8) << 1;
     n + 5
 }
 

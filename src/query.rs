@@ -208,7 +208,7 @@ impl Engine {
             return wire::build::header_only(out, &miss.msg, rcode::FORMERR);
         };
         let snap = &miss.snapshot;
-        let outcome = match self.inflight.join(&miss.key) {
+        let outcome = match self.inflight.join(&miss.key, snap.config.forward_max) {
             Join::Lead(lead) => {
                 Counters::bump(&stats.forwarded);
                 let mut name_key = [0u8; MAX_NAME_LEN];
@@ -228,7 +228,9 @@ impl Engine {
             }
             Join::Full => {
                 Counters::bump(&stats.overloaded);
-                None
+                wire::build::start(out, &q, rcode::SERVFAIL);
+                wire::build::finish(out, q.edns, [0, 0, 0], false);
+                return fit(out, &q, transport, stats);
             }
         };
         match outcome {

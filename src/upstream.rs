@@ -28,9 +28,6 @@ use crate::wire::{self, EDNS_UDP_SIZE, HEADER_LEN, Query, flags, header, rcode, 
 
 /// Receive buffer for UDP replies: we advertise 1232, some servers send more.
 const UDP_REPLY_BUF: usize = 4096;
-/// Distinct misses in flight at once over all workers; beyond it a miss is
-/// answered SERVFAIL at once instead of queueing without bound.
-pub const MAX_INFLIGHT: usize = 4096;
 /// Clients waiting on one in-flight miss besides the one that sent it.
 const MAX_WAITERS: usize = 256;
 
@@ -285,8 +282,8 @@ pub struct Lead<'a> {
 }
 
 impl Inflight {
-    /// Registers interest in `key`.
-    pub fn join(&self, key: &[u8]) -> Join<'_> {
+    /// Registers interest in `key`; at most `limit` distinct keys are in flight.
+    pub fn join(&self, key: &[u8], limit: usize) -> Join<'_> {
         let Ok(mut map) = self.map.lock() else {
             return Join::Full;
         };
@@ -298,7 +295,7 @@ impl Inflight {
             waiters.push(tx);
             return Join::Wait(rx);
         }
-        if map.len() >= MAX_INFLIGHT {
+        if map.len() >= limit {
             return Join::Full;
         }
         map.insert(key.into(), Vec::new());
@@ -380,16 +377,20 @@ mod tests {
     #[test]
     fn inflight_coalesces_and_releases() {
         let inf = Inflight::default();
-        let Join::Lead(lead) = inf.join(b"k") else { panic!() };
-        let Join::Wait(rx) = inf.join(b"k") else { panic!() };
-        assert!(matches!(inf.join(b"other"), Join::Lead(_)));
+        let Join::Lead(lead) = inf.join(b"k", 10) else { panic!() };
+        let Join::Wait(rx) = inf.join(b"k", 10) else { panic!() };
+        assert!(matches!(inf.join(b"other", 10), Join::Lead(_)));
         lead.complete(None);
         assert!(rx.try_recv().unwrap().is_none());
         assert!(inf.is_empty());
-        let Join::Lead(lead) = inf.join(b"k") else { panic!() };
-        let Join::Wait(rx) = inf.join(b"k") else { panic!() };
+        let Join::Lead(lead) = inf.join(b"k", 10) else { panic!() };
+        let Join::Wait(rx) = inf.join(b"k", 10) else { panic!() };
         drop(lead);
         assert!(rx.try_recv().unwrap().is_none(), "a dropped leader releases waiters");
         assert!(inf.is_empty());
+        let _a = inf.join(b"a", 2);
+        let _b = inf.join(b"b", 2);
+        assert!(matches!(inf.join(b"c", 2), Join::Full), "limit of distinct keys");
+        assert!(matches!(inf.join(b"a", 2), Join::Wait(_)), "joining a key in flight is not limited by it");
     }
 }

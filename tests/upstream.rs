@@ -111,3 +111,34 @@ fn forged_and_stray_replies_are_ignored() {
     gw.signal("USR1");
     assert!(gw.wait_log("mismatched=3", Duration::from_secs(5)), "{}", gw.log());
 }
+
+/// Misses beyond `forward_max` are answered SERVFAIL at once and counted,
+/// not queued: the server's counters account for every query sent.
+#[test]
+fn misses_beyond_forward_max_are_refused_and_counted() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    up.behaviour.silent.store(true, SeqCst);
+    let gw = Gateway::start(&config(&[&up], "\toption forward_max '5'\n\toption upstream_timeout '2s'\n"));
+    let addr = gw.addr;
+    let t = Instant::now();
+    let clients: Vec<_> = (0..20)
+        .map(|i| {
+            std::thread::spawn(move || {
+                // Stagger so the first five are surely in flight before the rest arrive.
+                std::thread::sleep(Duration::from_millis(if i < 5 { 0 } else { 300 }));
+                let r = udp(addr, &format!("m{i}.example"), A);
+                (i, r.rcode, Instant::now())
+            })
+        })
+        .collect();
+    let results: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    for (i, rcode, at) in &results {
+        assert_eq!(*rcode, RCODE::ServerFailure, "m{i}");
+        if *i >= 5 {
+            assert!(at.duration_since(t) < Duration::from_millis(1500), "m{i} refused at once, not queued");
+        }
+    }
+    let s = gw.stats();
+    assert_eq!((s["forwarded"], s["overloaded"], s["failed"]), (5, 15, 5), "{s:?}");
+    assert_eq!(s["udp_queries"], 20);
+}

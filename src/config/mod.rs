@@ -96,6 +96,9 @@ pub struct Config {
     pub tcp_idle_timeout: Duration,
     /// Open TCP connections allowed at once, over all listeners.
     pub tcp_max_connections: usize,
+    /// Distinct misses forwarded at once (dnsmasq's `dns-forward-max`); each
+    /// holds a socket, so this also bounds descriptors.
+    pub forward_max: usize,
     /// Worker threads; 0 means one per core.
     pub workers: usize,
     /// Block and allow sources in file order.
@@ -151,6 +154,7 @@ impl Config {
             upstream_timeout: Duration::from_secs(2),
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_max_connections: 128,
+            forward_max: 512,
             workers: 0,
             lists: Vec::new(),
             forwards: Vec::new(),
@@ -326,6 +330,7 @@ impl SectionReader<'_> {
                 "upstream_timeout" => cfg.upstream_timeout = self.duration(v, 10, 60_000)?,
                 "tcp_idle_timeout" => cfg.tcp_idle_timeout = self.duration(v, 100, 3_600_000)?,
                 "tcp_max_connections" => cfg.tcp_max_connections = self.number(v, 1, 65_535)? as usize,
+                "forward_max" => cfg.forward_max = self.number(v, 1, 65_535)? as usize,
                 "workers" => cfg.workers = self.number(v, 0, 64)? as usize,
                 _ => self.unknown(v),
             }
