@@ -13,7 +13,7 @@ use std::time::Instant;
 use hydradns::cache::{self, Stored};
 use hydradns::config::{Config, ListKind, ListSource};
 use hydradns::policy::Policy;
-use hydradns::query::{Engine, Snapshot, Step, Transport};
+use hydradns::query::{Engine, Origin, Snapshot, Step, Transport};
 use hydradns::stats::Counters;
 use hydradns::wire;
 
@@ -53,7 +53,7 @@ fn main() {
     let mut cfg = Config::builtin();
     cfg.cache_size = 65536;
     let policy = Policy::load(&[src], cfg.block_mode, cfg.block_ttl);
-    let engine = Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None));
+    let engine = Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), None);
     let stats = Counters::default();
 
     let blocked: Vec<Vec<u8>> =
@@ -75,7 +75,9 @@ fn main() {
         let t = Instant::now();
         for _ in 0..rounds {
             for q in set.iter() {
-                match engine.handle(q, Transport::Udp, &mut out, &stats) {
+                let origin =
+                    Origin { client: [127, 0, 0, 1].into(), received: Instant::now(), transport: Transport::Udp };
+                match engine.handle(q, &origin, &mut out, &stats) {
                     Step::Reply => {}
                     other => panic!("{label}: {other:?}"),
                 }

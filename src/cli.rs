@@ -5,50 +5,123 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
-use crate::config::{Config, ConfigError, DEFAULT_CONFIG_PATH, ListKind};
+use crate::config::{Config, ConfigError, DEFAULT_CONFIG_PATH, ListKind, parse_duration};
+use crate::control;
 use crate::logging::{self, Target};
 use crate::policy::{self, Policy, Verdict, domainset::name_key, formats};
+use crate::querylog::read;
 use crate::server;
+use crate::stats::Report;
+use nanoserde::{DeJson, SerJson};
 
 const USAGE: &str = "\
 usage:
   hydradns run [-c FILE] [--log syslog|stderr] [-v]   serve DNS in the foreground
   hydradns check-config -c FILE                       validate FILE; print FILE:LINE: problem
   hydradns check -c FILE NAME                         is NAME blocked, and by which list?
+  hydradns stats [-c FILE] [--json]                   live counters of the running gateway
+  hydradns log [-c FILE] [--limit N] [--blocked] [--client IP] [--domain PATTERN] [--since 1h] [--json]
+  hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
   hydradns --version
 
 Without -c, run uses /etc/config/hydradns if it exists, else built-in
 defaults (listen on 127.0.0.1:5353, forward to the resolvers in /etc/resolv.conf).";
 
-/// Options shared by the subcommands.
+/// Options of all subcommands; each command checks it got only its own.
 #[derive(Debug, Default)]
 struct Args {
     config: Option<PathBuf>,
     log: Option<Target>,
     verbose: bool,
+    json: bool,
+    limit: Option<usize>,
+    blocked: bool,
+    clients: bool,
+    domains: bool,
+    client: Option<String>,
+    domain: Option<String>,
+    since: Option<Duration>,
     positional: Vec<String>,
+    /// Flags given, for the per-command check.
+    given: Vec<&'static str>,
+}
+
+impl Args {
+    /// Errors if a flag outside `allowed` was given.
+    fn only(&self, cmd: &str, allowed: &[&str]) -> Result<(), String> {
+        match self.given.iter().find(|f| !allowed.contains(f)) {
+            Some(f) => Err(format!("{f} does not apply to '{cmd}'")),
+            None => Ok(()),
+        }
+    }
 }
 
 fn parse_args(args: &[String]) -> Result<Args, String> {
     let mut out = Args::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        match a.as_str() {
+        let mut value = |what: &str| it.next().cloned().ok_or(format!("{a} needs {what}"));
+        let flag: &'static str = match a.as_str() {
             "-c" | "--config" => {
-                out.config = Some(it.next().ok_or("-c needs a file")?.into());
+                out.config = Some(value("a file")?.into());
+                "-c"
             }
             "--log" => {
-                out.log = Some(match it.next().map(String::as_str) {
-                    Some("syslog") => Target::Syslog,
-                    Some("stderr") => Target::Stderr,
+                out.log = Some(match value("syslog or stderr")?.as_str() {
+                    "syslog" => Target::Syslog,
+                    "stderr" => Target::Stderr,
                     _ => return Err("--log takes syslog or stderr".into()),
                 });
+                "--log"
             }
-            "-v" | "--verbose" => out.verbose = true,
+            "-v" | "--verbose" => {
+                out.verbose = true;
+                "-v"
+            }
+            "--json" => {
+                out.json = true;
+                "--json"
+            }
+            "--limit" | "-n" => {
+                let v = value("a number")?;
+                out.limit = Some(v.parse().map_err(|_| format!("--limit: '{v}' is not a number"))?);
+                "--limit"
+            }
+            "--blocked" => {
+                out.blocked = true;
+                "--blocked"
+            }
+            "--clients" => {
+                out.clients = true;
+                "--clients"
+            }
+            "--domains" => {
+                out.domains = true;
+                "--domains"
+            }
+            "--client" => {
+                out.client = Some(value("an address")?);
+                "--client"
+            }
+            "--domain" => {
+                out.domain = Some(value("a pattern")?);
+                "--domain"
+            }
+            "--since" => {
+                let v = value("a duration")?;
+                out.since =
+                    Some(parse_duration(&v).ok_or(format!("--since: '{v}' is not a duration like 30m, 1h, 7d"))?);
+                "--since"
+            }
             s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown option {s}")),
-            _ => out.positional.push(a.clone()),
-        }
+            _ => {
+                out.positional.push(a.clone());
+                continue;
+            }
+        };
+        out.given.push(flag);
     }
     Ok(out)
 }
@@ -79,6 +152,9 @@ pub fn main() -> ExitCode {
         "run" => run(args),
         "check-config" => check_config(args),
         "check" => check(args),
+        "stats" => stats(args),
+        "log" => show_log(args),
+        "top" => top(args),
         other => {
             eprintln!("hydradns: unknown command '{other}'\n{USAGE}");
             ExitCode::from(2)
@@ -104,6 +180,9 @@ fn run_config(args: &Args) -> Result<(Config, Option<PathBuf>), ConfigError> {
 }
 
 fn run(args: Args) -> ExitCode {
+    if let Err(e) = args.only("run", &["-c", "--log", "-v"]) {
+        return usage_error(e);
+    }
     if !args.positional.is_empty() {
         eprintln!("hydradns: run takes no arguments\n{USAGE}");
         return ExitCode::from(2);
@@ -140,6 +219,9 @@ fn required_config(args: &Args, cmd: &str) -> Result<Config, ExitCode> {
 }
 
 fn check_config(args: Args) -> ExitCode {
+    if let Err(e) = args.only("check-config", &["-c"]) {
+        return usage_error(e);
+    }
     let cfg = match required_config(&args, "check-config") {
         Ok(c) => c,
         Err(code) => return code,
@@ -169,6 +251,9 @@ fn check_config(args: Args) -> ExitCode {
 }
 
 fn check(args: Args) -> ExitCode {
+    if let Err(e) = args.only("check", &["-c"]) {
+        return usage_error(e);
+    }
     let cfg = match required_config(&args, "check") {
         Ok(c) => c,
         Err(code) => return code,
@@ -203,6 +288,206 @@ fn check(args: Args) -> ExitCode {
             ListKind::Allow => "allows",
         };
         println!("  list '{list}' {what} it (entry {entry})");
+    }
+    ExitCode::SUCCESS
+}
+
+/// The config the other commands read: like `run`'s, so `-c` is optional.
+fn any_config(args: &Args) -> Result<Config, ExitCode> {
+    run_config(args).map(|(c, _)| c).map_err(|e| config_error(&e))
+}
+
+fn usage_error(e: String) -> ExitCode {
+    eprintln!("hydradns: {e}\n{USAGE}");
+    ExitCode::from(2)
+}
+
+fn stats(args: Args) -> ExitCode {
+    if let Err(e) = args.only("stats", &["-c", "--json"]) {
+        return usage_error(e);
+    }
+    let cfg = match any_config(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let json = match control::request(&cfg.control_socket, "stats") {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("hydradns: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        println!("{json}");
+        return ExitCode::SUCCESS;
+    }
+    match Report::deserialize_json(&json) {
+        Ok(r) => {
+            print!("{}", stats_text(&r));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hydradns: unreadable answer from the gateway ({e}): {json}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `hydradns stats` as text.
+fn stats_text(r: &Report) -> String {
+    use std::fmt::Write;
+    let c = &r.counters;
+    let mut o = String::new();
+    let pct = |n: u64| if r.queries == 0 { 0.0 } else { 100.0 * n as f64 / r.queries as f64 };
+    let _ = writeln!(o, "hydradns {}, up {}", r.version, duration_text(r.uptime_s));
+    let _ = writeln!(o, "queries      {} ({} udp, {} tcp)", r.queries, c.udp_queries, c.tcp_queries);
+    let _ = writeln!(o, "  blocked    {} ({:.1}%)", c.blocked, pct(c.blocked));
+    let _ = writeln!(o, "  cached     {} ({:.1}%)", c.cached, pct(c.cached));
+    let _ = writeln!(
+        o,
+        "  forwarded  {} ({:.1}%, {} joined a query in flight)",
+        c.forwarded + c.coalesced,
+        pct(c.forwarded + c.coalesced),
+        c.coalesced
+    );
+    let _ = writeln!(
+        o,
+        "  failed     {} ({} no upstream answer, {} overloaded)",
+        c.failed + c.overloaded,
+        c.failed,
+        c.overloaded
+    );
+    let _ = writeln!(
+        o,
+        "  errors     {} formerr, {} notimp, {} badvers, {} dropped",
+        c.formerr, c.notimp, c.badvers, c.dropped
+    );
+    let _ = writeln!(
+        o,
+        "latency      p50 {} us, p90 {} us, p99 {} us ({} answers)",
+        r.latency.p50_us, r.latency.p90_us, r.latency.p99_us, r.latency.samples
+    );
+    let _ = writeln!(
+        o,
+        "cache        {}/{} entries, hit ratio {:.1}%",
+        r.cache_entries,
+        r.cache_capacity,
+        100.0 * r.cache_hit_ratio
+    );
+    let _ = writeln!(o, "lists        {} blocked, {} allowed names", r.blocklist_names, r.allowlist_names);
+    for l in &r.lists {
+        let _ = writeln!(
+            o,
+            "  {} ({}): {} blocks, {} allows, {} unsupported, {} invalid",
+            l.name, l.kind, l.blocks, l.allows, l.unsupported, l.invalid
+        );
+    }
+    for u in &r.upstreams {
+        let _ = writeln!(
+            o,
+            "upstream     {}: {} answers, {} timeouts, {} errors, {} ignored replies, avg {} us",
+            u.addr, u.answers, u.timeouts, u.errors, u.mismatched, u.avg_latency_us
+        );
+    }
+    let q = &r.querylog;
+    if q.enabled {
+        let _ = writeln!(
+            o,
+            "query log    {} written, {} dropped (queue full), {} lost (database), {}/{} queued",
+            q.written, q.dropped, q.lost, q.queued, q.queue_size
+        );
+        let last =
+            if q.last_flush_unix == 0 { "none yet".to_string() } else { read::iso8601(q.last_flush_unix * 1000) };
+        let _ = writeln!(o, "flash copy   {} written, {} failed, last {}", q.flushes, q.flush_errors, last);
+    } else {
+        let _ = writeln!(o, "query log    off");
+    }
+    o
+}
+
+fn duration_text(secs: u64) -> String {
+    match secs {
+        s if s >= 86_400 => format!("{}d {}h", s / 86_400, s % 86_400 / 3600),
+        s if s >= 3600 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        s if s >= 60 => format!("{}m {}s", s / 60, s % 60),
+        s => format!("{s}s"),
+    }
+}
+
+fn open_log(args: &Args) -> Result<rusqlite::Connection, ExitCode> {
+    let cfg = any_config(args)?;
+    read::open(&cfg.querylog.path).map_err(|e| {
+        eprintln!("hydradns: {e}");
+        ExitCode::from(1)
+    })
+}
+
+fn show_log(args: Args) -> ExitCode {
+    if let Err(e) = args.only("log", &["-c", "--json", "--limit", "--blocked", "--client", "--domain", "--since"]) {
+        return usage_error(e);
+    }
+    let conn = match open_log(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let filter = read::LogFilter {
+        limit: args.limit.unwrap_or(50),
+        blocked: args.blocked,
+        client: args.client.clone(),
+        domain: args.domain.clone(),
+        since: args.since,
+    };
+    let rows = match read::recent(&conn, &filter) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hydradns: reading the query log: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        println!("{}", rows.serialize_json());
+    } else {
+        for r in &rows {
+            let via = match (&r.list, &r.upstream) {
+                (Some(l), _) => format!("list {l}"),
+                (None, Some(u)) => format!("via {u}"),
+                _ => String::new(),
+            };
+            println!(
+                "{} {:<15} {:<6} {} {} {} {}us {}",
+                r.time, r.client, r.qtype, r.name, r.outcome, r.rcode, r.latency_us, via
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn top(args: Args) -> ExitCode {
+    if let Err(e) = args.only("top", &["-c", "--json", "--limit", "--blocked", "--clients", "--domains", "--since"]) {
+        return usage_error(e);
+    }
+    let kind = match (args.blocked, args.clients, args.domains) {
+        (false, false, _) => read::TopKind::Domains,
+        (true, false, false) => read::TopKind::Blocked,
+        (false, true, false) => read::TopKind::Clients,
+        _ => return usage_error("choose one of --blocked, --clients, --domains".into()),
+    };
+    let conn = match open_log(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let since = args.since.unwrap_or(Duration::from_secs(86_400));
+    match read::top(&conn, kind, since, args.limit.unwrap_or(10)) {
+        Ok(rows) if args.json => println!("{}", rows.serialize_json()),
+        Ok(rows) => {
+            for r in rows {
+                println!("{:>8}  {}", r.count, r.key);
+            }
+        }
+        Err(e) => {
+            eprintln!("hydradns: reading the query log: {e}");
+            return ExitCode::from(1);
+        }
     }
     ExitCode::SUCCESS
 }

@@ -8,9 +8,11 @@
 pub mod cache;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod logging;
 pub mod policy;
 pub mod query;
+pub mod querylog;
 pub mod server;
 pub mod stats;
 pub mod upstream;

@@ -10,8 +10,9 @@
 //! `ArcSwap`: each query loads the current one without a lock, and a reload
 //! swaps in a complete new one while queries in flight finish on the old.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
@@ -19,9 +20,10 @@ use crate::cache::{self, Cache, Stored};
 use crate::config::Config;
 use crate::policy::domainset::{SEP, name_key};
 use crate::policy::{Policy, Verdict};
+use crate::querylog::{Entry, Logger, Outcome};
 use crate::stats::Counters;
-use crate::upstream::{Group, Inflight, Join, Server};
-use crate::wire::{self, MAX_NAME_LEN, Query, Reject, rcode};
+use crate::upstream::{Group, Inflight, Join, Resolved, Server};
+use crate::wire::{self, MAX_NAME_LEN, Query, Reject, header, rcode};
 
 /// Everything a query consults, swapped whole on reload.
 #[derive(Debug)]
@@ -109,6 +111,8 @@ pub enum Step {
 
 /// A query that has to go upstream, owned so it can outlive the receive buffer.
 pub struct Miss {
+    /// Who asked, when, over what.
+    origin: Origin,
     /// The client's message.
     msg: Box<[u8]>,
     /// Its cache key.
@@ -134,6 +138,36 @@ pub enum Transport {
     Tcp,
 }
 
+/// Where a query came from and when it arrived.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    /// The client's address.
+    pub client: IpAddr,
+    /// Arrival time: latency is measured from here.
+    pub received: Instant,
+    /// How the answer goes back.
+    pub transport: Transport,
+}
+
+/// What is known about an answer when it is recorded.
+struct Answered<'a> {
+    qname: &'a [u8],
+    qtype: u16,
+    outcome: Outcome,
+    upstream: Option<SocketAddr>,
+    list: Option<Arc<str>>,
+}
+
+impl<'a> Answered<'a> {
+    fn of(q: &Query<'a>, outcome: Outcome) -> Answered<'a> {
+        Answered { qname: q.qname, qtype: q.qtype, outcome, upstream: None, list: None }
+    }
+
+    fn unparsed() -> Answered<'a> {
+        Answered { qname: &[], qtype: 0, outcome: Outcome::Local, upstream: None, list: None }
+    }
+}
+
 /// The query engine shared by all workers.
 #[derive(Debug)]
 pub struct Engine {
@@ -141,16 +175,23 @@ pub struct Engine {
     pub snapshot: ArcSwap<Snapshot>,
     /// Misses being resolved, for coalescing.
     inflight: Inflight,
+    /// The query log, when enabled.
+    log: Option<Logger>,
 }
 
 impl Engine {
-    /// An engine serving `snapshot`.
-    pub fn new(snapshot: Snapshot) -> Engine {
-        Engine { snapshot: ArcSwap::from_pointee(snapshot), inflight: Inflight::default() }
+    /// An engine serving `snapshot`, recording answers into `log` if given.
+    pub fn new(snapshot: Snapshot, log: Option<Logger>) -> Engine {
+        Engine { snapshot: ArcSwap::from_pointee(snapshot), inflight: Inflight::default(), log }
+    }
+
+    /// The query log handle, if logging is on.
+    pub fn logger(&self) -> Option<&Logger> {
+        self.log.as_ref()
     }
 
     /// Answers `msg` into `out` if that needs no network.
-    pub fn handle(&self, msg: &[u8], transport: Transport, out: &mut Vec<u8>, stats: &Counters) -> Step {
+    pub fn handle(&self, msg: &[u8], origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Step {
         let q = match wire::parse_query(msg) {
             Ok(q) => q,
             Err(Reject::Drop) => {
@@ -160,29 +201,31 @@ impl Engine {
             Err(Reject::FormErr) => {
                 Counters::bump(&stats.formerr);
                 wire::build::header_only(out, msg, rcode::FORMERR);
-                return Step::Reply;
+                return self.done(origin, Answered::unparsed(), out, stats);
             }
             Err(Reject::NotImp) => {
                 Counters::bump(&stats.notimp);
                 wire::build::header_only(out, msg, rcode::NOTIMP);
-                return Step::Reply;
+                return self.done(origin, Answered::unparsed(), out, stats);
             }
         };
         if q.edns.is_some_and(|e| e.version > 0) {
             Counters::bump(&stats.badvers);
             wire::build::start(out, &q, rcode::NOERROR);
             wire::build::finish(out, q.edns, [0, 0, 0], true);
-            return Step::Reply;
+            return self.done(origin, Answered::of(&q, Outcome::Local), out, stats);
         }
         let snap = self.snapshot.load();
         let mut name_key = [0u8; MAX_NAME_LEN];
         let n = wire::reversed_key(q.qname, &mut name_key);
         match snap.policy.check(&name_key[..n]) {
-            Verdict::Blocked { .. } => {
+            Verdict::Blocked { source } => {
                 Counters::bump(&stats.blocked);
                 snap.policy.write_block_answer(&q, out);
-                fit(out, &q, transport, stats);
-                return Step::Reply;
+                fit(out, &q, origin.transport, stats);
+                let mut a = Answered::of(&q, Outcome::Blocked);
+                a.list = snap.policy.source_arc(source);
+                return self.done(origin, a, out, stats);
             }
             Verdict::Allowed { .. } => Counters::bump(&stats.allowed),
             Verdict::Pass => {}
@@ -193,55 +236,95 @@ impl Engine {
         let hash = snap.cache.hash(key);
         if snap.cache.answer(key, hash, &q, out) {
             Counters::bump(&stats.cached);
-            fit(out, &q, transport, stats);
-            return Step::Reply;
+            fit(out, &q, origin.transport, stats);
+            return self.done(origin, Answered::of(&q, Outcome::Cached), out, stats);
         }
-        Step::Resolve(Miss { msg: msg.into(), key: key.into(), hash, snapshot: arc_swap::Guard::into_inner(snap) })
+        Step::Resolve(Miss {
+            origin: *origin,
+            msg: msg.into(),
+            key: key.into(),
+            hash,
+            snapshot: arc_swap::Guard::into_inner(snap),
+        })
+    }
+
+    /// Counts the answer's latency and queues its log entry.
+    fn done(&self, origin: &Origin, a: Answered<'_>, out: &[u8], stats: &Counters) -> Step {
+        let latency_us = origin.received.elapsed().as_micros().min(u32::MAX as u128) as u32;
+        stats.latency.record(latency_us as u64);
+        if let Some(log) = &self.log {
+            let mut name = [0u8; MAX_NAME_LEN];
+            let len = a.qname.len().min(MAX_NAME_LEN);
+            name[..len].copy_from_slice(&a.qname[..len]);
+            log.log(Entry {
+                at: origin.received,
+                client: origin.client,
+                name,
+                name_len: len as u8,
+                qtype: a.qtype,
+                outcome: a.outcome,
+                rcode: if out.len() >= wire::HEADER_LEN { header::rcode(out) } else { 0 },
+                upstream: a.upstream,
+                list: a.list,
+                latency_us,
+            });
+        }
+        Step::Reply
     }
 
     /// Resolves a miss upstream (or joins an identical one in flight) and
     /// writes the answer into `out`. Always produces an answer: SERVFAIL when
     /// nothing usable came back in time.
-    pub async fn resolve(&self, miss: Miss, transport: Transport, out: &mut Vec<u8>, stats: &Counters) {
+    pub async fn resolve(&self, miss: Miss, out: &mut Vec<u8>, stats: &Counters) {
+        let origin = &miss.origin;
         // The message parsed in `handle`; parsing again cannot fail, but stay total.
         let Ok(q) = wire::parse_query(&miss.msg) else {
-            return wire::build::header_only(out, &miss.msg, rcode::FORMERR);
+            wire::build::header_only(out, &miss.msg, rcode::FORMERR);
+            self.done(origin, Answered::unparsed(), out, stats);
+            return;
         };
         let snap = &miss.snapshot;
-        let outcome = match self.inflight.join(&miss.key, snap.config.forward_max) {
+        let resolution = match self.inflight.join(&miss.key, snap.config.forward_max) {
             Join::Lead(lead) => {
                 Counters::bump(&stats.forwarded);
                 let mut name_key = [0u8; MAX_NAME_LEN];
                 let n = wire::reversed_key(q.qname, &mut name_key);
                 let group = snap.group_for(&name_key[..n]);
                 let reply = group.resolve(&q, snap.timeout).await;
-                let stored = reply.and_then(|r| Stored::from_response(&r, snap.min_ttl, snap.max_ttl)).map(Arc::new);
-                if let Some(s) = &stored {
-                    snap.cache.insert(&miss.key, miss.hash, s.clone());
+                let resolved = reply.and_then(|(r, upstream)| {
+                    let stored = Arc::new(Stored::from_response(&r, snap.min_ttl, snap.max_ttl)?);
+                    Some(Resolved { stored, upstream })
+                });
+                if let Some(r) = &resolved {
+                    snap.cache.insert(&miss.key, miss.hash, r.stored.clone());
                 }
-                lead.complete(stored.clone());
-                stored
+                lead.complete(resolved.clone());
+                resolved
             }
             Join::Wait(rx) => {
                 Counters::bump(&stats.coalesced);
                 rx.recv().await.ok().flatten()
             }
             Join::Full => {
-                Counters::bump(&stats.overloaded);
-                wire::build::start(out, &q, rcode::SERVFAIL);
-                wire::build::finish(out, q.edns, [0, 0, 0], false);
-                return fit(out, &q, transport, stats);
+                self.overloaded(origin, &q, out, stats);
+                return;
             }
         };
-        match outcome {
-            Some(stored) => stored.write_answer(&q, 0, out),
+        let mut a = Answered::of(&q, Outcome::Forwarded);
+        match resolution {
+            Some(r) => {
+                r.stored.write_answer(&q, 0, out);
+                a.upstream = Some(r.upstream);
+            }
             None => {
                 Counters::bump(&stats.failed);
                 wire::build::start(out, &q, rcode::SERVFAIL);
                 wire::build::finish(out, q.edns, [0, 0, 0], false);
+                a.outcome = Outcome::Failed;
             }
         }
-        fit(out, &q, transport, stats);
+        fit(out, &q, origin.transport, stats);
+        self.done(origin, a, out, stats);
     }
 
     /// Installs a new snapshot; queries already running keep the old one.
@@ -250,16 +333,23 @@ impl Engine {
     }
 
     /// Answers SERVFAIL to a miss without resolving it (server overload).
-    pub fn refuse_miss(&self, miss: &Miss, transport: Transport, out: &mut Vec<u8>, stats: &Counters) {
-        Counters::bump(&stats.overloaded);
+    pub fn refuse_miss(&self, miss: &Miss, out: &mut Vec<u8>, stats: &Counters) {
         match wire::parse_query(&miss.msg) {
-            Ok(q) => {
-                wire::build::start(out, &q, rcode::SERVFAIL);
-                wire::build::finish(out, q.edns, [0, 0, 0], false);
-                fit(out, &q, transport, stats);
+            Ok(q) => self.overloaded(&miss.origin, &q, out, stats),
+            Err(_) => {
+                Counters::bump(&stats.overloaded);
+                wire::build::header_only(out, &miss.msg, rcode::SERVFAIL);
+                self.done(&miss.origin, Answered::unparsed(), out, stats);
             }
-            Err(_) => wire::build::header_only(out, &miss.msg, rcode::SERVFAIL),
         }
+    }
+
+    fn overloaded(&self, origin: &Origin, q: &Query, out: &mut Vec<u8>, stats: &Counters) {
+        Counters::bump(&stats.overloaded);
+        wire::build::start(out, q, rcode::SERVFAIL);
+        wire::build::finish(out, q.edns, [0, 0, 0], false);
+        fit(out, q, origin.transport, stats);
+        self.done(origin, Answered::of(q, Outcome::Failed), out, stats);
     }
 }
 

@@ -1,11 +1,14 @@
-//! Counters of what the engine did.
+//! Counters of what the engine did, and the latency histogram.
 //!
 //! Each worker thread owns one [`Counters`] and is its only writer, so
 //! counting never bounces a cache line between cores; readers sum all
-//! workers' counters with relaxed loads.
+//! workers' counters with relaxed loads. [`Report`] is the snapshot the
+//! control socket serves and the periodic log line prints.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use nanoserde::{DeJson, SerJson};
 
 macro_rules! counters {
     ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
@@ -13,12 +16,15 @@ macro_rules! counters {
         #[derive(Debug, Default)]
         pub struct Counters {
             $($(#[$doc])* pub $name: AtomicU64,)*
+            /// Time from arrival to answer of every answered query.
+            pub latency: Histogram,
         }
 
-        /// A point-in-time sum of counters.
-        #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+        /// A point-in-time sum of counters; fields as documented on [`Counters`]
+        /// (nanoserde's derive cannot take doc attributes from a macro).
+        #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, SerJson, DeJson)]
         pub struct Totals {
-            $($(#[$doc])* pub $name: u64,)*
+            $(pub $name: u64,)*
         }
 
         impl Totals {
@@ -98,5 +104,234 @@ impl fmt::Display for Totals {
             write!(f, "{k}={v}")?;
         }
         Ok(())
+    }
+}
+
+/// Histogram buckets: values below 8 µs exactly, then 8 per power of two
+/// (under 12.5 % error), up to about 2^34 µs (4.8 hours).
+const BUCKETS: usize = 256;
+
+/// A latency histogram in microseconds, written by one thread.
+#[derive(Debug)]
+pub struct Histogram {
+    /// Counts per bucket.
+    buckets: Box<[AtomicU64; BUCKETS]>,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram { buckets: Box::new(std::array::from_fn(|_| AtomicU64::new(0))) }
+    }
+}
+
+fn bucket_of(us: u64) -> usize {
+    if us < 8 {
+        return us as usize;
+    }
+    let octave = 63 - us.leading_zeros() as usize; // >= 3
+    let sub = ((us >> (octave - 3)) & 7) as usize;
+    ((octave - 2) * 8 + sub).min(BUCKETS - 1)
+}
+
+/// Smallest value that falls in bucket `b`.
+fn bucket_floor(b: usize) -> u64 {
+    if b < 8 {
+        return b as u64;
+    }
+    let octave = b / 8 + 2;
+    let sub = (b % 8) as u64;
+    (8 + sub) << (octave - 3)
+}
+
+impl Histogram {
+    /// Counts one value (single writer: load and store, no locked instruction).
+    #[inline]
+    pub fn record(&self, us: u64) {
+        Counters::bump(&self.buckets[bucket_of(us)]);
+    }
+}
+
+/// p50, p90 and p99 (µs, bucket floors) over several histograms.
+pub fn percentiles<'a>(hists: impl Iterator<Item = &'a Histogram> + Clone) -> Latency {
+    let count = |b: usize| hists.clone().map(|h| h.buckets[b].load(Relaxed)).sum::<u64>();
+    let counts: Vec<u64> = (0..BUCKETS).map(count).collect();
+    let total: u64 = counts.iter().sum();
+    let at = |q: f64| {
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (b, n) in counts.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return bucket_floor(b);
+            }
+        }
+        bucket_floor(BUCKETS - 1)
+    };
+    Latency { samples: total, p50_us: at(0.50), p90_us: at(0.90), p99_us: at(0.99) }
+}
+
+/// Latency percentiles of the engine's own time (arrival to answer).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, SerJson, DeJson)]
+pub struct Latency {
+    /// Answers measured.
+    pub samples: u64,
+    /// Median, µs.
+    pub p50_us: u64,
+    /// 90th percentile, µs.
+    pub p90_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+}
+
+/// One upstream server's figures.
+#[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
+pub struct UpstreamReport {
+    /// Its address.
+    pub addr: String,
+    /// Replies accepted.
+    pub answers: u64,
+    /// Tries that timed out.
+    pub timeouts: u64,
+    /// Tries that failed at once.
+    pub errors: u64,
+    /// Stray or forged replies ignored.
+    pub mismatched: u64,
+    /// Mean reply time, µs.
+    pub avg_latency_us: u64,
+}
+
+/// The query log's figures.
+#[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
+pub struct LogReport {
+    /// Whether the log is on.
+    pub enabled: bool,
+    /// Entries committed.
+    pub written: u64,
+    /// Entries dropped because the queue was full.
+    pub dropped: u64,
+    /// Entries lost to database errors.
+    pub lost: u64,
+    /// Entries waiting now.
+    pub queued: u64,
+    /// Queue capacity.
+    pub queue_size: u64,
+    /// Good copies to flash since start.
+    pub flushes: u64,
+    /// Failed copies to flash since start.
+    pub flush_errors: u64,
+    /// Unix time of the last good flash copy (0: none yet).
+    pub last_flush_unix: u64,
+}
+
+/// One list source's figures.
+#[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
+pub struct ListReport {
+    /// Source name.
+    pub name: String,
+    /// `blocklist` or `allowlist`.
+    pub kind: String,
+    /// Block entries read.
+    pub blocks: u64,
+    /// Allow entries read.
+    pub allows: u64,
+    /// Rules skipped as inexpressible.
+    pub unsupported: u64,
+    /// Lines skipped as malformed.
+    pub invalid: u64,
+}
+
+/// Everything `hydradns stats` shows. Field names are a stable interface (README).
+#[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
+pub struct Report {
+    /// Program version.
+    pub version: String,
+    /// Seconds since start.
+    pub uptime_s: u64,
+    /// All queries received.
+    pub queries: u64,
+    /// Per-outcome and error counters.
+    pub counters: Totals,
+    /// Share of cache lookups answered from the cache, 0–1.
+    pub cache_hit_ratio: f64,
+    /// Entries in the cache.
+    pub cache_entries: u64,
+    /// Cache capacity.
+    pub cache_capacity: u64,
+    /// Names in the blocklist after merging subdomains.
+    pub blocklist_names: u64,
+    /// Names in the allowlist after merging subdomains.
+    pub allowlist_names: u64,
+    /// Engine time per answered query.
+    pub latency: Latency,
+    /// Upstream servers.
+    pub upstreams: Vec<UpstreamReport>,
+    /// Query log.
+    pub querylog: LogReport,
+    /// List sources.
+    pub lists: Vec<ListReport>,
+}
+
+impl Report {
+    /// The one-line summary for syslog.
+    pub fn summary(&self) -> String {
+        let c = &self.counters;
+        format!(
+            "stats: uptime={}s queries={} blocked={} cached={} forwarded={} failed={} hit_ratio={:.3} p50={}us p90={}us p99={}us log_written={} log_dropped={} log_lost={} cache={}/{} blocklist={}",
+            self.uptime_s,
+            self.queries,
+            c.blocked,
+            c.cached,
+            c.forwarded + c.coalesced,
+            c.failed + c.overloaded,
+            self.cache_hit_ratio,
+            self.latency.p50_us,
+            self.latency.p90_us,
+            self.latency.p99_us,
+            self.querylog.written,
+            self.querylog.dropped,
+            self.querylog.lost,
+            self.cache_entries,
+            self.cache_capacity,
+            self.blocklist_names
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_ordered_and_tight() {
+        let mut last = 0;
+        for us in [0u64, 1, 7, 8, 9, 15, 16, 17, 100, 1000, 12_345, 1 << 20, 1 << 33] {
+            let b = bucket_of(us);
+            assert!(b >= last, "{us}");
+            last = b;
+            let floor = bucket_floor(b);
+            assert!(floor <= us && us - floor <= us / 8 + 1, "{us} in bucket {b} floor {floor}");
+        }
+        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn percentiles_over_workers() {
+        let (a, b) = (Histogram::default(), Histogram::default());
+        for us in 1..=90 {
+            a.record(us);
+        }
+        for _ in 0..9 {
+            b.record(1000);
+        }
+        b.record(100_000);
+        let l = percentiles([&a, &b].into_iter());
+        assert_eq!(l.samples, 100);
+        assert!((40..=50).contains(&l.p50_us), "{l:?}");
+        assert!((80..=90).contains(&l.p90_us), "{l:?}");
+        assert!((896..=1000).contains(&l.p99_us), "{l:?}");
+        assert_eq!(percentiles([&Histogram::default()].into_iter()).p99_us, 0);
     }
 }

@@ -91,8 +91,9 @@ impl Group {
     }
 
     /// Resolves `q` through the servers. Returns the first good reply, else the
-    /// last error reply (SERVFAIL, REFUSED…) if any server gave one, else `None`.
-    pub async fn resolve(&self, q: &Query<'_>, timeout: Duration) -> Option<Vec<u8>> {
+    /// last error reply (SERVFAIL, REFUSED…) if any server gave one, else
+    /// `None`; with the address of the server that sent it.
+    pub async fn resolve(&self, q: &Query<'_>, timeout: Duration) -> Option<(Vec<u8>, SocketAddr)> {
         let n = self.servers.len();
         let first = self.preferred.load(Relaxed) % n.max(1);
         let mut fallback = None;
@@ -114,13 +115,13 @@ impl Group {
                     server.latency_us.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
                     let rc = header::rcode(&r);
                     if rc == rcode::SERVFAIL || rc == rcode::REFUSED || rc == rcode::NOTIMP {
-                        fallback = Some(r);
+                        fallback = Some((r, server.addr));
                         continue;
                     }
                     if idx != first {
                         self.preferred.store(idx, Relaxed);
                     }
-                    return Some(r);
+                    return Some((r, server.addr));
                 }
                 Err(TryError::Timeout) => {
                     server.timeouts.fetch_add(1, Relaxed);
@@ -251,11 +252,20 @@ pub fn random_id() -> u16 {
     })
 }
 
-/// What a miss resolved to: the prepared answer, or `None` for SERVFAIL.
-pub type Outcome = Option<Arc<Stored>>;
+/// A miss resolved upstream: the prepared answer and who gave it.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The answer, ready for replay to each waiting client.
+    pub stored: Arc<Stored>,
+    /// The server that answered.
+    pub upstream: SocketAddr,
+}
+
+/// What a miss resolved to; `None` means SERVFAIL.
+pub type Resolution = Option<Resolved>;
 
 /// Clients waiting for one in-flight miss.
-type Waiters = Vec<Sender<Outcome>>;
+type Waiters = Vec<Sender<Resolution>>;
 
 /// Misses currently being resolved, keyed by cache key.
 #[derive(Debug, Default)]
@@ -269,7 +279,7 @@ pub enum Join<'a> {
     /// First asker: resolve it and hand the outcome to [`Lead::complete`].
     Lead(Lead<'a>),
     /// Someone is already asking: wait for their outcome.
-    Wait(Receiver<Outcome>),
+    Wait(Receiver<Resolution>),
     /// Too many misses in flight: answer SERVFAIL now.
     Full,
 }
@@ -315,11 +325,11 @@ impl Inflight {
 
 impl Lead<'_> {
     /// Hands `outcome` to every waiter and forgets the key.
-    pub fn complete(mut self, outcome: Outcome) {
+    pub fn complete(mut self, outcome: Resolution) {
         self.finish(outcome);
     }
 
-    fn finish(&mut self, outcome: Outcome) {
+    fn finish(&mut self, outcome: Resolution) {
         let Some(key) = self.key.take() else { return };
         let waiters = self.inflight.map.lock().ok().and_then(|mut m| m.remove(&key));
         for tx in waiters.into_iter().flatten() {

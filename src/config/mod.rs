@@ -69,6 +69,48 @@ pub struct Forward {
     pub servers: Vec<SocketAddr>,
 }
 
+/// The `config querylog` section: where answered queries are recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryLogConfig {
+    /// Record queries at all.
+    pub enabled: bool,
+    /// Live database, on tmpfs (RAM) so logging never wears the flash.
+    pub path: PathBuf,
+    /// Copy on flash, refreshed every `flush_interval` and at stop, restored after a reboot.
+    pub flash_path: PathBuf,
+    /// How often the flash copy is refreshed; 0 = only at stop.
+    pub flush_interval: Duration,
+    /// Entries older than this are deleted.
+    pub retention: Duration,
+    /// The live database is kept under this many bytes, oldest entries deleted first.
+    pub max_size: u64,
+    /// Entries waiting for the writer; beyond it entries are dropped and counted.
+    pub queue_size: usize,
+    /// Entries per transaction.
+    pub batch_size: usize,
+    /// Longest an entry waits before its batch is written.
+    pub batch_interval: Duration,
+    /// Store client addresses cut to /24 (IPv4) or /48 (IPv6).
+    pub anonymize_clients: bool,
+}
+
+impl Default for QueryLogConfig {
+    fn default() -> Self {
+        QueryLogConfig {
+            enabled: true,
+            path: PathBuf::from("/tmp/hydradns/queries.db"),
+            flash_path: PathBuf::from("/etc/hydradns/queries.db"),
+            flush_interval: Duration::from_secs(3600),
+            retention: Duration::from_secs(7 * 86_400),
+            max_size: 32 << 20,
+            queue_size: 4096,
+            batch_size: 256,
+            batch_interval: Duration::from_millis(500),
+            anonymize_clients: false,
+        }
+    }
+}
+
 /// Everything `run` needs, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -105,6 +147,12 @@ pub struct Config {
     pub lists: Vec<ListSource>,
     /// Conditional forwarding rules.
     pub forwards: Vec<Forward>,
+    /// Query log settings.
+    pub querylog: QueryLogConfig,
+    /// Unix socket the CLI asks for live figures; empty disables it.
+    pub control_socket: PathBuf,
+    /// How often a summary line goes to the log; 0 = never.
+    pub stats_interval: Duration,
     /// Non-fatal findings (unknown options, ignored sections), as `file:line: text`.
     pub warnings: Vec<String>,
 }
@@ -158,6 +206,9 @@ impl Config {
             workers: 0,
             lists: Vec::new(),
             forwards: Vec::new(),
+            querylog: QueryLogConfig::default(),
+            control_socket: PathBuf::from("/var/run/hydradns/control.sock"),
+            stats_interval: Duration::from_secs(3600),
             warnings: Vec::new(),
         };
         cfg.default_upstreams();
@@ -197,6 +248,7 @@ impl Config {
                 "blocklist" => cfg.lists.push(reader.list(ListKind::Block, cfg.lists.len())?),
                 "allowlist" => cfg.lists.push(reader.list(ListKind::Allow, cfg.lists.len())?),
                 "forward" => cfg.forwards.push(reader.forward()?),
+                "querylog" => reader.querylog(&mut cfg)?,
                 other => reader.warn_section(&format!("unknown section type '{other}' ignored")),
             }
         }
@@ -332,6 +384,8 @@ impl SectionReader<'_> {
                 "tcp_max_connections" => cfg.tcp_max_connections = self.number(v, 1, 65_535)? as usize,
                 "forward_max" => cfg.forward_max = self.number(v, 1, 65_535)? as usize,
                 "workers" => cfg.workers = self.number(v, 0, 64)? as usize,
+                "control_socket" => cfg.control_socket = PathBuf::from(&v.value),
+                "stats_interval" => cfg.stats_interval = self.duration(v, 0, 30 * 86_400_000)?,
                 _ => self.unknown(v),
             }
         }
@@ -367,6 +421,39 @@ impl SectionReader<'_> {
             src.domains.clear();
         }
         Ok(src)
+    }
+
+    fn querylog(&mut self, cfg: &mut Config) -> Result<(), ConfigError> {
+        let q = &mut cfg.querylog;
+        for v in &self.section.values {
+            match v.key.as_str() {
+                "enabled" => q.enabled = self.boolean(v)?,
+                "path" => q.path = self.path(v)?,
+                "flash_path" => q.flash_path = self.path(v)?,
+                "flush_interval" => q.flush_interval = self.duration(v, 0, 30 * 86_400_000)?,
+                "retention" => q.retention = self.duration(v, 60_000, 366 * 86_400_000)?,
+                "max_size" => q.max_size = self.size(v, 64 << 10, 1 << 40)?,
+                "queue_size" => q.queue_size = self.number(v, 16, 1 << 20)? as usize,
+                "batch_size" => q.batch_size = self.number(v, 1, 65_536)? as usize,
+                "batch_interval" => q.batch_interval = self.duration(v, 10, 60_000)?,
+                "anonymize_clients" => q.anonymize_clients = self.boolean(v)?,
+                // Documented with the query log, so accept it here as well as in the main section.
+                "stats_interval" => cfg.stats_interval = self.duration(v, 0, 30 * 86_400_000)?,
+                _ => self.unknown(v),
+            }
+        }
+        Ok(())
+    }
+
+    fn path(&self, v: &uci::Value) -> Result<PathBuf, ConfigError> {
+        if v.value.starts_with('/') { Ok(PathBuf::from(&v.value)) } else { Err(self.bad(v, "an absolute path")) }
+    }
+
+    fn size(&self, v: &uci::Value, min: u64, max: u64) -> Result<u64, ConfigError> {
+        match parse_size(&v.value) {
+            Some(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(self.bad(v, &format!("a size from {}K to {}G (e.g. 32M)", min >> 10, max >> 30))),
+        }
     }
 
     fn forward(&mut self) -> Result<Forward, ConfigError> {
@@ -419,6 +506,22 @@ pub fn parse_socket_addr(s: &str, default_port: u16) -> Option<SocketAddr> {
     }
     let ip = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).unwrap_or(s);
     ip.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, default_port))
+}
+
+/// Bytes, or a number with `K`, `M` or `G` (powers of 1024).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => return None,
+    };
+    n.checked_mul(1 << shift)
 }
 
 /// Plain seconds, or a number with `ms`, `s`, `m`, `h` or `d`.
@@ -521,6 +624,29 @@ config mystery
             assert!(e.to_string().starts_with(&format!("cfg:{line}: ")), "{e}");
             assert!(e.message.contains(needle), "{e}");
         }
+    }
+
+    #[test]
+    fn querylog_section() {
+        let c = Config::parse(
+            "f",
+            "config querylog 'querylog'\n\toption path '/tmp/q.db'\n\toption max_size '8M'\n\toption retention '2d'\n\toption batch_interval '100ms'\n\toption stats_interval '0'\n\toption anonymize_clients '1'\n",
+        )
+        .unwrap();
+        assert_eq!(c.querylog.path, PathBuf::from("/tmp/q.db"));
+        assert_eq!(c.querylog.max_size, 8 << 20);
+        assert_eq!(c.querylog.retention, Duration::from_secs(2 * 86400));
+        assert_eq!(c.querylog.batch_interval, Duration::from_millis(100));
+        assert_eq!(c.stats_interval, Duration::ZERO);
+        assert!(c.querylog.anonymize_clients && c.querylog.enabled);
+        assert_eq!(c.querylog.flash_path, PathBuf::from("/etc/hydradns/queries.db"));
+        let e = Config::parse("f", "config querylog\n\toption max_size 'huge'\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        let e = Config::parse("f", "config querylog\n\toption path 'relative.db'\n").unwrap_err();
+        assert!(e.message.contains("absolute path"));
+        assert_eq!(parse_size("32M"), Some(32 << 20));
+        assert_eq!(parse_size("512k"), Some(512 << 10));
+        assert_eq!(parse_size("1.5M"), None);
     }
 
     #[test]

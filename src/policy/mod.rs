@@ -12,6 +12,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::net::Ipv6Addr;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::config::{BlockMode, ListKind, ListSource};
 use crate::wire::{self, Query, rcode, rtype};
@@ -60,6 +61,8 @@ pub struct Policy {
     allow: DomainSet,
     /// One report per configured source, indexed by tag.
     pub sources: Vec<SourceReport>,
+    /// Source names, indexed by tag, shared with query log entries.
+    names: Vec<Arc<str>>,
     /// Answer style for blocked names.
     mode: BlockMode,
     /// TTL of block answers.
@@ -80,7 +83,8 @@ impl Policy {
                 load_source(src, tag, &mut block, &mut allow)
             })
             .collect();
-        Policy { block: block.build(), allow: allow.build(), sources, mode, ttl }
+        let names = lists.iter().map(|l| Arc::from(l.name.as_str())).collect();
+        Policy { block: block.build(), allow: allow.build(), sources, names, mode, ttl }
     }
 
     /// Blocked names after collapsing subdomains under listed parents.
@@ -101,6 +105,11 @@ impl Policy {
     /// Name of the source with tag `source`.
     pub fn source_name(&self, source: u16) -> &str {
         self.sources.get(source as usize).map_or("?", |s| s.name.as_str())
+    }
+
+    /// Shared name of the source with tag `source`, for log entries.
+    pub fn source_arc(&self, source: u16) -> Option<Arc<str>> {
+        self.names.get(source as usize).cloned()
     }
 
     /// Looks up a reversed-label key (see [`wire::reversed_key`]). An allow

@@ -3,11 +3,13 @@
 //! One worker thread per core, each with its own single-threaded executor and
 //! its own `SO_REUSEPORT` sockets, so the hot path shares nothing between
 //! cores but lock-free reads of the engine's snapshot and cache. The main
-//! thread only waits for signals: SIGHUP reloads config and lists (built here,
-//! off the workers, then swapped in whole), SIGUSR1 logs the counters,
-//! SIGTERM/SIGINT stop.
+//! thread waits for signals and serves the control socket: SIGHUP reloads
+//! config and lists (built here, off the workers, then swapped in whole),
+//! SIGUSR1 logs the counters, SIGTERM/SIGINT stop (the query log is drained
+//! and copied to flash first). It also logs a summary every `stats_interval`.
 
 pub mod sockets;
+pub mod status;
 pub mod tcp;
 pub mod udp;
 
@@ -18,13 +20,17 @@ use std::sync::atomic::AtomicUsize;
 use std::time::Instant;
 
 use async_signal::{Signal, Signals};
-use smol::LocalExecutor;
+use smol::future::FutureExt;
 use smol::stream::StreamExt;
+use smol::{LocalExecutor, Timer};
 
 use crate::config::Config;
+use crate::control;
 use crate::policy::Policy;
 use crate::query::{Engine, Snapshot};
-use crate::stats::{Counters, Totals};
+use crate::querylog::QueryLog;
+use crate::stats::Counters;
+use status::Status;
 
 /// Loads lists for `cfg` and logs how each source fared.
 pub fn load_policy(cfg: &Config) -> Policy {
@@ -37,37 +43,30 @@ pub fn load_policy(cfg: &Config) -> Policy {
     policy
 }
 
-/// Sum of every worker's counters.
-fn totals(workers: &[Arc<Counters>]) -> Totals {
-    let mut t = Totals::default();
-    for w in workers {
-        t.add(w);
+/// Logs every counter (SIGUSR1 and at stop), then one line per upstream.
+fn log_stats(status: &Status) {
+    let r = status.report();
+    let mut line = format!("stats: uptime={}s {}", r.uptime_s, r.counters);
+    line.push_str(&format!(
+        " cache_entries={}/{} blocklist={} p50_us={} p90_us={} p99_us={}",
+        r.cache_entries, r.cache_capacity, r.blocklist_names, r.latency.p50_us, r.latency.p90_us, r.latency.p99_us
+    ));
+    if r.querylog.enabled {
+        line.push_str(&format!(
+            " log_written={} log_dropped={} log_lost={}",
+            r.querylog.written, r.querylog.dropped, r.querylog.lost
+        ));
     }
-    t
-}
-
-fn log_stats(engine: &Engine, workers: &[Arc<Counters>], started: Instant) {
-    let snap = engine.snapshot.load();
-    log::info!(
-        "stats: uptime={}s {} cache_entries={}/{} blocklist={}",
-        started.elapsed().as_secs(),
-        totals(workers),
-        snap.cache.len(),
-        snap.cache.capacity(),
-        snap.policy.blocked_len()
-    );
-    for s in snap.servers() {
-        use std::sync::atomic::Ordering::Relaxed;
-        let answers = s.answers.load(Relaxed);
-        let avg_us = s.latency_us.load(Relaxed).checked_div(answers).unwrap_or(0);
+    log::info!("{line}");
+    for u in &r.upstreams {
         log::info!(
             "upstream {}: answers={} timeouts={} errors={} mismatched={} avg_latency_us={}",
-            s.addr,
-            answers,
-            s.timeouts.load(Relaxed),
-            s.errors.load(Relaxed),
-            s.mismatched.load(Relaxed),
-            avg_us
+            u.addr,
+            u.answers,
+            u.timeouts,
+            u.errors,
+            u.mismatched,
+            u.avg_latency_us
         );
     }
 }
@@ -91,9 +90,18 @@ fn reload(engine: &Engine, path: Option<&PathBuf>) {
     if cfg.listen != old.config.listen || cfg.worker_count() != old.config.worker_count() {
         log::warn!("listen addresses and worker count change only on restart");
     }
+    if cfg.querylog != old.config.querylog || cfg.control_socket != old.config.control_socket {
+        log::warn!("query log and control socket settings change only on restart");
+    }
     let policy = load_policy(&cfg);
     engine.swap(Snapshot::new(Arc::new(cfg), Arc::new(policy), Some(&old)));
     log::info!("reloaded {}", path.map_or("built-in defaults".into(), |p| p.display().to_string()));
+}
+
+/// What woke the main loop.
+enum Wake {
+    Signal(Option<std::io::Result<Signal>>),
+    Summary,
 }
 
 /// Runs the gateway until SIGTERM or SIGINT.
@@ -116,10 +124,40 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
         cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
         cfg.upstreams_from
     );
+    let querylog = if cfg.querylog.enabled {
+        match QueryLog::start(&cfg.querylog) {
+            Ok(q) => {
+                log::info!(
+                    "query log at {} (flash copy {})",
+                    cfg.querylog.path.display(),
+                    cfg.querylog.flash_path.display()
+                );
+                Some(q)
+            }
+            Err(e) => {
+                log::error!("query log not started: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let control = match &cfg.control_socket {
+        p if p.as_os_str().is_empty() => None,
+        p => match control::bind(p) {
+            Ok(l) => Some((l, p.clone())),
+            Err(e) => {
+                log::warn!("control socket {}: {e}; `hydradns stats` will not reach this gateway", p.display());
+                None
+            }
+        },
+    };
+    let stats_interval = cfg.stats_interval;
     let policy = load_policy(&cfg);
     let limits =
         Arc::new(tcp::Limits { open: AtomicUsize::new(0), max: cfg.tcp_max_connections, idle: cfg.tcp_idle_timeout });
-    let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None)));
+    let logger = querylog.as_ref().map(|q| q.logger.clone());
+    let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), logger));
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();
     let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
     let mut threads = Vec::new();
@@ -147,22 +185,46 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
         log::info!("listening on {} (udp, tcp)", l.addr);
     }
     log::info!("ready with {workers} workers");
+    let status = Arc::new(Status { engine: engine.clone(), workers: counters, started });
+    let main = LocalExecutor::new();
+    if let Some((listener, _)) = control.as_ref().and_then(|(l, p)| Some((l.try_clone().ok()?, p))) {
+        main.spawn(control::serve(listener, status.clone())).detach();
+    }
     let path = path.as_ref();
-    smol::block_on(async {
-        while let Some(sig) = signals.next().await {
-            match sig {
-                Ok(Signal::Hup) => reload(&engine, path),
-                Ok(Signal::Usr1) => log_stats(&engine, &counters, started),
-                Ok(_) => break,
-                Err(e) => log::warn!("signal error: {e}"),
+    smol::block_on(main.run(async {
+        let mut next_summary = (!stats_interval.is_zero()).then(|| Instant::now() + stats_interval);
+        loop {
+            let summary = async {
+                match next_summary {
+                    Some(at) => Timer::at(at).await,
+                    None => smol::future::pending().await,
+                };
+                Wake::Summary
+            };
+            let signal = async { Wake::Signal(signals.next().await) };
+            match signal.or(summary).await {
+                Wake::Signal(Some(Ok(Signal::Hup))) => reload(&engine, path),
+                Wake::Signal(Some(Ok(Signal::Usr1))) => log_stats(&status),
+                Wake::Signal(Some(Err(e))) => log::warn!("signal error: {e}"),
+                Wake::Signal(_) => break,
+                Wake::Summary => {
+                    log::info!("{}", status.report().summary().replacen("stats:", "summary:", 1));
+                    next_summary = next_summary.map(|t| t + stats_interval);
+                }
             }
         }
-    });
+    }));
     log::info!("stopping");
     drop(stop_tx);
     for t in threads {
         let _ = t.join();
     }
-    log_stats(&engine, &counters, started);
+    if let Some(q) = querylog {
+        q.shutdown();
+    }
+    if let Some((_, p)) = control {
+        let _ = std::fs::remove_file(p);
+    }
+    log_stats(&status);
     Ok(())
 }

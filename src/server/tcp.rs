@@ -8,11 +8,11 @@
 //! long to finish a message, is closed; connections over the cap are closed
 //! on accept.
 
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use smol::channel::bounded;
 use smol::future::FutureExt;
@@ -20,7 +20,7 @@ use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::lock::Mutex;
 use smol::{Async, LocalExecutor, Timer};
 
-use crate::query::{Engine, Step, Transport};
+use crate::query::{Engine, Origin, Step, Transport};
 use crate::stats::Counters;
 
 /// Misses resolving at once on one connection; the reader pauses beyond it.
@@ -62,8 +62,8 @@ pub async fn accept_loop(
         }
     };
     loop {
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors or memory: back off instead of spinning.
                 log::warn!("tcp accept failed: {e}");
@@ -81,7 +81,7 @@ pub async fn accept_loop(
         let (engine, stats, ex2) = (engine.clone(), stats.clone(), ex.clone());
         ex.spawn(async move {
             let _open = open;
-            serve_conn(stream, engine, stats, ex2, _open.0.idle).await;
+            serve_conn(stream, peer.ip(), engine, stats, ex2, _open.0.idle).await;
         })
         .detach();
     }
@@ -131,6 +131,7 @@ async fn write_frame(stream: &Async<TcpStream>, lock: &Mutex<()>, msg: &[u8], id
 
 async fn serve_conn(
     stream: Async<TcpStream>,
+    client: IpAddr,
     engine: Arc<Engine>,
     stats: Arc<Counters>,
     ex: Rc<LocalExecutor<'static>>,
@@ -153,7 +154,8 @@ async fn serve_conn(
             }
         }
         Counters::bump(&stats.tcp_queries);
-        match engine.handle(&msg, Transport::Tcp, &mut out, &stats) {
+        let origin = Origin { client, received: Instant::now(), transport: Transport::Tcp };
+        match engine.handle(&msg, &origin, &mut out, &stats) {
             Step::Reply => {
                 if !write_frame(&stream, &lock, &out, idle).await {
                     break;
@@ -171,7 +173,7 @@ async fn serve_conn(
                     (stream.clone(), lock.clone(), engine.clone(), stats.clone(), done_tx.clone());
                 ex.spawn(async move {
                     let mut out = Vec::new();
-                    engine.resolve(miss, Transport::Tcp, &mut out, &stats).await;
+                    engine.resolve(miss, &mut out, &stats).await;
                     if !write_frame(&stream, &lock, &out, idle).await {
                         // A half-written frame leaves the stream unusable: end it for the reader too.
                         let _ = stream.get_ref().shutdown(Shutdown::Both);

@@ -9,11 +9,11 @@ use std::cell::Cell;
 use std::net::UdpSocket;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use smol::{Async, LocalExecutor, Timer};
 
-use crate::query::{Engine, Step, Transport};
+use crate::query::{Engine, Origin, Step, Transport};
 use crate::stats::Counters;
 
 /// Receive buffer: larger than any query a client sends over UDP in practice
@@ -75,14 +75,15 @@ pub async fn serve(
             }
         };
         Counters::bump(&stats.udp_queries);
-        match engine.handle(&buf[..n], Transport::Udp, &mut out, &stats) {
+        let origin = Origin { client: peer.ip(), received: Instant::now(), transport: Transport::Udp };
+        match engine.handle(&buf[..n], &origin, &mut out, &stats) {
             Step::Reply => {
                 let _ = sock.send_to(&out, peer).await;
             }
             Step::Drop => {}
             Step::Resolve(miss) => {
                 let Some(slot) = slots.take(MAX_MISS_TASKS) else {
-                    engine.refuse_miss(&miss, Transport::Udp, &mut out, &stats);
+                    engine.refuse_miss(&miss, &mut out, &stats);
                     let _ = sock.send_to(&out, peer).await;
                     continue;
                 };
@@ -90,7 +91,7 @@ pub async fn serve(
                 ex.spawn(async move {
                     let _slot = slot;
                     let mut out = Vec::new();
-                    engine.resolve(miss, Transport::Udp, &mut out, &stats).await;
+                    engine.resolve(miss, &mut out, &stats).await;
                     let _ = sock.send_to(&out, peer).await;
                 })
                 .detach();

@@ -49,7 +49,9 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if !self.0.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -382,8 +384,33 @@ impl Gateway {
     /// Starts with `config_text`; panics if it does not come up within 10 s.
     pub fn start(config_text: &str) -> Gateway {
         let dir = TempDir::new();
-        let config = dir.file("hydradns.conf", config_text);
+        let config = dir.file("hydradns.conf", &Gateway::localize(config_text, &dir.0));
         Gateway::start_with(dir, config)
+    }
+
+    /// Keeps every file the gateway writes inside the test's directory:
+    /// `@DIR@` becomes that directory, and the control socket and query log
+    /// go there unless the config already places them.
+    pub fn localize(config_text: &str, dir: &Path) -> String {
+        let d = dir.display().to_string();
+        let mut text = config_text.replace("@DIR@", &d);
+        if !text.contains("control_socket")
+            && let Some(start) = text.find("config hydradns")
+            && let Some(eol) = text[start..].find('\n')
+        {
+            text.insert_str(start + eol + 1, &format!("\toption control_socket '{d}/control.sock'\n"));
+        }
+        if !text.contains("config querylog") {
+            text.push_str(&format!(
+                "config querylog 'querylog'\n\toption path '{d}/live/queries.db'\n\toption flash_path '{d}/flash/queries.db'\n"
+            ));
+        }
+        text
+    }
+
+    /// The control socket path (where `localize` put it).
+    pub fn control_socket(&self) -> PathBuf {
+        self.dir.0.join("control.sock")
     }
 
     pub fn start_with(dir: TempDir, config: PathBuf) -> Gateway {
@@ -457,7 +484,7 @@ impl Gateway {
     /// Replaces the config file and sends SIGHUP; waits for the reload to be logged.
     pub fn reload(&self, config_text: &str) {
         let before = self.log().matches("reload").count();
-        std::fs::write(&self.config, config_text).unwrap();
+        std::fs::write(&self.config, Gateway::localize(config_text, &self.dir.0)).unwrap();
         self.signal("HUP");
         assert!(
             self.wait_log_count("reload", before + 1, Duration::from_secs(10)),
@@ -466,8 +493,18 @@ impl Gateway {
         );
     }
 
+    /// SIGTERM, then the exit status and the directory, kept for inspection or a restart.
+    pub fn stop_keeping_dir(mut self) -> (std::process::ExitStatus, TempDir) {
+        let status = self.terminate();
+        (status, std::mem::replace(&mut self.dir, TempDir(PathBuf::new())))
+    }
+
     /// SIGTERM, then the exit status.
     pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
         self.signal("TERM");
         let end = Instant::now() + Duration::from_secs(10);
         loop {

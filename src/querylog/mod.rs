@@ -1,0 +1,231 @@
+//! The query log: every answered query becomes one row in SQLite, without
+//! ever slowing an answer down.
+//!
+//! Workers hand a fixed-size [`Entry`] to [`Logger::log`], a non-blocking
+//! `try_send` into one bounded channel (its slots are allocated once, at
+//! start); when the channel is full the entry is dropped and counted. One
+//! writer thread owns the database and commits batches (see [`writer`]); a
+//! flusher thread copies it to flash now and then (see [`flash`]). The CLI
+//! reads the same database (see [`read`]).
+//!
+//! The writer never parks on the channel: a parked receiver would make every
+//! `try_send` wake it, a syscall per query on the workers. It polls the
+//! queue length on a short timer instead.
+
+pub mod flash;
+pub mod read;
+pub mod writer;
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use smol::channel::{Receiver, Sender, TrySendError, bounded};
+
+use crate::config::QueryLogConfig;
+use crate::wire::MAX_NAME_LEN;
+
+/// How a query was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Resolved upstream (or by joining an identical query in flight).
+    Forwarded,
+    /// From the cache.
+    Cached,
+    /// From a blocklist.
+    Blocked,
+    /// By the gateway itself without a lookup: FORMERR, NOTIMP, BADVERS.
+    Local,
+    /// SERVFAIL: no upstream answered, or too many misses in flight.
+    Failed,
+}
+
+impl Outcome {
+    /// Name stored in the database and shown by the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Forwarded => "forwarded",
+            Outcome::Cached => "cached",
+            Outcome::Blocked => "blocked",
+            Outcome::Local => "local",
+            Outcome::Failed => "failed",
+        }
+    }
+
+    /// Every outcome, in a fixed order (counters are kept per outcome).
+    pub const ALL: [Outcome; 5] =
+        [Outcome::Forwarded, Outcome::Cached, Outcome::Blocked, Outcome::Local, Outcome::Failed];
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One answered query. Fixed size, no heap of its own (the list name is a
+/// shared `Arc`), so queueing it allocates nothing.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// When the query arrived.
+    pub at: Instant,
+    /// Who asked.
+    pub client: IpAddr,
+    /// Question name, wire format as the client sent it; `name_len` bytes used.
+    pub name: [u8; MAX_NAME_LEN],
+    /// Used bytes of `name` (0 when the question could not be read).
+    pub name_len: u8,
+    /// Question type.
+    pub qtype: u16,
+    /// How it was answered.
+    pub outcome: Outcome,
+    /// Response code sent.
+    pub rcode: u8,
+    /// Upstream server that answered, for forwarded queries.
+    pub upstream: Option<SocketAddr>,
+    /// List that blocked it.
+    pub list: Option<Arc<str>>,
+    /// Time from arrival to answer, µs.
+    pub latency_us: u32,
+}
+
+impl Entry {
+    /// The question name as dotted text, lowercase, with unusual bytes escaped as `\DDD`.
+    pub fn name_text(&self) -> String {
+        wire_name_text(&self.name[..self.name_len as usize])
+    }
+}
+
+/// Dotted text of a wire-format name (no compression), lowercase.
+pub fn wire_name_text(wire: &[u8]) -> String {
+    let mut out = String::with_capacity(wire.len());
+    let mut p = 0;
+    while let Some(&len) = wire.get(p) {
+        if len == 0 {
+            break;
+        }
+        let Some(label) = wire.get(p + 1..p + 1 + len as usize) else { break };
+        if !out.is_empty() {
+            out.push('.');
+        }
+        for &b in label {
+            match b.to_ascii_lowercase() {
+                c @ (b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'*') => out.push(c as char),
+                c => out.push_str(&format!("\\{c:03}")),
+            }
+        }
+        p += 1 + len as usize;
+    }
+    if out.is_empty() {
+        out.push('.');
+    }
+    out
+}
+
+/// What the log has done since start.
+#[derive(Debug, Default)]
+pub struct LogCounters {
+    /// Entries committed to the database.
+    pub written: AtomicU64,
+    /// Entries dropped because the queue was full.
+    pub dropped: AtomicU64,
+    /// Entries lost to database errors (full disk, read-only, corrupt).
+    pub lost: AtomicU64,
+    /// Copies written to flash.
+    pub flushes: AtomicU64,
+    /// Copies to flash that failed (the previous copy stays).
+    pub flush_errors: AtomicU64,
+    /// Unix time (s) of the last good flash copy; 0 if none yet.
+    pub last_flush_unix: AtomicU64,
+}
+
+/// The workers' handle: cheap to clone, never blocks.
+#[derive(Debug, Clone)]
+pub struct Logger {
+    /// The bounded queue to the writer.
+    tx: Sender<Entry>,
+    /// Shared counters.
+    pub counters: Arc<LogCounters>,
+}
+
+impl Logger {
+    /// Queues an entry, or drops and counts it when the queue is full.
+    #[inline]
+    pub fn log(&self, entry: Entry) {
+        if let Err(TrySendError::Full(_)) = self.tx.try_send(entry) {
+            self.counters.dropped.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Entries waiting now.
+    pub fn queued(&self) -> usize {
+        self.tx.len()
+    }
+
+    /// Queue capacity.
+    pub fn capacity(&self) -> usize {
+        self.tx.capacity().unwrap_or(0)
+    }
+}
+
+/// The running writer and flusher threads.
+pub struct QueryLog {
+    /// Handle for the workers.
+    pub logger: Logger,
+    writer: Option<JoinHandle<()>>,
+    flusher: Option<flash::Flusher>,
+}
+
+impl QueryLog {
+    /// Restores the flash copy if the live database is gone (after a reboot),
+    /// then starts the writer and the flusher. Database problems are logged
+    /// and counted by the threads, never returned: DNS starts regardless.
+    pub fn start(cfg: &QueryLogConfig) -> std::io::Result<QueryLog> {
+        match flash::restore_if_missing(&cfg.path, &cfg.flash_path) {
+            Ok(true) => log::info!("query log restored from {}", cfg.flash_path.display()),
+            Ok(false) => {}
+            Err(e) => log::warn!("query log: cannot restore {}: {e}", cfg.flash_path.display()),
+        }
+        let (tx, rx): (Sender<Entry>, Receiver<Entry>) = bounded(cfg.queue_size);
+        let counters = Arc::new(LogCounters::default());
+        let writer = writer::spawn(cfg.clone(), rx, counters.clone())?;
+        let flusher =
+            flash::Flusher::spawn(cfg.path.clone(), cfg.flash_path.clone(), cfg.flush_interval, counters.clone())?;
+        Ok(QueryLog { logger: Logger { tx, counters }, writer: Some(writer), flusher: Some(flusher) })
+    }
+
+    /// Stops taking entries, lets the writer commit what is queued, then
+    /// writes a last flash copy. Called on SIGTERM.
+    pub fn shutdown(mut self) {
+        self.logger.tx.close();
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+        if let Some(f) = self.flusher.take() {
+            f.finish();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_as_text() {
+        assert_eq!(wire_name_text(b"\x03WWW\x07Example\x03com\x00"), "www.example.com");
+        assert_eq!(wire_name_text(b"\x00"), ".");
+        assert_eq!(wire_name_text(b""), ".");
+        assert_eq!(wire_name_text(b"\x03a.b\x00"), "a\\046b");
+        assert_eq!(wire_name_text(b"\x05ab"), ".", "cut-off label ignored");
+    }
+
+    #[test]
+    fn entries_are_fixed_size() {
+        // A queued entry must not own heap memory beyond the shared list name.
+        assert!(std::mem::size_of::<Entry>() < 400, "{}", std::mem::size_of::<Entry>());
+    }
+}

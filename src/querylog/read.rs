@@ -1,0 +1,250 @@
+//! Reading the query log for `hydradns log` and `hydradns top`.
+//!
+//! The CLI opens the live database read-only (WAL lets it read while the
+//! writer writes) and runs plain SQL; nothing here touches the gateway.
+// nanoserde's DeJson derive expands to code clippy would write with `?`.
+#![allow(clippy::question_mark)]
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nanoserde::{DeJson, SerJson};
+use rusqlite::{Connection, OpenFlags, params_from_iter, types::Value};
+
+/// One logged query as shown by `hydradns log --json`.
+#[derive(Debug, Clone, PartialEq, Eq, SerJson, DeJson)]
+pub struct LogRow {
+    /// UTC time, ISO 8601 with milliseconds.
+    pub time: String,
+    /// Unix time in milliseconds.
+    pub unix_ms: u64,
+    /// Client address (truncated when `anonymize_clients` is on).
+    pub client: String,
+    /// Question name, lowercase, no trailing dot.
+    pub name: String,
+    /// Question type (`A`, `AAAA`, … or `TYPE65`).
+    #[nserde(rename = "type")]
+    pub qtype: String,
+    /// `forwarded`, `cached`, `blocked`, `local` or `failed`.
+    pub outcome: String,
+    /// Response code (`NOERROR`, `NXDOMAIN`, …).
+    pub rcode: String,
+    /// Upstream that answered (forwarded queries).
+    pub upstream: Option<String>,
+    /// List that blocked it (blocked queries).
+    pub list: Option<String>,
+    /// Time from arrival to answer, µs.
+    pub latency_us: u64,
+}
+
+/// What `hydradns log` filters on.
+#[derive(Debug, Clone, Default)]
+pub struct LogFilter {
+    /// Newest entries first, at most this many.
+    pub limit: usize,
+    /// Only blocked queries.
+    pub blocked: bool,
+    /// Only this client.
+    pub client: Option<String>,
+    /// Only names matching: `*` wildcards, or a domain and its subdomains.
+    pub domain: Option<String>,
+    /// Only entries younger than this.
+    pub since: Option<Duration>,
+}
+
+/// What `hydradns top` ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopKind {
+    /// Most queried names.
+    Domains,
+    /// Most blocked names.
+    Blocked,
+    /// Busiest clients.
+    Clients,
+}
+
+/// One ranked item for `hydradns top --json`.
+#[derive(Debug, Clone, PartialEq, Eq, SerJson, DeJson)]
+pub struct TopRow {
+    /// Name or client address.
+    pub key: String,
+    /// Queries counted.
+    pub count: u64,
+}
+
+/// Opens the live database for reading.
+pub fn open(path: &Path) -> Result<Connection, String> {
+    if !path.exists() {
+        return Err(format!("no query log at {} (is the query log enabled and the gateway running?)", path.display()));
+    }
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    conn.busy_timeout(Duration::from_secs(2)).map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The writer creates the file a moment before its tables; until then there is nothing to read.
+fn has_table(conn: &Connection) -> bool {
+    conn.query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queries'", [], |_| Ok(())).is_ok()
+}
+
+/// Newest entries matching `filter`.
+pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, String> {
+    if !has_table(conn) {
+        return Ok(Vec::new());
+    }
+    let mut sql =
+        String::from("SELECT ts, client, name, qtype, outcome, rcode, upstream, list, latency_us FROM queries WHERE 1");
+    let mut args: Vec<Value> = Vec::new();
+    if filter.blocked {
+        sql.push_str(" AND outcome = 'blocked'");
+    }
+    if let Some(c) = &filter.client {
+        sql.push_str(" AND client = ?");
+        args.push(Value::Text(c.clone()));
+    }
+    if let Some(d) = &filter.domain {
+        let d = d.trim_end_matches('.').to_ascii_lowercase();
+        if d.contains('*') {
+            sql.push_str(" AND name GLOB ?");
+            args.push(Value::Text(d));
+        } else {
+            sql.push_str(" AND (name = ? OR name GLOB ?)");
+            args.push(Value::Text(d.clone()));
+            args.push(Value::Text(format!("*.{d}")));
+        }
+    }
+    if let Some(since) = filter.since {
+        sql.push_str(" AND ts >= ?");
+        args.push(Value::Integer(now_ms().saturating_sub(since.as_millis() as u64) as i64));
+    }
+    sql.push_str(" ORDER BY id DESC LIMIT ?");
+    args.push(Value::Integer(filter.limit as i64));
+    let mut stmt = conn.prepare(&sql).map_err(|e| e.to_string())?;
+    let rows = stmt
+        .query_map(params_from_iter(args), |r| {
+            let ts: i64 = r.get(0)?;
+            let qtype: u16 = r.get(3)?;
+            let rcode: u8 = r.get(5)?;
+            Ok(LogRow {
+                time: iso8601(ts as u64),
+                unix_ms: ts as u64,
+                client: r.get(1)?,
+                name: r.get(2)?,
+                qtype: type_name(qtype),
+                outcome: r.get(4)?,
+                rcode: rcode_name(rcode),
+                upstream: r.get(6)?,
+                list: r.get(7)?,
+                latency_us: r.get::<_, i64>(8)? as u64,
+            })
+        })
+        .map_err(|e| e.to_string())?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())
+}
+
+/// The `limit` most frequent names or clients in the last `since`.
+pub fn top(conn: &Connection, kind: TopKind, since: Duration, limit: usize) -> Result<Vec<TopRow>, String> {
+    if !has_table(conn) {
+        return Ok(Vec::new());
+    }
+    let (column, only_blocked) = match kind {
+        TopKind::Domains => ("name", false),
+        TopKind::Blocked => ("name", true),
+        TopKind::Clients => ("client", false),
+    };
+    let sql = format!(
+        "SELECT {column}, count(*) AS n FROM queries WHERE ts >= ?1 {} GROUP BY {column} ORDER BY n DESC, {column} LIMIT ?2",
+        if only_blocked { "AND outcome = 'blocked'" } else { "" }
+    );
+    let cutoff = now_ms().saturating_sub(since.as_millis() as u64) as i64;
+    let mut stmt = conn.prepare(&sql).map_err(|e| e.to_string())?;
+    let rows = stmt
+        .query_map((cutoff, limit as i64), |r| Ok(TopRow { key: r.get(0)?, count: r.get::<_, i64>(1)? as u64 }))
+        .map_err(|e| e.to_string())?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())
+}
+
+/// UTC `YYYY-MM-DDTHH:MM:SS.mmmZ` from Unix milliseconds.
+pub fn iso8601(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        unix_ms % 1000
+    )
+}
+
+/// Mnemonic of a record type.
+pub fn type_name(t: u16) -> String {
+    let name = match t {
+        1 => "A",
+        2 => "NS",
+        5 => "CNAME",
+        6 => "SOA",
+        12 => "PTR",
+        15 => "MX",
+        16 => "TXT",
+        28 => "AAAA",
+        33 => "SRV",
+        35 => "NAPTR",
+        43 => "DS",
+        48 => "DNSKEY",
+        64 => "SVCB",
+        65 => "HTTPS",
+        255 => "ANY",
+        257 => "CAA",
+        _ => return format!("TYPE{t}"),
+    };
+    name.to_string()
+}
+
+/// Mnemonic of a response code.
+pub fn rcode_name(rc: u8) -> String {
+    let name = match rc {
+        0 => "NOERROR",
+        1 => "FORMERR",
+        2 => "SERVFAIL",
+        3 => "NXDOMAIN",
+        4 => "NOTIMP",
+        5 => "REFUSED",
+        _ => return format!("RCODE{rc}"),
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_dates() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(iso8601(1_796_083_199_999), "2026-11-30T23:59:59.999Z");
+    }
+
+    #[test]
+    fn mnemonics() {
+        assert_eq!(type_name(28), "AAAA");
+        assert_eq!(type_name(999), "TYPE999");
+        assert_eq!(rcode_name(3), "NXDOMAIN");
+    }
+}

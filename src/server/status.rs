@@ -1,0 +1,96 @@
+//! Assembling the live [`Report`] from the workers' counters, the engine's
+//! snapshot and the query log.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use crate::config::ListKind;
+use crate::query::Engine;
+use crate::stats::{Counters, ListReport, LogReport, Report, Totals, UpstreamReport, percentiles};
+
+/// What the report is made from; shared by the signal loop and the control socket.
+pub struct Status {
+    /// The engine (snapshot: cache, lists, upstreams).
+    pub engine: Arc<Engine>,
+    /// One set of counters per worker.
+    pub workers: Vec<Arc<Counters>>,
+    /// Process start.
+    pub started: Instant,
+}
+
+impl Status {
+    /// Sum of every worker's counters.
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for w in &self.workers {
+            t.add(w);
+        }
+        t
+    }
+
+    /// A consistent-enough snapshot of everything (counters are read one by one).
+    pub fn report(&self) -> Report {
+        let snap = self.engine.snapshot.load();
+        let t = self.totals();
+        let lookups = t.cached + t.forwarded + t.coalesced;
+        let querylog = match self.engine.logger() {
+            Some(l) => LogReport {
+                enabled: true,
+                written: l.counters.written.load(Relaxed),
+                dropped: l.counters.dropped.load(Relaxed),
+                lost: l.counters.lost.load(Relaxed),
+                queued: l.queued() as u64,
+                queue_size: l.capacity() as u64,
+                flushes: l.counters.flushes.load(Relaxed),
+                flush_errors: l.counters.flush_errors.load(Relaxed),
+                last_flush_unix: l.counters.last_flush_unix.load(Relaxed),
+            },
+            None => LogReport::default(),
+        };
+        Report {
+            version: env!("CARGO_PKG_VERSION").into(),
+            uptime_s: self.started.elapsed().as_secs(),
+            queries: t.queries(),
+            counters: t,
+            cache_hit_ratio: if lookups == 0 { 0.0 } else { t.cached as f64 / lookups as f64 },
+            cache_entries: snap.cache.len() as u64,
+            cache_capacity: snap.cache.capacity() as u64,
+            blocklist_names: snap.policy.blocked_len() as u64,
+            allowlist_names: snap.policy.allowed_len() as u64,
+            latency: percentiles(self.workers.iter().map(|w| &w.latency)),
+            upstreams: snap
+                .servers()
+                .iter()
+                .map(|s| {
+                    let answers = s.answers.load(Relaxed);
+                    UpstreamReport {
+                        addr: s.addr.to_string(),
+                        answers,
+                        timeouts: s.timeouts.load(Relaxed),
+                        errors: s.errors.load(Relaxed),
+                        mismatched: s.mismatched.load(Relaxed),
+                        avg_latency_us: s.latency_us.load(Relaxed).checked_div(answers).unwrap_or(0),
+                    }
+                })
+                .collect(),
+            querylog,
+            lists: snap
+                .policy
+                .sources
+                .iter()
+                .map(|s| ListReport {
+                    name: s.name.clone(),
+                    kind: match s.kind {
+                        ListKind::Block => "blocklist".into(),
+                        ListKind::Allow => "allowlist".into(),
+                    },
+                    blocks: s.stats.blocks,
+                    allows: s.stats.allows,
+                    unsupported: s.stats.unsupported,
+                    invalid: s.stats.invalid,
+                })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The query log and live statistics through the real binary: entries with
+//! the right fields, a full queue that drops and counts instead of blocking,
+//! flash copies that survive SIGKILL, restore after a "reboot", retention and
+//! max_size, broken databases that leave DNS answering, and the CLI.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use hydradns::querylog::read::{LogRow, TopRow};
+use hydradns::stats::Report;
+use nanoserde::DeJson;
+use simple_dns::RCODE;
+
+fn cfg_path(gw: &Gateway) -> &str {
+    gw.config.to_str().unwrap()
+}
+
+fn log_rows(gw: &Gateway, extra: &[&str]) -> Vec<LogRow> {
+    let mut args = vec!["log", "-c", cfg_path(gw), "--json", "--limit", "100000"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    Vec::<LogRow>::deserialize_json(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Waits (bounded) until the log holds at least `n` rows.
+fn wait_rows(gw: &Gateway, n: usize) -> Vec<LogRow> {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let rows = log_rows(gw, &[]);
+        if rows.len() >= n || Instant::now() > end {
+            return rows;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn stats(gw: &Gateway) -> Report {
+    let (code, out, err) = cli(&["stats", "-c", cfg_path(gw), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    Report::deserialize_json(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn log_section(dir_extra: &str) -> String {
+    format!(
+        "config querylog 'querylog'\n\toption path '@DIR@/live/queries.db'\n\toption flash_path '@DIR@/flash/queries.db'\n{dir_extra}"
+    )
+}
+
+#[test]
+fn entries_land_with_the_right_fields() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        &format!(
+            "config blocklist\n\toption name 'ads'\n\tlist domain 'blocked.example'\n{}",
+            log_section("\toption batch_interval '50ms'\n")
+        ),
+    ));
+    udp(gw.addr, "Ads.Blocked.Example", A);
+    udp(gw.addr, "www.example", AAAA);
+    udp(gw.addr, "www.example", AAAA);
+    udp(gw.addr, "servfail.example", A);
+    let mut bad = build_query(9, "x.example", A, None);
+    bad.truncate(14);
+    udp_raw(gw.addr, &bad, Duration::from_secs(2)).unwrap();
+    let rows = wait_rows(&gw, 5);
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    // Newest first.
+    let (local, servfail, cached, forwarded, blocked) = (&rows[0], &rows[1], &rows[2], &rows[3], &rows[4]);
+    assert_eq!(
+        (blocked.name.as_str(), blocked.qtype.as_str(), blocked.outcome.as_str()),
+        ("ads.blocked.example", "A", "blocked")
+    );
+    assert_eq!(blocked.list.as_deref(), Some("ads"));
+    assert_eq!(blocked.rcode, "NOERROR");
+    assert_eq!(blocked.client, "127.0.0.1");
+    assert_eq!((forwarded.outcome.as_str(), forwarded.qtype.as_str()), ("forwarded", "AAAA"));
+    assert_eq!(forwarded.upstream, Some(up.addr.to_string()));
+    assert_eq!(cached.outcome, "cached");
+    assert_eq!(cached.upstream, None);
+    assert_eq!(
+        (servfail.outcome.as_str(), servfail.rcode.as_str()),
+        ("forwarded", "SERVFAIL"),
+        "the upstream's own SERVFAIL"
+    );
+    assert_eq!((local.outcome.as_str(), local.rcode.as_str(), local.name.as_str()), ("local", "FORMERR", ""));
+    assert!(forwarded.latency_us > 0);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    assert!(rows.iter().all(|r| r.unix_ms <= now && now - r.unix_ms < 60_000 && r.time.ends_with('Z')));
+    // Filters.
+    assert_eq!(log_rows(&gw, &["--blocked"]).len(), 1);
+    assert_eq!(log_rows(&gw, &["--domain", "example"]).len(), 4, "a domain and everything under it");
+    assert_eq!(log_rows(&gw, &["--domain", "*.blocked.*"]).len(), 1);
+    assert_eq!(log_rows(&gw, &["--client", "127.0.0.2"]).len(), 0);
+    assert_eq!(log_rows(&gw, &["--since", "1h", "--limit", "2"]).len(), 2);
+    // The server's own counters agree with what was sent.
+    let s = stats(&gw);
+    assert_eq!((s.queries, s.counters.blocked, s.counters.cached, s.counters.formerr), (5, 1, 1, 1));
+    assert_eq!(s.querylog.written, 5);
+    assert_eq!(s.querylog.dropped + s.querylog.lost, 0);
+    assert!(s.latency.samples == 5 && s.latency.p99_us >= s.latency.p50_us);
+}
+
+#[test]
+fn full_queue_drops_and_counts_without_blocking_dns() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    // A queue of 16 that the writer leaves alone for a minute.
+    let gw = Gateway::start(&config(
+        &[&up],
+        &format!(
+            "config blocklist\n\tlist domain 'blocked.example'\n{}",
+            log_section("\toption queue_size '16'\n\toption batch_size '1000'\n\toption batch_interval '60s'\n")
+        ),
+    ));
+    let t = Instant::now();
+    for i in 0..100 {
+        assert_eq!(udp(gw.addr, &format!("q{i}.blocked.example"), A).ips(), ["0.0.0.0"]);
+    }
+    assert!(t.elapsed() < Duration::from_secs(10));
+    let s = stats(&gw);
+    assert_eq!(s.counters.blocked, 100);
+    assert_eq!((s.querylog.queued, s.querylog.dropped), (16, 84), "{:?}", s.querylog);
+    assert_eq!(s.querylog.queue_size, 16);
+    // At stop the writer drains what it holds.
+    let (status, dir) = gw.stop_keeping_dir();
+    assert!(status.success());
+    let conn = rusqlite::Connection::open(dir.0.join("live/queries.db")).unwrap();
+    let n: i64 = conn.query_row("SELECT count(*) FROM queries", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 16);
+}
+
+fn integrity_ok(path: &Path) -> Result<i64, String> {
+    let c = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| e.to_string())?;
+    let ok: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+    if ok != "ok" {
+        return Err(ok);
+    }
+    c.query_row("SELECT count(*) FROM queries", [], |r| r.get(0)).map_err(|e| e.to_string())
+}
+
+#[test]
+fn flash_copy_on_interval_and_at_stop_then_restore_after_reboot() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    let text = Gateway::localize(
+        &config(&[&up], &log_section("\toption flush_interval '1s'\n\toption batch_interval '50ms'\n")),
+        &dir.0,
+    );
+    let cfg = dir.file("hydradns.conf", &text);
+    let flash = dir.0.join("flash/queries.db");
+    let live = dir.0.join("live/queries.db");
+    let gw = Gateway::start_with(dir, cfg.clone());
+    for i in 0..10 {
+        udp(gw.addr, &format!("n{i}.example"), A);
+    }
+    assert!(gw.wait_log("query log copied to", Duration::from_secs(5)), "{}", gw.log());
+    assert!(integrity_ok(&flash).unwrap() >= 1);
+    udp(gw.addr, "last.example", A);
+    let (status, dir) = gw.stop_keeping_dir();
+    assert!(status.success());
+    assert_eq!(integrity_ok(&flash).unwrap(), 11, "the stop copy has every entry");
+    // Reboot: tmpfs is empty again.
+    for f in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{f}", live.display()));
+    }
+    let gw = Gateway::start_with(dir, cfg);
+    assert!(gw.log().contains("query log restored from"), "{}", gw.log());
+    let rows = log_rows(&gw, &[]);
+    assert_eq!(rows.len(), 11);
+    assert_eq!(rows[0].name, "last.example");
+}
+
+/// Fills a live database with `n` rows at `ts`, as if written earlier.
+fn prefill(path: &Path, n: usize, ts: i64) {
+    let mut conn = hydradns::querylog::writer::open(path, 1 << 30).unwrap();
+    let tx = conn.transaction().unwrap();
+    {
+        let mut stmt = tx
+            .prepare("INSERT INTO queries (ts, client, name, qtype, outcome, rcode, latency_us) VALUES (?1, '10.0.0.9', ?2, 1, 'cached', 0, 7)")
+            .unwrap();
+        for i in 0..n {
+            stmt.execute((ts, format!("host{i}.prefilled.example"))).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+    conn.pragma_update(None, "wal_checkpoint", "TRUNCATE").unwrap();
+}
+
+fn wait_for(what: impl Fn() -> bool) -> bool {
+    let end = Instant::now() + Duration::from_secs(20);
+    while !what() {
+        if Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+#[test]
+fn sigkill_during_flash_copies_never_leaves_a_torn_file() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    let live = dir.0.join("live/queries.db");
+    let flash = dir.0.join("flash/queries.db");
+    let tmp = PathBuf::from(format!("{}.tmp", flash.display()));
+    // A large log (20 MB) makes each copy take long enough to be cut in the middle.
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    prefill(&live, 300_000, now);
+    let text = Gateway::localize(
+        &config(&[&up], &log_section("\toption flush_interval '1s'\n\toption max_size '256M'\n")),
+        &dir.0,
+    );
+    let cfg = dir.file("hydradns.conf", &text);
+    for round in 0..4 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hydradns"))
+            .args(["run", "--log", "stderr", "-c", cfg.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // A copy in progress shows as the temporary file. In the first round let
+        // one copy finish first, so later rounds have a good copy to lose.
+        assert!(wait_for(|| tmp.exists()), "round {round}: no copy started");
+        if round == 0 {
+            assert!(wait_for(|| !tmp.exists()), "first copy did not finish");
+            assert!(wait_for(|| tmp.exists()), "second copy did not start");
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(tmp.exists(), "round {round}: the kill landed mid-copy");
+        let n = integrity_ok(&flash).unwrap_or_else(|e| panic!("round {round}: flash copy damaged: {e}"));
+        assert!(n >= 300_000, "round {round}: {n} rows");
+    }
+}
+
+#[test]
+fn retention_and_max_size_hold() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    let live = dir.0.join("live/queries.db");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    prefill(&live, 50, now - 8 * 86_400_000);
+    let text = Gateway::localize(
+        &config(
+            &[&up],
+            &format!(
+                "config blocklist\n\tlist domain 'blocked.example'\n{}",
+                log_section(
+                    "\toption retention '7d'\n\toption max_size '256K'\n\toption batch_interval '20ms'\n\toption batch_size '64'\n"
+                )
+            ),
+        ),
+        &dir.0,
+    );
+    let cfg = dir.file("hydradns.conf", &text);
+    let gw = Gateway::start_with(dir, cfg);
+    // Entries older than the retention go at start.
+    let end = Instant::now() + Duration::from_secs(5);
+    while !log_rows(&gw, &["--domain", "prefilled.example"]).is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(log_rows(&gw, &["--domain", "prefilled.example"]).len(), 0, "8-day-old entries deleted");
+    // Far more than 256 KiB of entries: the database stays under its cap, newest kept.
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 512];
+    for i in 0..6000u32 {
+        let q = build_query(i as u16, &format!("a-rather-long-label-{i}.blocked.example"), A, None);
+        sock.send_to(&q, gw.addr).unwrap();
+        sock.recv_from(&mut buf).unwrap();
+    }
+    let end = Instant::now() + Duration::from_secs(10);
+    while stats(&gw).querylog.written < 6000 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = stats(&gw);
+    assert_eq!((s.querylog.written, s.querylog.lost, s.querylog.dropped), (6000, 0, 0), "{:?}", s.querylog);
+    let size = std::fs::metadata(&live).unwrap().len();
+    assert!(size <= 256 * 1024, "database is {size} bytes");
+    let rows = log_rows(&gw, &[]);
+    assert!(rows.len() < 6000, "oldest entries deleted to stay under max_size");
+    assert_eq!(rows[0].name, "a-rather-long-label-5999.blocked.example");
+}
+
+#[test]
+fn unwritable_or_corrupt_database_leaves_dns_answering() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    // /proc refuses new files even to root: the database cannot be created.
+    let gw = Gateway::start(&config(
+        &[&up],
+        "config querylog 'querylog'\n\toption path '/proc/hydradns-test/queries.db'\n\toption flash_path '@DIR@/flash/q.db'\n\toption batch_interval '20ms'\n",
+    ));
+    for i in 0..20 {
+        assert_eq!(udp(gw.addr, &format!("w{i}.example"), A).rcode, RCODE::NoError);
+    }
+    let end = Instant::now() + Duration::from_secs(5);
+    while stats(&gw).querylog.lost < 20 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(stats(&gw).querylog.lost, 20, "every entry counted as lost");
+    assert!(gw.log().contains("query log: cannot open /proc/hydradns-test/queries.db"), "{}", gw.log());
+    drop(gw);
+
+    // A damaged file is moved aside and a fresh database started.
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("live")).unwrap();
+    std::fs::write(dir.0.join("live/queries.db"), vec![0x5a; 64 * 1024]).unwrap();
+    let text = Gateway::localize(&config(&[&up], &log_section("\toption batch_interval '20ms'\n")), &dir.0);
+    let cfg = dir.file("hydradns.conf", &text);
+    let gw = Gateway::start_with(dir, cfg);
+    assert_eq!(udp(gw.addr, "after.example", A).rcode, RCODE::NoError);
+    assert_eq!(wait_rows(&gw, 1).len(), 1);
+    let aside = std::fs::read_dir(gw.dir.0.join("live"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().contains("corrupt-"));
+    assert!(aside, "damaged file kept aside for inspection");
+    assert!(gw.log().contains("was damaged"), "{}", gw.log());
+}
+
+#[test]
+fn stats_and_top_in_text_and_json() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        &format!(
+            "config blocklist\n\toption name 'ads'\n\tlist domain 'blocked.example'\n{}",
+            log_section("\toption batch_interval '20ms'\n")
+        ),
+    ));
+    for _ in 0..3 {
+        udp(gw.addr, "popular.example", A);
+    }
+    udp(gw.addr, "rare.example", A);
+    for _ in 0..2 {
+        udp(gw.addr, "x.blocked.example", A);
+    }
+    wait_rows(&gw, 6);
+    let (code, text, err) = cli(&["stats", "-c", cfg_path(&gw)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("queries      6 (6 udp, 0 tcp)"), "{text}");
+    assert!(text.contains("blocked    2 (33.3%)"), "{text}");
+    assert!(text.contains("hit ratio 50.0%"), "{text}");
+    assert!(text.contains("ads (blocklist): 1 blocks"), "{text}");
+    assert!(text.contains(&format!("upstream     {}: 2 answers", up.addr)), "{text}");
+    assert!(text.contains("query log    6 written, 0 dropped"), "{text}");
+    let s = stats(&gw);
+    assert_eq!((s.queries, s.counters.forwarded, s.counters.cached, s.counters.blocked), (6, 2, 2, 2));
+    assert_eq!(s.upstreams[0].answers, 2);
+
+    let (code, out, _) = cli(&["top", "-c", cfg_path(&gw), "--json"]);
+    assert_eq!(code, 0);
+    let top = Vec::<TopRow>::deserialize_json(out.trim()).unwrap();
+    assert_eq!(top[0], TopRow { key: "popular.example".into(), count: 3 });
+    let (_, out, _) = cli(&["top", "-c", cfg_path(&gw), "--blocked", "--json"]);
+    assert_eq!(
+        Vec::<TopRow>::deserialize_json(out.trim()).unwrap(),
+        [TopRow { key: "x.blocked.example".into(), count: 2 }]
+    );
+    let (_, out, _) = cli(&["top", "-c", cfg_path(&gw), "--clients"]);
+    assert_eq!(out.trim(), "6  127.0.0.1");
+    let (_, out, _) = cli(&["log", "-c", cfg_path(&gw), "--limit", "1"]);
+    assert!(out.contains(" x.blocked.example blocked NOERROR ") && out.contains("list ads"), "{out}");
+    // Usage errors and a gateway that is not running.
+    assert_eq!(cli(&["top", "-c", cfg_path(&gw), "--blocked", "--clients"]).0, 2);
+    assert_eq!(cli(&["stats", "-c", cfg_path(&gw), "--blocked"]).0, 2);
+    let cfg = gw.config.clone();
+    let (_, _dir) = gw.stop_keeping_dir();
+    let (code, _, err) = cli(&["stats", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is it running?"), "{err}");
+}
