@@ -182,10 +182,11 @@ fn prefill(path: &Path, n: usize, ts: i64) {
     let tx = conn.transaction().unwrap();
     {
         let mut stmt = tx
-            .prepare("INSERT INTO queries (ts, client, name, qtype, outcome, rcode, latency_us) VALUES (?1, '10.0.0.9', ?2, 1, 'cached', 0, 7)")
+            .prepare("INSERT INTO queries (id, ts, client, name, qtype, outcome, rcode, latency_us) VALUES (?1, ?2, '10.0.0.9', ?3, 1, 'cached', 0, 7)")
             .unwrap();
+        // Row ids are the time in ms shifted left by 12, plus a sequence (see the writer).
         for i in 0..n {
-            stmt.execute((ts, format!("host{i}.prefilled.example"))).unwrap();
+            stmt.execute(((ts << 12) + i as i64, ts, format!("host{i}.prefilled.example"))).unwrap();
         }
     }
     tx.commit().unwrap();

@@ -102,27 +102,51 @@ impl Entry {
 /// Dotted text of a wire-format name (no compression), lowercase.
 pub fn wire_name_text(wire: &[u8]) -> String {
     let mut out = String::with_capacity(wire.len());
+    push_wire_name(wire, &mut out);
+    out
+}
+
+/// Appends the dotted text of a wire-format name to `out` (the writer reuses one buffer).
+pub fn push_wire_name(wire: &[u8], out: &mut String) {
+    let start = out.len();
     let mut p = 0;
     while let Some(&len) = wire.get(p) {
         if len == 0 {
             break;
         }
         let Some(label) = wire.get(p + 1..p + 1 + len as usize) else { break };
-        if !out.is_empty() {
+        if out.len() > start {
             out.push('.');
         }
         for &b in label {
             match b.to_ascii_lowercase() {
                 c @ (b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'*') => out.push(c as char),
-                c => out.push_str(&format!("\\{c:03}")),
+                c => {
+                    use std::fmt::Write;
+                    let _ = write!(out, "\\{c:03}");
+                }
             }
         }
         p += 1 + len as usize;
     }
-    if out.is_empty() {
+    if out.len() == start {
         out.push('.');
     }
-    out
+}
+
+/// Nice value of the log's threads. Under CPU contention the scheduler gives
+/// a nice-10 thread about a tenth of what a nice-0 worker gets (weights 110
+/// and 1024), so logging can take at most ~10 % of a saturated core from DNS;
+/// past that the queue fills and entries are dropped and counted. Idle CPU
+/// it may use freely.
+pub const LOG_THREAD_NICE: i32 = 10;
+
+/// Lowers the calling thread's priority to [`LOG_THREAD_NICE`] (Linux nice is per thread).
+pub fn lower_thread_priority() {
+    let tid = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(tid), LOG_THREAD_NICE) {
+        log::warn!("query log: cannot lower thread priority: {e}");
+    }
 }
 
 /// What the log has done since start.

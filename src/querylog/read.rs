@@ -83,6 +83,11 @@ pub fn open(path: &Path) -> Result<Connection, String> {
     Ok(conn)
 }
 
+/// The first row id at or after Unix time `ms` (ids are time-ordered, see the writer).
+fn id_at(ms: u64) -> i64 {
+    (ms as i64) << super::writer::ID_SEQ_BITS
+}
+
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
@@ -119,8 +124,8 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
         }
     }
     if let Some(since) = filter.since {
-        sql.push_str(" AND ts >= ?");
-        args.push(Value::Integer(now_ms().saturating_sub(since.as_millis() as u64) as i64));
+        sql.push_str(" AND id >= ?");
+        args.push(Value::Integer(id_at(now_ms().saturating_sub(since.as_millis() as u64))));
     }
     sql.push_str(" ORDER BY id DESC LIMIT ?");
     args.push(Value::Integer(filter.limit as i64));
@@ -158,10 +163,10 @@ pub fn top(conn: &Connection, kind: TopKind, since: Duration, limit: usize) -> R
         TopKind::Clients => ("client", false),
     };
     let sql = format!(
-        "SELECT {column}, count(*) AS n FROM queries WHERE ts >= ?1 {} GROUP BY {column} ORDER BY n DESC, {column} LIMIT ?2",
+        "SELECT {column}, count(*) AS n FROM queries WHERE id >= ?1 {} GROUP BY {column} ORDER BY n DESC, {column} LIMIT ?2",
         if only_blocked { "AND outcome = 'blocked'" } else { "" }
     );
-    let cutoff = now_ms().saturating_sub(since.as_millis() as u64) as i64;
+    let cutoff = id_at(now_ms().saturating_sub(since.as_millis() as u64));
     let mut stmt = conn.prepare(&sql).map_err(|e| e.to_string())?;
     let rows = stmt
         .query_map((cutoff, limit as i64), |r| Ok(TopRow { key: r.get(0)?, count: r.get::<_, i64>(1)? as u64 }))
