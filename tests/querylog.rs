@@ -378,3 +378,56 @@ fn stats_and_top_in_text_and_json() {
     assert_eq!(code, 1);
     assert!(err.contains("is it running?"), "{err}");
 }
+
+#[test]
+fn locked_database_costs_entries_then_recovers() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], &log_section("\toption batch_interval '20ms'\n")));
+    udp(gw.addr, "before.example", A);
+    assert_eq!(wait_rows(&gw, 1).len(), 1);
+    // Another process holds the write lock for longer than the writer waits (2 s).
+    let live = gw.dir.0.join("live/queries.db");
+    let locker = std::thread::spawn(move || {
+        let c = rusqlite::Connection::open(live).unwrap();
+        c.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        std::thread::sleep(Duration::from_millis(3000));
+        c.execute_batch("COMMIT").unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    for i in 0..5 {
+        assert_eq!(udp(gw.addr, &format!("during{i}.example"), A).rcode, RCODE::NoError);
+    }
+    assert!(t.elapsed() < Duration::from_secs(2), "DNS did not wait for the lock");
+    locker.join().unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while stats(&gw).querylog.lost == 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(stats(&gw).querylog.lost, 5, "the batch that met the lock is counted as lost");
+    // After the lock is gone the writer reopens (within 5 s) and logs again.
+    udp(gw.addr, "after.example", A);
+    let end = Instant::now() + Duration::from_secs(10);
+    while log_rows(&gw, &["--domain", "after.example"]).is_empty() && Instant::now() < end {
+        udp(gw.addr, "after.example", A);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!log_rows(&gw, &["--domain", "after.example"]).is_empty(), "{}", gw.log());
+    assert!(gw.log().contains("entries lost: database is locked"), "{}", gw.log());
+}
+
+#[test]
+fn anonymized_clients_and_periodic_summary() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        &log_section("\toption anonymize_clients '1'\n\toption batch_interval '20ms'\n\toption stats_interval '1s'\n"),
+    ));
+    udp(gw.addr, "who.example", A);
+    let rows = wait_rows(&gw, 1);
+    assert_eq!(rows[0].client, "127.0.0.0");
+    assert!(gw.wait_log("summary: uptime=", Duration::from_secs(5)), "{}", gw.log());
+    let log = gw.log();
+    let line = log.lines().find(|l| l.contains("summary: ")).unwrap();
+    assert!(line.contains(" queries=1 ") && line.contains(" log_written="), "{line}");
+}
