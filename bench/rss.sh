@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Resident memory of the release binary after loading synthetic lists of
-# 100k and 1M names, and the time from start to its first answer.
+# Resident memory of the release binary (query log on, default settings)
+# after loading synthetic lists of 100k and 1M names, and the time from
+# start to its first answer.
 #   bench/rss.sh            (prints a markdown table)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,8 +37,12 @@ for n in 100000 1000000; do
 config hydradns 'main'
 	list listen '127.0.0.1:$port'
 	list upstream '127.0.0.1:9'
+	option control_socket '$work/control.sock'
 config blocklist
 	option path '$list'
+config querylog 'querylog'
+	option path '$work/live/queries.db'
+	option flash_path '$work/flash/queries.db'
 CONF
     start=$(date +%s.%N)
     target/release/hydradns run --log stderr -c "$work/conf" 2>"$work/log" &

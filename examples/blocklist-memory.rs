@@ -26,6 +26,8 @@ fn main() {
     let queries: Vec<Vec<u8>> = names.iter().step_by(7).filter_map(|n| name_key(&format!("www.{n}"))).collect();
     let misses: Vec<Vec<u8>> = synth::names(queries.len(), 7).iter().filter_map(|n| name_key(n)).collect();
     let rss_before = proc_status("VmRSS:");
+    // Reset the high-water mark so VmHWM below is the build's own peak.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 
     let t = Instant::now();
     let mut b = SetBuilder::new();
@@ -35,6 +37,7 @@ fn main() {
     let set = b.build();
     let build = t.elapsed();
     let rss_after = proc_status("VmRSS:");
+    let build_peak = proc_status("VmHWM:");
 
     let t = Instant::now();
     let hits = queries.iter().filter(|k| black_box(set.lookup(k)).is_some()).count();
@@ -55,6 +58,6 @@ fn main() {
     println!("| build (sort + pack) | {} ms |", build.as_millis());
     println!("| lookup, listed parent (`www.` + name) | {hit_ns:.0} ns ({hits} of {} hit) |", queries.len());
     println!("| lookup, unlisted name | {miss_ns:.0} ns ({false_hits} hit) |");
-    println!("| RSS growth while building | {} KiB |", rss_after.saturating_sub(rss_before));
-    println!("| peak RSS of this process | {} KiB |", proc_status("VmHWM:"));
+    println!("| RSS kept after building | {} KiB |", rss_after.saturating_sub(rss_before));
+    println!("| peak RSS growth while building | {} KiB |", build_peak.saturating_sub(rss_before));
 }

@@ -157,41 +157,92 @@ pub fn name_key(name: &str) -> Option<Vec<u8>> {
     Some(key)
 }
 
+/// Names collected before the bucket boundaries are chosen from them.
+const SAMPLE: usize = 1 << 16;
+/// Buckets a large build is split into. Each bucket is sorted, packed and
+/// freed in turn, so the build needs about one bucket beyond the finished
+/// set instead of a second copy of it.
+const BUCKETS: usize = 64;
+
 /// Collects names, then sorts and packs them into a [`DomainSet`].
+///
+/// Names are stored as finished records (`[len][tag][key]`) in buckets that
+/// cover consecutive key ranges (boundaries taken from the first
+/// [`SAMPLE`] names). [`SetBuilder::build`] sorts one bucket at a time,
+/// appends it to the set and frees it, so peak memory is the records once
+/// plus one bucket's sort index.
 #[derive(Debug, Default)]
 pub struct SetBuilder {
-    /// Keys back to back, unsorted.
-    keys: Vec<u8>,
-    /// One per inserted name: offset (bits 0–31), key length (32–39), tag (40–55).
-    entries: Vec<u64>,
+    /// Records per bucket, unsorted within a bucket; buckets in key order.
+    buckets: Vec<Vec<u8>>,
+    /// Lowest key of every bucket but the first, once chosen.
+    bounds: Vec<Box<[u8]>>,
+    /// Names inserted.
+    count: usize,
     /// Keys of names whose exact entry is to be dropped (`$badfilter`).
     cancelled: Vec<Box<[u8]>>,
+}
+
+/// Walks the records of a bucket: (offset of the record, key, tag).
+fn records(buf: &[u8]) -> impl Iterator<Item = (usize, &[u8], u16)> {
+    let mut pos = 0;
+    std::iter::from_fn(move || {
+        let len = *buf.get(pos)? as usize;
+        let tag = u16::from_le_bytes([buf[pos + 1], buf[pos + 2]]);
+        let rec = pos;
+        pos += 3 + len;
+        Some((rec, &buf[rec + 3..pos], tag))
+    })
 }
 
 impl SetBuilder {
     /// An empty builder.
     pub fn new() -> SetBuilder {
-        SetBuilder::default()
+        SetBuilder { buckets: vec![Vec::new()], ..SetBuilder::default() }
     }
 
     /// Names inserted so far (before de-duplication).
     pub fn inserted(&self) -> usize {
-        self.entries.len()
+        self.count
     }
 
     /// Adds `name` (and, implicitly, everything under it) with `tag`. Returns
     /// false, adding nothing, when the name is not a valid domain name.
     pub fn insert(&mut self, name: &str, tag: u16) -> bool {
-        let start = self.keys.len();
-        match push_key(&mut self.keys, name) {
-            Some(len) if start <= u32::MAX as usize - len => {
-                self.entries.push(start as u64 | (len as u64) << 32 | (tag as u64) << 40);
-                true
-            }
-            _ => {
-                self.keys.truncate(start);
-                false
-            }
+        if self.buckets.is_empty() {
+            self.buckets.push(Vec::new());
+        }
+        let mut rec = [0u8; 3 + 256];
+        let mut key = KeyBuf { buf: &mut rec[3..], len: 0 };
+        if for_each_label_rev(name, |label| key.push_label(label)).is_none() || key.len > 255 {
+            return false;
+        }
+        let len = key.len;
+        rec[0] = len as u8;
+        rec[1..3].copy_from_slice(&tag.to_le_bytes());
+        let k = &rec[3..3 + len];
+        let b = self.bounds.partition_point(|lo| **lo <= *k);
+        self.buckets[b].extend_from_slice(&rec[..3 + len]);
+        self.count += 1;
+        if self.count == SAMPLE && self.bounds.is_empty() {
+            self.split();
+        }
+        true
+    }
+
+    /// Chooses bucket boundaries from the names so far and spreads them out.
+    fn split(&mut self) {
+        let first = std::mem::take(&mut self.buckets[0]);
+        let mut keys: Vec<&[u8]> = records(&first).map(|(_, k, _)| k).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut bounds: Vec<Box<[u8]>> = (1..BUCKETS).map(|i| Box::from(keys[i * keys.len() / BUCKETS])).collect();
+        bounds.dedup();
+        self.bounds = bounds;
+        self.buckets = vec![Vec::new(); self.bounds.len() + 1];
+        for (rec, k, _) in records(&first) {
+            let b = self.bounds.partition_point(|lo| **lo <= *k);
+            self.buckets[b].extend_from_slice(&first[rec..rec + 3 + k.len()]);
         }
     }
 
@@ -207,37 +258,44 @@ impl SetBuilder {
 
     /// Sorts, removes duplicates and covered subdomains, and packs the set.
     pub fn build(mut self) -> DomainSet {
-        let keys = &self.keys;
-        let key = |e: u64| {
-            let off = (e & 0xffff_ffff) as usize;
-            &keys[off..off + ((e >> 32) & 0xff) as usize]
-        };
-        let tag = |e: u64| (e >> 40) as u16;
-        self.entries.sort_unstable_by(|&a, &b| key(a).cmp(key(b)).then(tag(a).cmp(&tag(b))));
         self.cancelled.sort_unstable();
-
-        let mut data = Vec::with_capacity(self.keys.len() + 3 * self.entries.len());
-        let mut index = Vec::with_capacity(self.entries.len() / BLOCK + 1);
-        let mut prefixes = Vec::with_capacity(self.entries.len() / BLOCK + 1);
-        let mut last: Option<&[u8]> = None;
+        let total: usize = self.buckets.iter().map(Vec::len).sum();
+        // Reserved, not touched: pages count as memory only as they fill.
+        let mut data = Vec::with_capacity(total);
+        let mut index = Vec::with_capacity(self.count / BLOCK + 1);
+        let mut prefixes = Vec::with_capacity(self.count / BLOCK + 1);
+        let mut last: Vec<u8> = Vec::with_capacity(256);
+        let mut have_last = false;
         let mut len = 0;
-        for &e in &self.entries {
-            let k = key(e);
-            if last.is_some_and(|l| covers(l, k)) {
-                continue;
+        for bucket in &mut self.buckets {
+            let buf = std::mem::take(bucket);
+            let mut order: Vec<(u32, u16)> = records(&buf).map(|(off, _, tag)| (off as u32, tag)).collect();
+            let key_at = |off: u32| {
+                let off = off as usize;
+                &buf[off + 3..off + 3 + buf[off] as usize]
+            };
+            order.sort_unstable_by(|a, b| key_at(a.0).cmp(key_at(b.0)).then(a.1.cmp(&b.1)));
+            for (off, tag) in order {
+                let k = key_at(off);
+                if have_last && covers(&last, k) {
+                    continue;
+                }
+                if self.cancelled.binary_search_by(|c| (**c).cmp(k)).is_ok() {
+                    continue;
+                }
+                if len % BLOCK == 0 {
+                    index.push(data.len() as u32);
+                    prefixes.push(prefix(k));
+                }
+                data.push(k.len() as u8);
+                data.extend_from_slice(&tag.to_le_bytes());
+                data.extend_from_slice(k);
+                last.clear();
+                last.extend_from_slice(k);
+                have_last = true;
+                len += 1;
             }
-            if self.cancelled.binary_search_by(|c| (**c).cmp(k)).is_ok() {
-                continue;
-            }
-            if len % BLOCK == 0 {
-                index.push(data.len() as u32);
-                prefixes.push(prefix(k));
-            }
-            data.push(k.len() as u8);
-            data.extend_from_slice(&tag(e).to_le_bytes());
-            data.extend_from_slice(k);
-            last = Some(k);
-            len += 1;
+            // `buf` is freed here, before the next bucket is sorted.
         }
         DomainSet {
             data: data.into_boxed_slice(),
@@ -246,6 +304,28 @@ impl SetBuilder {
             prefixes: prefixes.into_boxed_slice(),
             len,
         }
+    }
+}
+
+/// A key being written into a fixed buffer.
+struct KeyBuf<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl KeyBuf<'_> {
+    fn push_label(&mut self, label: &[u8]) {
+        let sep = usize::from(self.len > 0);
+        let end = self.len + sep + label.len();
+        if end > self.buf.len() {
+            self.len = end;
+            return;
+        }
+        if sep == 1 {
+            self.buf[self.len] = SEP;
+        }
+        self.buf[self.len + sep..end].copy_from_slice(label);
+        self.len = end;
     }
 }
 
@@ -382,6 +462,34 @@ mod tests {
         assert!(ratio <= 1.3, "{ratio}");
         for n in names.iter().step_by(97) {
             assert!(find(&s, &format!("sub.{n}")).is_some(), "{n}");
+        }
+    }
+
+    /// Enough names to split into buckets, from a tiny alphabet so that
+    /// parents, children and duplicates land in different buckets.
+    #[test]
+    fn bucketed_build_matches_a_naive_parent_walk() {
+        let mut rng = synth::Rng::new(7);
+        let labels = ["a", "b", "c", "ab", "a-b", "0"];
+        let name = |rng: &mut synth::Rng| {
+            let n = 1 + rng.below(5);
+            (0..n).map(|_| labels[rng.below(labels.len() as u64) as usize]).collect::<Vec<_>>().join(".")
+        };
+        let listed: Vec<String> = (0..SAMPLE + 20_000).map(|_| name(&mut rng)).collect();
+        let set_of: std::collections::HashSet<&str> = listed.iter().map(String::as_str).collect();
+        let mut b = SetBuilder::new();
+        for (i, n) in listed.iter().enumerate() {
+            assert!(b.insert(n, (i % 3) as u16));
+        }
+        assert!(b.bounds.len() > 1, "the build was split into buckets");
+        let s = b.build();
+        let keys: Vec<&[u8]> = s.iter().map(|m| m.key).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1] && !covers(w[0], w[1])), "sorted, no entry covers the next");
+        for _ in 0..5000 {
+            let q = name(&mut rng);
+            let parts: Vec<&str> = q.split('.').collect();
+            let naive = (0..parts.len()).any(|i| set_of.contains(parts[i..].join(".").as_str()));
+            assert_eq!(find(&s, &q).is_some(), naive, "{q}");
         }
     }
 
