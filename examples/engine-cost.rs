@@ -49,6 +49,8 @@ fn main() {
         paths: vec![],
         domains: names.iter().map(|d| (d.clone(), 0)).collect(),
         origin: "bench".into(),
+        url: None,
+        saved: None,
     };
     let mut cfg = Config::builtin();
     cfg.cache_size = 65536;

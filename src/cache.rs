@@ -115,6 +115,11 @@ impl Stored {
         })
     }
 
+    /// The stored answer (OPT removed, ID and TTLs as first stored).
+    pub fn bytes(&self) -> &[u8] {
+        &self.msg
+    }
+
     /// Response code of the stored answer.
     pub fn rcode(&self) -> u8 {
         header::rcode(&self.msg)

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::config::{Config, ConfigError, DEFAULT_CONFIG_PATH, ListKind, parse_duration};
+use crate::config::{Config, ConfigError, DEFAULT_CONFIG_PATH, parse_duration};
 use crate::control;
+use crate::lists;
 use crate::logging::{self, Target};
 use crate::policy::{self, Policy, Verdict, domainset::name_key, formats};
 use crate::querylog::read;
@@ -24,6 +25,8 @@ usage:
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
   hydradns log [-c FILE] [--limit N] [--blocked] [--client IP] [--domain PATTERN] [--since 1h] [--json]
   hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
+  hydradns update [-c FILE] [--json]                  download the lists now (through the gateway if running)
+  hydradns lists [-c FILE] [--json]                   each list source: entries, last download, errors
   hydradns --version
 
 Without -c, run uses /etc/config/hydradns if it exists, else built-in
@@ -155,6 +158,8 @@ pub fn main() -> ExitCode {
         "stats" => stats(args),
         "log" => show_log(args),
         "top" => top(args),
+        "update" => update(args),
+        "lists" => lists_cmd(args),
         other => {
             eprintln!("hydradns: unknown command '{other}'\n{USAGE}");
             ExitCode::from(2)
@@ -282,12 +287,8 @@ fn check(args: Args) -> ExitCode {
         ),
         Verdict::Pass => println!("{name}: not blocked"),
     }
-    for (list, kind, entry) in policy::explain(&cfg.lists, &key) {
-        let what = match kind {
-            ListKind::Block => "blocks",
-            ListKind::Allow => "allows",
-        };
-        println!("  list '{list}' {what} it (entry {entry})");
+    for e in policy::explain(&cfg.lists, &key) {
+        println!("  list '{}' {} it: {}  {}", e.list, e.effect, e.location, e.rule);
     }
     ExitCode::SUCCESS
 }
@@ -310,7 +311,7 @@ fn stats(args: Args) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let json = match control::request(&cfg.control_socket, "stats") {
+    let json = match control::request(&cfg.control_socket, "stats", Duration::from_secs(5)) {
         Ok(j) => j,
         Err(e) => {
             eprintln!("hydradns: {e}");
@@ -487,6 +488,76 @@ fn top(args: Args) -> ExitCode {
         Err(e) => {
             eprintln!("hydradns: reading the query log: {e}");
             return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn update(args: Args) -> ExitCode {
+    if let Err(e) = args.only("update", &["-c", "--json"]) {
+        return usage_error(e);
+    }
+    let cfg = match any_config(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let results = match control::request(&cfg.control_socket, "update", control::UPDATE_TIMEOUT) {
+        Ok(json) => match Vec::<lists::Refreshed>::deserialize_json(&json) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("hydradns: unreadable answer from the gateway ({e}): {json}");
+                return ExitCode::from(1);
+            }
+        },
+        // Not running: download into list_dir ourselves; the next start uses the copies.
+        Err(control::RequestError::NotRunning(_)) => lists::refresh_all(&cfg, false),
+        Err(e) => {
+            eprintln!("hydradns: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        println!("{}", results.serialize_json());
+    } else if results.is_empty() {
+        println!("no list has a url to download");
+    } else {
+        for r in &results {
+            match &r.error {
+                Some(e) => println!("{}: {} ({e}); in use: {} entries", r.name, r.status, r.entries),
+                None => println!("{}: {}, {} entries, {} KiB", r.name, r.status, r.entries, r.bytes / 1024),
+            }
+        }
+    }
+    if results.iter().any(|r| r.status == "failed") { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+fn lists_cmd(args: Args) -> ExitCode {
+    if let Err(e) = args.only("lists", &["-c", "--json"]) {
+        return usage_error(e);
+    }
+    let cfg = match any_config(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let infos = lists::describe(&cfg);
+    if args.json {
+        println!("{}", infos.serialize_json());
+        return ExitCode::SUCCESS;
+    }
+    for l in &infos {
+        println!("{} ({}): {} entries, {} skipped lines, {} KiB", l.name, l.kind, l.entries, l.skipped, l.bytes / 1024);
+        if let Some(url) = &l.url {
+            println!("  url           {url}");
+            println!("  last success  {}", l.last_success.as_deref().unwrap_or("never"));
+            if let Some(etag) = &l.etag {
+                println!("  etag          {etag}");
+            }
+        }
+        for f in &l.files {
+            println!("  file          {f}");
+        }
+        if let Some(e) = &l.last_error {
+            println!("  last error    {e}");
         }
     }
     ExitCode::SUCCESS

@@ -4,25 +4,30 @@
 //! A Unix stream socket (`option control_socket`, default
 //! `/var/run/hydradns/control.sock`, mode 0660). The client writes one
 //! request line, the gateway writes one JSON line back and closes. Requests:
-//! `stats`. Served on the main thread, never on a worker, with a time limit
-//! per connection so a stuck client cannot hold it.
+//! `stats` (the live report) and `update` (refresh downloaded lists now,
+//! answer with each list's result). Served on the main thread, never on a
+//! worker, each connection in its own task with a time limit, so a stuck
+//! client cannot hold it.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use nanoserde::SerJson;
 use smol::future::FutureExt;
 use smol::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use smol::{Async, Timer};
+use smol::{Async, LocalExecutor, Timer};
 
 use crate::server::status::Status;
 
 /// How long one control connection may take.
 const CONN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long `update` may take: every download, then a rebuild.
+pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Longest request line accepted.
 const MAX_REQUEST: usize = 256;
 
@@ -43,8 +48,8 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Answers requests until the executor stops.
-pub async fn serve(listener: UnixListener, status: Arc<Status>) {
+/// Answers requests until the executor stops; each connection is a task on `ex`.
+pub async fn serve(listener: UnixListener, status: Arc<Status>, ex: Rc<LocalExecutor<'static>>) {
     let listener = match Async::new(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -57,36 +62,79 @@ pub async fn serve(listener: UnixListener, status: Arc<Status>) {
             Timer::after(Duration::from_millis(100)).await;
             continue;
         };
-        let answer = async {
-            let mut reader = smol::io::BufReader::new((&stream).take(MAX_REQUEST as u64));
+        let status = status.clone();
+        ex.spawn(async move {
             let mut line = String::new();
-            reader.read_line(&mut line).await.ok()?;
-            let reply = respond(line.trim(), &status);
+            let read = async {
+                let mut reader = smol::io::BufReader::new((&stream).take(MAX_REQUEST as u64));
+                reader.read_line(&mut line).await.ok()
+            };
+            if within(CONN_TIMEOUT, read).await.flatten().is_none() {
+                return;
+            }
+            let request = line.trim();
+            let limit = if request == "update" { UPDATE_TIMEOUT } else { CONN_TIMEOUT };
+            let Some(reply) = within(limit, respond(request, &status)).await else { return };
             let mut w = &stream;
-            w.write_all(reply.as_bytes()).await.ok()?;
-            w.write_all(b"\n").await.ok()
-        };
-        let _ = answer
-            .or(async {
-                Timer::after(CONN_TIMEOUT).await;
-                None
+            let _ = within(CONN_TIMEOUT, async {
+                let _ = w.write_all(reply.as_bytes()).await;
+                let _ = w.write_all(b"\n").await;
             })
             .await;
+        })
+        .detach();
     }
 }
 
-fn respond(request: &str, status: &Status) -> String {
+/// Runs `f` for at most `limit`.
+async fn within<T>(limit: Duration, f: impl std::future::Future<Output = T>) -> Option<T> {
+    async { Some(f.await) }
+        .or(async {
+            Timer::after(limit).await;
+            None
+        })
+        .await
+}
+
+async fn respond(request: &str, status: &Status) -> String {
     match request {
         "stats" => status.report().serialize_json(),
+        "update" => match status.lists.refresh().recv().await {
+            Ok(results) => results.serialize_json(),
+            Err(_) => "{\"error\":\"the lists thread is gone\"}".into(),
+        },
         other => format!("{{\"error\":\"unknown request {:?}\"}}", other.escape_default().to_string()),
     }
 }
 
-/// Sends one request to a running gateway and returns its answer line.
-pub fn request(path: &Path, request: &str) -> Result<String, String> {
-    let mut s = UnixStream::connect(path)
-        .map_err(|e| format!("cannot reach the gateway at {}: {e} (is it running?)", path.display()))?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+/// Why a request got no answer.
+#[derive(Debug)]
+pub enum RequestError {
+    /// No gateway listens on the socket.
+    NotRunning(String),
+    /// It listened but did not answer properly.
+    Failed(String),
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestError::NotRunning(m) | RequestError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Sends one request to a running gateway and returns its answer line,
+/// waiting at most `wait` for it.
+pub fn request(path: &Path, request: &str, wait: Duration) -> Result<String, RequestError> {
+    let s = UnixStream::connect(path).map_err(|e| {
+        RequestError::NotRunning(format!("cannot reach the gateway at {}: {e} (is it running?)", path.display()))
+    })?;
+    send(s, request, wait).map_err(RequestError::Failed)
+}
+
+fn send(mut s: UnixStream, request: &str, wait: Duration) -> Result<String, String> {
+    s.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     s.write_all(format!("{request}\n").as_bytes()).map_err(|e| e.to_string())?;
     let mut line = String::new();

@@ -293,8 +293,12 @@ impl Engine {
                 let reply = group.resolve(&q, snap.timeout).await;
                 let resolved = reply.and_then(|(r, upstream)| {
                     let stored = Arc::new(Stored::from_response(&r, snap.min_ttl, snap.max_ttl)?);
-                    Some(Resolved { stored, upstream })
+                    Some(Resolved { stored, upstream, blocked_by: None })
                 });
+                let resolved = match resolved {
+                    Some(r) if snap.config.cname_inspection => self.inspect_cnames(&q, snap, r, stats),
+                    other => other,
+                };
                 if let Some(r) = &resolved {
                     snap.cache.insert(&miss.key, miss.hash, r.stored.clone());
                 }
@@ -315,6 +319,10 @@ impl Engine {
             Some(r) => {
                 r.stored.write_answer(&q, 0, out);
                 a.upstream = Some(r.upstream);
+                if r.blocked_by.is_some() {
+                    a.outcome = Outcome::Blocked;
+                    a.list = r.blocked_by;
+                }
             }
             None => {
                 Counters::bump(&stats.failed);
@@ -325,6 +333,41 @@ impl Engine {
         }
         fit(out, &q, origin.transport, stats);
         self.done(origin, a, out, stats);
+    }
+
+    /// CNAME cloaking: a tracker behind a first-party name that points (by
+    /// CNAME) into a blocked domain. If any CNAME target in the answer is
+    /// blocked, the answer becomes the block answer, cached for `block_ttl`,
+    /// unless an allow entry covers the name asked for.
+    fn inspect_cnames(&self, q: &Query, snap: &Snapshot, r: Resolved, stats: &Counters) -> Option<Resolved> {
+        let msg = r.stored.bytes();
+        let mut asked = [0u8; MAX_NAME_LEN];
+        let asked_len = wire::reversed_key(q.qname, &mut asked);
+        let mut key = [0u8; MAX_NAME_LEN];
+        let [_, an, _, _] = header::counts(msg);
+        let mut pos = wire::skip_name(msg, wire::HEADER_LEN)? + 4;
+        for _ in 0..an {
+            let rr = wire::read_rr(msg, pos)?;
+            if rr.rtype == wire::rtype::CNAME
+                && let Some(n) = wire::name_key_at(msg, rr.rdata_pos, &mut key)
+                && let Verdict::Blocked { source } = snap.policy.check(&key[..n])
+            {
+                if snap.policy.is_allowed(&asked[..asked_len]) {
+                    return Some(r);
+                }
+                Counters::bump(&stats.cname_blocked);
+                let mut answer = Vec::new();
+                snap.policy.write_block_answer(q, &mut answer);
+                let stored = Stored::from_response(&answer, snap.min_ttl, snap.max_ttl)?;
+                return Some(Resolved {
+                    stored: Arc::new(stored),
+                    upstream: r.upstream,
+                    blocked_by: snap.policy.source_arc(source),
+                });
+            }
+            pos = rr.end;
+        }
+        Some(r)
     }
 
     /// Installs a new snapshot; queries already running keep the old one.

@@ -50,6 +50,8 @@ counters! {
     blocked,
     /// Blocked by a list but let through by an allow entry.
     allowed,
+    /// Forwarded, then blocked because a CNAME in the answer led to a blocked name.
+    cname_blocked,
     /// Answered from the cache.
     cached,
     /// Sent upstream (one per distinct miss).
@@ -264,6 +266,8 @@ pub struct Report {
     pub blocklist_names: u64,
     /// Names in the allowlist after merging subdomains.
     pub allowlist_names: u64,
+    /// Bytes the block and allow sets hold.
+    pub lists_bytes: u64,
     /// Engine time per answered query.
     pub latency: Latency,
     /// Upstream servers.

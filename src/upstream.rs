@@ -259,6 +259,8 @@ pub struct Resolved {
     pub stored: Arc<Stored>,
     /// The server that answered.
     pub upstream: SocketAddr,
+    /// The list that blocked a name in its CNAME chain, if one did.
+    pub blocked_by: Option<Arc<str>>,
 }
 
 /// What a miss resolved to; `None` means SERVFAIL.

@@ -338,6 +338,49 @@ pub fn reversed_key(qname: &[u8], buf: &mut [u8; MAX_NAME_LEN]) -> usize {
     out
 }
 
+/// Writes the lowercase blocklist key of the name at `pos` in `msg`,
+/// following compression pointers (at most 128 labels and jumps, so a
+/// pointer loop costs nothing). Returns the key length, or `None` if the name
+/// is malformed.
+pub fn name_key_at(msg: &[u8], mut pos: usize, buf: &mut [u8; MAX_NAME_LEN]) -> Option<usize> {
+    // Label positions in wire order; the key wants them reversed.
+    let mut labels = [(0usize, 0u8); 128];
+    let mut n = 0;
+    let mut total = 0;
+    for _ in 0..128 {
+        let len = *msg.get(pos)?;
+        match len & 0xC0 {
+            0x00 if len == 0 => {
+                let mut out = 0;
+                for (i, &(start, len)) in labels[..n].iter().rev().enumerate() {
+                    if i > 0 {
+                        buf[out] = crate::policy::domainset::SEP;
+                        out += 1;
+                    }
+                    for (dst, b) in buf[out..out + len as usize].iter_mut().zip(&msg[start..start + len as usize]) {
+                        *dst = b.to_ascii_lowercase();
+                    }
+                    out += len as usize;
+                }
+                return Some(out);
+            }
+            0x00 => {
+                msg.get(pos + 1..pos + 1 + len as usize)?;
+                total += len as usize + 1;
+                if total > MAX_NAME_LEN - 1 || n == labels.len() {
+                    return None;
+                }
+                labels[n] = (pos + 1, len);
+                n += 1;
+                pos += 1 + len as usize;
+            }
+            0xC0 => pos = ((len as usize & 0x3F) << 8) | *msg.get(pos + 1)? as usize,
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// Builds answers in a reused buffer.
 pub mod build {
     use super::*;
@@ -503,6 +546,17 @@ pub(crate) mod tests {
         assert_eq!(&buf[..n], b"com\0example\0ads");
         let n = reversed_key(b"\x00", &mut buf);
         assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn keys_of_compressed_names() {
+        let mut buf = [0u8; MAX_NAME_LEN];
+        // "example.com" at 0, then "WWW" + pointer to it at 13.
+        let msg = b"\x07example\x03com\x00\x03WWW\xc0\x00";
+        let n = name_key_at(msg, 13, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"com\0example\0www");
+        assert_eq!(name_key_at(b"\xc0\x00", 0, &mut buf), None, "pointer loop");
+        assert_eq!(name_key_at(b"\x05ab", 0, &mut buf), None);
     }
 
     #[test]

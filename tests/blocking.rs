@@ -140,7 +140,8 @@ fn check_command_names_list_and_entry() {
     assert!(out.starts_with("ads.example.com: blocked by list 'ads' (entry example.com)"), "{out}");
     let (_, out, _) = cli(&["check", "-c", cfg, "x.safe.example.com"]);
     assert!(out.starts_with("x.safe.example.com: allowed by list 'mine' (entry safe.example.com)"), "{out}");
-    assert!(out.contains("list 'ads' blocks it (entry example.com)"), "{out}");
+    assert!(out.contains("list 'ads' blocks it: ") && out.contains("l.txt:1  ||example.com^"), "{out}");
+    assert!(out.contains("list 'mine' allows it: ") && out.contains("c.conf:6  safe.example.com"), "{out}");
     let (_, out, _) = cli(&["check", "-c", cfg, "good.example.com"]);
     assert!(out.contains("allowed by list 'ads' (entry good.example.com)"), "{out}");
     let (_, out, _) = cli(&["check", "-c", cfg, "example.org"]);

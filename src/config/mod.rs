@@ -58,6 +58,10 @@ pub struct ListSource {
     pub domains: Vec<(String, usize)>,
     /// `file:line` of the section, for messages about it.
     pub origin: String,
+    /// Where the list is downloaded from, if anywhere.
+    pub url: Option<String>,
+    /// The saved copy of the download (under `list_dir`), read like a `path`.
+    pub saved: Option<PathBuf>,
 }
 
 /// One `config forward` section: names under `domains` go to `servers`.
@@ -151,6 +155,18 @@ pub struct Config {
     pub querylog: QueryLogConfig,
     /// Unix socket the CLI asks for live figures; empty disables it.
     pub control_socket: PathBuf,
+    /// Where downloaded lists are kept (flash), so they survive a reboot.
+    pub list_dir: PathBuf,
+    /// How often downloaded lists are refreshed (±10 % jitter); 0 = only on demand.
+    pub refresh_interval: Duration,
+    /// Largest list download accepted, bytes.
+    pub max_list_size: u64,
+    /// Whole-download time limit.
+    pub download_timeout: Duration,
+    /// PEM bundle of trusted CAs for HTTPS; empty = the system bundle.
+    pub ca_file: PathBuf,
+    /// Block answers whose CNAME chain passes through a blocked name.
+    pub cname_inspection: bool,
     /// How often a summary line goes to the log; 0 = never.
     pub stats_interval: Duration,
     /// Non-fatal findings (unknown options, ignored sections), as `file:line: text`.
@@ -208,6 +224,12 @@ impl Config {
             forwards: Vec::new(),
             querylog: QueryLogConfig::default(),
             control_socket: PathBuf::from("/var/run/hydradns/control.sock"),
+            list_dir: PathBuf::from("/etc/hydradns/lists"),
+            refresh_interval: Duration::from_secs(6 * 3600),
+            max_list_size: 64 << 20,
+            download_timeout: Duration::from_secs(120),
+            ca_file: PathBuf::new(),
+            cname_inspection: true,
             stats_interval: Duration::from_secs(3600),
             warnings: Vec::new(),
         };
@@ -253,6 +275,20 @@ impl Config {
             }
         }
         cfg.warnings = warnings;
+        let mut urls = Vec::new();
+        for src in cfg.lists.iter_mut() {
+            if let Some(url) = &src.url {
+                if urls.contains(url) {
+                    return Err(ConfigError {
+                        file: file_name_of(&src.origin),
+                        line: line_of_origin(&src.origin),
+                        message: format!("list '{}' downloads the same URL as another section", src.name),
+                    });
+                }
+                src.saved = Some(cfg.list_dir.join(saved_file_name(&src.name, url)));
+                urls.push(url.clone());
+            }
+        }
         if cfg.listen.is_empty() {
             cfg.listen.push(DEFAULT_LISTEN);
         }
@@ -304,6 +340,27 @@ impl Config {
         }
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
+}
+
+/// File name of a downloaded list's saved copy: the list's name made safe,
+/// plus a hash of the URL so two lists never share a file.
+pub fn saved_file_name(name: &str, url: &str) -> String {
+    let safe: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .take(48)
+        .collect();
+    // FNV-1a: stable across builds and platforms, unlike the std hasher.
+    let hash = url.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    format!("{safe}-{:08x}.list", hash as u32)
+}
+
+fn file_name_of(origin: &str) -> String {
+    origin.rsplit_once(':').map_or(origin, |(f, _)| f).to_string()
+}
+
+fn line_of_origin(origin: &str) -> usize {
+    origin.rsplit_once(':').and_then(|(_, l)| l.parse().ok()).unwrap_or(0)
 }
 
 /// Would forwarding to `up` reach our own listener on `listen`?
@@ -385,6 +442,12 @@ impl SectionReader<'_> {
                 "forward_max" => cfg.forward_max = self.number(v, 1, 65_535)? as usize,
                 "workers" => cfg.workers = self.number(v, 0, 64)? as usize,
                 "control_socket" => cfg.control_socket = PathBuf::from(&v.value),
+                "list_dir" => cfg.list_dir = self.path(v)?,
+                "refresh_interval" => cfg.refresh_interval = self.duration(v, 0, 30 * 86_400_000)?,
+                "max_list_size" => cfg.max_list_size = self.size(v, 1 << 10, 1 << 32)?,
+                "download_timeout" => cfg.download_timeout = self.duration(v, 1000, 3_600_000)?,
+                "ca_file" => cfg.ca_file = PathBuf::from(&v.value),
+                "cname_inspection" => cfg.cname_inspection = self.boolean(v)?,
                 "stats_interval" => cfg.stats_interval = self.duration(v, 0, 30 * 86_400_000)?,
                 _ => self.unknown(v),
             }
@@ -399,6 +462,8 @@ impl SectionReader<'_> {
             paths: Vec::new(),
             domains: Vec::new(),
             origin: format!("{}:{}", self.file, self.section.line),
+            url: None,
+            saved: None,
         };
         let mut enabled = true;
         for v in &self.section.values {
@@ -407,18 +472,30 @@ impl SectionReader<'_> {
                 "path" => src.paths.push(PathBuf::from(&v.value)),
                 "domain" => src.domains.push((v.value.clone(), v.line)),
                 "enabled" => enabled = self.boolean(v)?,
+                "url" => {
+                    if src.url.is_some() {
+                        return Err(self.error(v.line, "one 'url' per section; add a section per list".into()));
+                    }
+                    let lower = v.value.to_ascii_lowercase();
+                    if !(lower.starts_with("http://") || lower.starts_with("https://")) || v.value.len() < 10 {
+                        return Err(self.bad(v, "an http:// or https:// URL"));
+                    }
+                    src.url = Some(v.value.clone());
+                }
                 _ => self.unknown(v),
             }
         }
         if src.name.is_empty() {
             src.name = self.section.name.clone().unwrap_or_else(|| {
                 let stem = src.paths.first().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned());
-                stem.unwrap_or_else(|| format!("{}{}", self.section.kind, index + 1))
+                let host = src.url.as_deref().and_then(|u| u.split('/').nth(2)).map(str::to_string);
+                stem.or(host).unwrap_or_else(|| format!("{}{}", self.section.kind, index + 1))
             });
         }
         if !enabled {
             src.paths.clear();
             src.domains.clear();
+            src.url = None;
         }
         Ok(src)
     }
@@ -647,6 +724,36 @@ config mystery
         assert_eq!(parse_size("32M"), Some(32 << 20));
         assert_eq!(parse_size("512k"), Some(512 << 10));
         assert_eq!(parse_size("1.5M"), None);
+    }
+
+    #[test]
+    fn list_urls_and_download_options() {
+        let c = Config::parse(
+            "f",
+            "config hydradns\n\toption list_dir '/tmp/lists'\n\toption refresh_interval '12h'\n\toption max_list_size '8M'\n\toption cname_inspection '0'\n\
+             config blocklist\n\toption name 'hagezi light'\n\toption url 'https://example.com/light.txt'\n\
+             config blocklist\n\toption url 'http://lists.example/hosts'\n",
+        )
+        .unwrap();
+        assert_eq!(c.refresh_interval, Duration::from_secs(12 * 3600));
+        assert_eq!(c.max_list_size, 8 << 20);
+        assert!(!c.cname_inspection);
+        let saved = c.lists[0].saved.as_ref().unwrap();
+        assert!(saved.starts_with("/tmp/lists"));
+        assert!(saved.file_name().unwrap().to_str().unwrap().starts_with("hagezi_light-"), "{saved:?}");
+        assert_eq!(c.lists[1].name, "lists.example");
+        assert_ne!(c.lists[0].saved, c.lists[1].saved);
+        for (text, line) in [
+            ("config blocklist\n\toption url 'ftp://x.example/l'\n", 2),
+            ("config blocklist\n\toption url 'https://a.example/1'\n\toption url 'https://a.example/2'\n", 3),
+            (
+                "config blocklist\n\toption url 'https://a.example/1'\nconfig blocklist\n\toption name 'x'\n\toption url 'https://a.example/1'\n",
+                3,
+            ),
+        ] {
+            let e = Config::parse("f", text).unwrap_err();
+            assert_eq!(e.line, line, "{e}");
+        }
     }
 
     #[test]

@@ -140,7 +140,7 @@ impl DomainSet {
 
 /// Is `parent` equal to `key` or a whole-label prefix of it?
 #[inline]
-fn covers(parent: &[u8], key: &[u8]) -> bool {
+pub fn covers(parent: &[u8], key: &[u8]) -> bool {
     key.starts_with(parent) && (key.len() == parent.len() || key[parent.len()] == SEP)
 }
 

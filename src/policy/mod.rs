@@ -128,6 +128,11 @@ impl Policy {
         }
     }
 
+    /// Does an allow entry cover `key` (whether or not anything blocks it)?
+    pub fn is_allowed(&self, key: &[u8]) -> bool {
+        !self.allow.is_empty() && self.allow.lookup(key).is_some()
+    }
+
     /// The matching block and allow entries for `key`: (source, dotted name).
     pub fn entries(&self, key: &[u8]) -> (Option<Entry>, Option<Entry>) {
         let show = |m: domainset::Match<'_>| (m.tag, key_to_name(m.key));
@@ -225,6 +230,15 @@ fn load_source(src: &ListSource, tag: u16, block: &mut SetBuilder, allow: &mut S
             report.errors.push(format!("{}: {e}", path.display()));
         }
     }
+    if let (Some(saved), Some(url)) = (&src.saved, &src.url) {
+        match read_list_file(saved, &mut report.stats, &mut emit) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                report.errors.push(format!("no copy of {url} yet; waiting for the first download"))
+            }
+            Err(e) => report.errors.push(format!("{}: {e}", saved.display())),
+        }
+    }
     for (name, _line) in &src.domains {
         formats::parse_line(name, &mut report.stats, &mut emit);
     }
@@ -254,18 +268,67 @@ pub fn read_list_file(
     }
 }
 
-/// Every source whose own entries match `name`, for `hydradns check`:
-/// `(source name, kind, matching entry)`.
-pub fn explain(lists: &[ListSource], key: &[u8]) -> Vec<(String, ListKind, String)> {
+/// One rule that matches a name, for `hydradns check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explained {
+    /// Source name.
+    pub list: String,
+    /// `blocks`, `allows` or `cancels` (a `$badfilter` rule).
+    pub effect: &'static str,
+    /// `file:line` of the rule.
+    pub location: String,
+    /// The rule as written.
+    pub rule: String,
+}
+
+/// Every rule in every source that matches the name with reversed-label
+/// `key` (the name itself or a parent). Reads the files again, line by line,
+/// so it can name each line: for the CLI, not the query path.
+pub fn explain(lists: &[ListSource], key: &[u8]) -> Vec<Explained> {
     let mut found = Vec::new();
     for src in lists {
-        let mut block = SetBuilder::new();
-        let mut allow = SetBuilder::new();
-        load_source(src, 0, &mut block, &mut allow);
-        for (set, kind) in [(block.build(), ListKind::Block), (allow.build(), ListKind::Allow)] {
-            if let Some(m) = set.lookup(key) {
-                found.push((src.name.clone(), kind, key_to_name(m.key)));
+        let mut check = |location: String, line: &str| {
+            let mut hits: Vec<Rule> = Vec::new();
+            let mut stats = ParseStats::default();
+            formats::parse_line(line, &mut stats, &mut |rule, name| {
+                let ok = domainset::name_key(name);
+                if let Some(k) = &ok
+                    && domainset::covers(k, key)
+                {
+                    hits.push(rule);
+                }
+                ok.is_some()
+            });
+            for rule in hits {
+                let effect = match (src.kind, rule) {
+                    (_, Rule::BadFilter) => "cancels",
+                    (ListKind::Block, Rule::Block) => "blocks",
+                    _ => "allows",
+                };
+                found.push(Explained {
+                    list: src.name.clone(),
+                    effect,
+                    location: location.clone(),
+                    rule: line.trim().to_string(),
+                });
             }
+        };
+        for path in src.paths.iter().chain(src.saved.iter().filter(|_| src.url.is_some())) {
+            let Ok(file) = File::open(path) else { continue };
+            let mut reader = BufReader::new(file);
+            let mut buf = Vec::new();
+            let mut n = 0;
+            while reader.read_until(b'\n', &mut buf).is_ok_and(|read| read > 0) {
+                n += 1;
+                if let Ok(text) = std::str::from_utf8(&buf) {
+                    check(format!("{}:{n}", path.display()), text);
+                }
+                buf.clear();
+            }
+        }
+        let config_file = src.origin.rsplit_once(':').map_or(src.origin.as_str(), |(f, _)| f);
+        for (domain, line) in &src.domains {
+            check(format!("{config_file}:{line}"), domain);
         }
     }
     found
@@ -284,6 +347,8 @@ mod tests {
             paths: Vec::new(),
             domains: domains.iter().map(|d| (d.to_string(), 1)).collect(),
             origin: "test".into(),
+            url: None,
+            saved: None,
         }
     }
 

@@ -114,7 +114,7 @@ impl Flusher {
         let _ = std::fs::remove_file(tmp_path(&flash));
         let (tx, rx) = channel();
         let thread = std::thread::Builder::new().name("hydradns-flush".into()).spawn(move || {
-            super::lower_thread_priority();
+            crate::sys::lower_thread_priority();
             let wait = if every.is_zero() { Duration::from_secs(u32::MAX as u64) } else { every };
             loop {
                 match rx.recv_timeout(wait) {

@@ -134,21 +134,6 @@ pub fn push_wire_name(wire: &[u8], out: &mut String) {
     }
 }
 
-/// Nice value of the log's threads. Under CPU contention the scheduler gives
-/// a nice-10 thread about a tenth of what a nice-0 worker gets (weights 110
-/// and 1024), so logging can take at most ~10 % of a saturated core from DNS;
-/// past that the queue fills and entries are dropped and counted. Idle CPU
-/// it may use freely.
-pub const LOG_THREAD_NICE: i32 = 10;
-
-/// Lowers the calling thread's priority to [`LOG_THREAD_NICE`] (Linux nice is per thread).
-pub fn lower_thread_priority() {
-    let tid = rustix::thread::gettid();
-    if let Err(e) = rustix::process::setpriority_process(Some(tid), LOG_THREAD_NICE) {
-        log::warn!("query log: cannot lower thread priority: {e}");
-    }
-}
-
 /// What the log has done since start.
 #[derive(Debug, Default)]
 pub struct LogCounters {

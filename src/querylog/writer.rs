@@ -91,7 +91,7 @@ impl RateLimited {
 /// Starts the writer thread.
 pub fn spawn(cfg: QueryLogConfig, rx: Receiver<Entry>, counters: Arc<LogCounters>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("hydradns-log".into()).spawn(move || {
-        super::lower_thread_priority();
+        crate::sys::lower_thread_priority();
         Writer::new(cfg, counters).run(rx)
     })
 }

@@ -26,22 +26,11 @@ use smol::{LocalExecutor, Timer};
 
 use crate::config::Config;
 use crate::control;
-use crate::policy::Policy;
+use crate::lists::{Lists, load_policy};
 use crate::query::{Engine, Snapshot};
 use crate::querylog::QueryLog;
 use crate::stats::Counters;
 use status::Status;
-
-/// Loads lists for `cfg` and logs how each source fared.
-pub fn load_policy(cfg: &Config) -> Policy {
-    let started = Instant::now();
-    let policy = Policy::load(&cfg.lists, cfg.block_mode, cfg.block_ttl);
-    for line in policy.summary_lines() {
-        log::info!("{line}");
-    }
-    log::info!("lists loaded in {} ms", started.elapsed().as_millis());
-    policy
-}
 
 /// Logs every counter (SIGUSR1 and at stop), then one line per upstream.
 fn log_stats(status: &Status) {
@@ -69,33 +58,6 @@ fn log_stats(status: &Status) {
             u.avg_latency_us
         );
     }
-}
-
-fn reload(engine: &Engine, path: Option<&PathBuf>) {
-    let loaded = match path {
-        Some(p) => Config::load(p),
-        None => Ok(Config::builtin()),
-    };
-    let cfg = match loaded {
-        Ok(cfg) => cfg,
-        Err(e) => {
-            log::error!("reload failed, still running the previous config: {e}");
-            return;
-        }
-    };
-    for w in &cfg.warnings {
-        log::warn!("{w}");
-    }
-    let old = engine.snapshot.load_full();
-    if cfg.listen != old.config.listen || cfg.worker_count() != old.config.worker_count() {
-        log::warn!("listen addresses and worker count change only on restart");
-    }
-    if cfg.querylog != old.config.querylog || cfg.control_socket != old.config.control_socket {
-        log::warn!("query log and control socket settings change only on restart");
-    }
-    let policy = load_policy(&cfg);
-    engine.swap(Snapshot::new(Arc::new(cfg), Arc::new(policy), Some(&old)));
-    log::info!("reloaded {}", path.map_or("built-in defaults".into(), |p| p.display().to_string()));
 }
 
 /// What woke the main loop.
@@ -185,10 +147,12 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
         log::info!("listening on {} (udp, tcp)", l.addr);
     }
     log::info!("ready with {workers} workers");
-    let status = Arc::new(Status { engine: engine.clone(), workers: counters, started });
-    let main = LocalExecutor::new();
+    // Downloads and rebuilds happen on their own thread, never here or on a worker.
+    let lists = Lists::spawn(engine.clone()).map_err(|e| format!("cannot start the lists thread: {e}"))?;
+    let status = Arc::new(Status { engine: engine.clone(), workers: counters, started, lists: lists.handle() });
+    let main = Rc::new(LocalExecutor::new());
     if let Some((listener, _)) = control.as_ref().and_then(|(l, p)| Some((l.try_clone().ok()?, p))) {
-        main.spawn(control::serve(listener, status.clone())).detach();
+        main.spawn(control::serve(listener, status.clone(), main.clone())).detach();
     }
     let path = path.as_ref();
     smol::block_on(main.run(async {
@@ -203,7 +167,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
             };
             let signal = async { Wake::Signal(signals.next().await) };
             match signal.or(summary).await {
-                Wake::Signal(Some(Ok(Signal::Hup))) => reload(&engine, path),
+                Wake::Signal(Some(Ok(Signal::Hup))) => status.lists.reload(path.cloned()),
                 Wake::Signal(Some(Ok(Signal::Usr1))) => log_stats(&status),
                 Wake::Signal(Some(Err(e))) => log::warn!("signal error: {e}"),
                 Wake::Signal(_) => break,
@@ -219,6 +183,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
     for t in threads {
         let _ = t.join();
     }
+    lists.stop();
     if let Some(q) = querylog {
         q.shutdown();
     }

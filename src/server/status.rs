@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use crate::config::ListKind;
+use crate::lists::ListsHandle;
 use crate::query::Engine;
 use crate::stats::{Counters, ListReport, LogReport, Report, Totals, UpstreamReport, percentiles};
 
@@ -17,6 +18,8 @@ pub struct Status {
     pub workers: Vec<Arc<Counters>>,
     /// Process start.
     pub started: Instant,
+    /// The lists thread, for reloads and `hydradns update`.
+    pub lists: ListsHandle,
 }
 
 impl Status {
@@ -58,6 +61,7 @@ impl Status {
             cache_capacity: snap.cache.capacity() as u64,
             blocklist_names: snap.policy.blocked_len() as u64,
             allowlist_names: snap.policy.allowed_len() as u64,
+            lists_bytes: snap.policy.heap_bytes() as u64,
             latency: percentiles(self.workers.iter().map(|w| &w.latency)),
             upstreams: snap
                 .servers()

@@ -71,7 +71,8 @@ pub struct Behaviour {
 /// Names drive the answer: `nx.*` NXDOMAIN+SOA, `nodata.*` NOERROR+SOA,
 /// `servfail.*` SERVFAIL, `ttlN.*` TTL N, `big.*` 40 A records (fits 1232,
 /// not 512), `huge.*` 100 A records (sent with TC over UDP, whole over TCP),
-/// `spoof.*` a wrong-ID and a wrong-question reply before the real one.
+/// `spoof.*` a wrong-ID and a wrong-question reply before the real one,
+/// `cloaked.*` a CNAME to `tracker.cname-target.example` and its A record.
 /// Anything else: A `answer_ip`, AAAA 2001:db8::1, TTL 300.
 pub struct Upstream {
     pub addr: SocketAddr,
@@ -214,7 +215,22 @@ fn answer(msg: &[u8], ip: Ipv4Addr, over_tcp: bool) -> Vec<u8> {
     let record = |i: u32| {
         ResourceRecord::new(qn.qname.clone(), CLASS::IN, ttl, rdata::RData::A(rdata::A { address: u32::from(ip) + i }))
     };
-    if name.starts_with("nx.") {
+    if name.starts_with("cloaked.") {
+        // A first-party name that is really a tracker: CNAME into another domain.
+        let target = Name::new_unchecked("tracker.cname-target.example").into_owned();
+        p.answers.push(ResourceRecord::new(
+            qn.qname.clone(),
+            CLASS::IN,
+            ttl,
+            rdata::RData::CNAME(rdata::CNAME(target.clone())),
+        ));
+        p.answers.push(ResourceRecord::new(
+            target,
+            CLASS::IN,
+            ttl,
+            rdata::RData::A(rdata::A { address: u32::from(ip) }),
+        ));
+    } else if name.starts_with("nx.") {
         *p.rcode_mut() = RCODE::NameError;
         p.name_servers.push(soa("test", 600, 60));
     } else if name.starts_with("nodata.") {

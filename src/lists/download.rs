@@ -1,0 +1,123 @@
+//! Fetching one list over HTTP(S) with ureq.
+//!
+//! Conditional requests (ETag / Last-Modified) make an unchanged list cost
+//! one small round trip. The body is read under a size cap, so a hostile or
+//! broken server cannot exhaust memory, within a connect timeout and a total
+//! timeout. HTTPS verifies against a PEM bundle (the system's by default).
+
+use std::path::Path;
+use std::time::Duration;
+
+use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
+
+/// System CA bundles tried in order when `ca_file` is not set (OpenWrt's
+/// `ca-bundle`/`ca-certificates` package, then Debian/Alpine, then Fedora).
+const SYSTEM_BUNDLES: &[&str] =
+    &["/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/cert.pem", "/etc/pki/tls/certs/ca-bundle.crt"];
+/// Time to establish the connection (TCP and TLS).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Redirects followed (list hosts move files to CDNs).
+const MAX_REDIRECTS: u32 = 5;
+
+/// Validators of the copy we have, for a conditional request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validators {
+    /// `ETag` of the last good download.
+    pub etag: Option<String>,
+    /// `Last-Modified` of the last good download.
+    pub last_modified: Option<String>,
+}
+
+/// What the server sent.
+#[derive(Debug)]
+pub enum Fetched {
+    /// 304: our copy is current.
+    NotModified,
+    /// 200: the body went to the sink; these validate it next time.
+    Body(Validators),
+}
+
+/// An HTTP client set up for list downloads.
+pub struct Downloader {
+    agent: ureq::Agent,
+    max_size: u64,
+}
+
+/// Loads the trust anchors: `ca_file`, or the first system bundle found.
+fn root_certs(ca_file: &Path) -> Result<RootCerts, String> {
+    let path = if ca_file.as_os_str().is_empty() {
+        SYSTEM_BUNDLES.iter().map(Path::new).find(|p| p.exists()).ok_or("no CA bundle found (set ca_file)")?
+    } else {
+        ca_file
+    };
+    let pem = std::fs::read(path).map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
+    let certs: Vec<Certificate<'static>> = ureq::tls::parse_pem(&pem)
+        .filter_map(|item| match item {
+            Ok(PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect();
+    if certs.is_empty() {
+        return Err(format!("CA bundle {} holds no certificates", path.display()));
+    }
+    Ok(RootCerts::new_with_certs(&certs))
+}
+
+impl Downloader {
+    /// A client with the given limits. Fails only if the CA bundle is unusable
+    /// (then no HTTPS download could be verified).
+    pub fn new(ca_file: &Path, max_size: u64, timeout: Duration) -> Result<Downloader, String> {
+        let tls = TlsConfig::builder().root_certs(root_certs(ca_file)?).build();
+        let config = ureq::Agent::config_builder()
+            .tls_config(tls)
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .max_redirects(MAX_REDIRECTS)
+            .user_agent(concat!("hydradns/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Ok(Downloader { agent: config.into(), max_size })
+    }
+
+    /// Fetches `url`, conditionally on `have`, handing the body to `sink` in
+    /// pieces as it arrives (never more than one buffer in memory).
+    pub fn fetch(
+        &self,
+        url: &str,
+        have: &Validators,
+        sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+    ) -> Result<Fetched, String> {
+        use std::io::Read;
+        let mut req = self.agent.get(url);
+        if let Some(etag) = &have.etag {
+            req = req.header("If-None-Match", etag);
+        }
+        if let Some(lm) = &have.last_modified {
+            req = req.header("If-Modified-Since", lm);
+        }
+        let mut resp = req.call().map_err(|e| e.to_string())?;
+        match resp.status().as_u16() {
+            304 => Ok(Fetched::NotModified),
+            200 => {
+                let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+                let validators = Validators { etag: header("etag"), last_modified: header("last-modified") };
+                let mut reader = resp.body_mut().with_config().limit(self.max_size).reader();
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = reader.read(&mut buf).map_err(|e| {
+                        if e.to_string().contains("limit") {
+                            format!("larger than max_list_size ({} bytes)", self.max_size)
+                        } else {
+                            e.to_string()
+                        }
+                    })?;
+                    if n == 0 {
+                        return Ok(Fetched::Body(validators));
+                    }
+                    sink(&buf[..n])?;
+                }
+            }
+            status => Err(format!("HTTP {status}")),
+        }
+    }
+}

@@ -1,0 +1,596 @@
+//! List sources: downloads, their saved copies on flash, refreshes, and the
+//! one thread that rebuilds the policy and swaps it in.
+//!
+//! A downloaded list lives as `<list_dir>/<name>-<hash>.list` with a `.meta`
+//! beside it (validators, last success, last error, counts). At start the
+//! gateway serves from these copies at once, since the router may boot
+//! before its WAN is up, and fetches fresh ones in the background. A failed
+//! download (timeout, HTTP error, TLS error, over `max_list_size`, binary
+//! junk, no entries, or a list that shrank to a tenth) keeps the last good
+//! copy and says so in the log; the other lists still update.
+//!
+//! All policy rebuilds (SIGHUP reloads, scheduled refreshes, `hydradns
+//! update`) happen one at a time on the `hydradns-lists` thread, never on a
+//! worker: the new set is built while the old one serves, then swapped in
+//! whole.
+// nanoserde's DeJson derive expands to code clippy would write with `?`.
+#![allow(clippy::question_mark)]
+
+pub mod download;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nanoserde::{DeJson, SerJson};
+
+use crate::config::{Config, ListKind, ListSource};
+use crate::policy::Policy;
+use crate::policy::formats::{ParseStats, for_each_label_rev, parse_line};
+use crate::query::{Engine, Snapshot};
+use download::{Downloader, Fetched, Validators};
+
+/// A list that once had this many entries may not shrink below a tenth of
+/// it in one download: that is a broken mirror, not a list update.
+const SHRINK_GUARD_MIN: u64 = 1000;
+/// Bytes examined for NUL bytes when deciding a download is binary.
+const BINARY_SNIFF: usize = 64 * 1024;
+
+/// What is known about a downloaded list, kept beside its saved copy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, SerJson, DeJson)]
+pub struct Meta {
+    /// Where it comes from.
+    #[nserde(default)]
+    pub url: String,
+    /// `ETag` of the saved copy.
+    #[nserde(default)]
+    pub etag: Option<String>,
+    /// `Last-Modified` of the saved copy.
+    #[nserde(default)]
+    pub last_modified: Option<String>,
+    /// Unix time of the last good check (200 or 304).
+    #[nserde(default)]
+    pub last_success_unix: u64,
+    /// Unix time of the last attempt.
+    #[nserde(default)]
+    pub last_attempt_unix: u64,
+    /// Why the last attempt failed, if it did.
+    #[nserde(default)]
+    pub last_error: Option<String>,
+    /// Size of the saved copy.
+    #[nserde(default)]
+    pub bytes: u64,
+    /// Block and allow entries in the saved copy.
+    #[nserde(default)]
+    pub entries: u64,
+    /// Lines skipped as unsupported or invalid.
+    #[nserde(default)]
+    pub skipped: u64,
+    /// Failed attempts since the last success, for the retry backoff.
+    #[nserde(default)]
+    pub failures: u64,
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn meta_path(saved: &Path) -> PathBuf {
+    saved.with_extension("meta")
+}
+
+/// The metadata of a saved copy (empty if none or unreadable).
+pub fn load_meta(saved: &Path) -> Meta {
+    std::fs::read_to_string(meta_path(saved)).ok().and_then(|s| Meta::deserialize_json(&s).ok()).unwrap_or_default()
+}
+
+/// Writes `bytes` to `path` so that a crash at any moment leaves the old
+/// file or the new one: temporary file, fsync, rename, fsync of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().ok_or_else(|| std::io::Error::other("no directory"))?;
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Checks, piece by piece as it arrives, that a download is a list worth
+/// replacing the old copy with.
+#[derive(Debug, Default)]
+pub struct Vetter {
+    stats: ParseStats,
+    /// An unfinished last line, carried to the next piece.
+    partial: Vec<u8>,
+    /// Bytes seen.
+    bytes: u64,
+    /// A NUL byte showed up early: binary data.
+    binary: bool,
+}
+
+impl Vetter {
+    /// Feeds the next piece of the download.
+    pub fn feed(&mut self, piece: &[u8]) {
+        if self.bytes < BINARY_SNIFF as u64 {
+            let look = &piece[..piece.len().min(BINARY_SNIFF - self.bytes as usize)];
+            self.binary |= look.contains(&0);
+        }
+        self.bytes += piece.len() as u64;
+        let mut rest = piece;
+        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+            if self.partial.is_empty() {
+                self.line(&rest[..nl]);
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(&rest[..nl]);
+                self.line(&line);
+            }
+            rest = &rest[nl + 1..];
+        }
+        // A line longer than any list rule is junk: keep only its start.
+        if self.partial.len() < 4096 {
+            self.partial.extend_from_slice(&rest[..rest.len().min(4096 - self.partial.len())]);
+        }
+    }
+
+    fn line(&mut self, line: &[u8]) {
+        let mut valid = |_rule, name: &str| for_each_label_rev(name, |_| {}).is_some();
+        match std::str::from_utf8(line) {
+            Ok(text) => parse_line(text, &mut self.stats, &mut valid),
+            Err(_) => {
+                self.stats.lines += 1;
+                self.stats.invalid += 1;
+            }
+        }
+    }
+
+    /// The verdict once the download is complete.
+    pub fn finish(mut self, previous_entries: Option<u64>) -> Result<ParseStats, String> {
+        if !self.partial.is_empty() {
+            let last = std::mem::take(&mut self.partial);
+            self.line(&last);
+        }
+        if self.bytes == 0 {
+            return Err("empty download".into());
+        }
+        if self.binary {
+            return Err("binary data, not a list".into());
+        }
+        let stats = self.stats;
+        let entries = stats.blocks + stats.allows;
+        if entries == 0 {
+            return Err(format!("no entries in {} lines", stats.lines));
+        }
+        if stats.invalid > entries {
+            return Err(format!("mostly malformed ({} invalid lines, {entries} entries)", stats.invalid));
+        }
+        if let Some(prev) = previous_entries
+            && prev >= SHRINK_GUARD_MIN
+            && entries * 10 < prev
+        {
+            return Err(format!("shrank from {prev} to {entries} entries"));
+        }
+        Ok(stats)
+    }
+}
+
+/// Checks a whole download at once (see [`Vetter`]).
+pub fn vet(bytes: &[u8], previous_entries: Option<u64>) -> Result<ParseStats, String> {
+    let mut v = Vetter::default();
+    v.feed(bytes);
+    v.finish(previous_entries)
+}
+
+/// How one source's refresh went.
+#[derive(Debug, Clone, PartialEq, Eq, SerJson, DeJson)]
+pub struct Refreshed {
+    /// Source name.
+    pub name: String,
+    /// `updated`, `not-modified` or `failed`.
+    pub status: String,
+    /// Entries in the copy now in use (0 if there is none).
+    pub entries: u64,
+    /// Bytes of the copy now in use.
+    pub bytes: u64,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// Downloads one source and replaces its saved copy if the download is good.
+pub fn refresh_source(dl: Result<&Downloader, &str>, src: &ListSource) -> Option<Refreshed> {
+    let (url, saved) = (src.url.as_ref()?, src.saved.as_ref()?);
+    let mut meta = load_meta(saved);
+    let have_copy = saved.exists() && meta.url == *url;
+    if !have_copy {
+        meta = Meta { url: url.clone(), ..Meta::default() };
+    }
+    meta.last_attempt_unix = now_unix();
+    let have = if have_copy {
+        Validators { etag: meta.etag.clone(), last_modified: meta.last_modified.clone() }
+    } else {
+        Validators::default()
+    };
+    let result = match dl {
+        Err(why) => Err(why.to_string()),
+        Ok(dl) => download_into(dl, url, &have, saved, have_copy.then_some(meta.entries)),
+    };
+    let status = match result {
+        Ok(None) => {
+            meta.last_success_unix = meta.last_attempt_unix;
+            meta.last_error = None;
+            meta.failures = 0;
+            "not-modified"
+        }
+        Ok(Some((bytes, stats, validators))) => {
+            meta.last_success_unix = meta.last_attempt_unix;
+            meta.last_error = None;
+            meta.failures = 0;
+            meta.etag = validators.etag;
+            meta.last_modified = validators.last_modified;
+            meta.bytes = bytes;
+            meta.entries = stats.blocks + stats.allows;
+            meta.skipped = stats.unsupported + stats.invalid;
+            "updated"
+        }
+        Err(e) => {
+            meta.last_error = Some(e);
+            meta.failures += 1;
+            "failed"
+        }
+    };
+    if let Err(e) = write_atomic(&meta_path(saved), meta.serialize_json().as_bytes()) {
+        log::warn!("list '{}': cannot save its metadata: {e}", src.name);
+    }
+    let copy = saved.exists();
+    Some(Refreshed {
+        name: src.name.clone(),
+        status: status.into(),
+        entries: if copy { meta.entries } else { 0 },
+        bytes: if copy { meta.bytes } else { 0 },
+        error: meta.last_error.clone(),
+    })
+}
+
+/// Downloads `url` into a temporary file beside `saved`, checking it as it
+/// arrives, and renames it over `saved` only if it passes. `None` means 304.
+fn download_into(
+    dl: &Downloader,
+    url: &str,
+    have: &Validators,
+    saved: &Path,
+    previous_entries: Option<u64>,
+) -> Result<Option<(u64, ParseStats, Validators)>, String> {
+    use std::io::Write;
+    let dir = saved.parent().ok_or("list_dir has no parent")?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let mut tmp_name = saved.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = PathBuf::from(tmp_name);
+    let mut file = std::fs::File::create(&tmp).map_err(|e| format!("creating {}: {e}", tmp.display()))?;
+    let mut vetter = Vetter::default();
+    let mut sink = |piece: &[u8]| {
+        vetter.feed(piece);
+        file.write_all(piece).map_err(|e| format!("writing {}: {e}", tmp.display()))
+    };
+    let outcome = dl.fetch(url, have, &mut sink).and_then(|fetched| match fetched {
+        Fetched::NotModified => Ok(None),
+        Fetched::Body(validators) => {
+            let bytes = vetter.bytes;
+            let stats = std::mem::take(&mut vetter).finish(previous_entries)?;
+            file.sync_all().map_err(|e| format!("fsync {}: {e}", tmp.display()))?;
+            std::fs::rename(&tmp, saved).map_err(|e| format!("saving {}: {e}", saved.display()))?;
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+            Ok(Some((bytes, stats, validators)))
+        }
+    });
+    if !matches!(outcome, Ok(Some(_))) {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    outcome
+}
+
+/// Refreshes the downloaded sources of `cfg` (all, or only those due),
+/// logging one line per source.
+pub fn refresh_all(cfg: &Config, only_due: bool) -> Vec<Refreshed> {
+    let sources: Vec<&ListSource> =
+        cfg.lists.iter().filter(|s| s.url.is_some() && (!only_due || is_due(cfg, s))).collect();
+    if sources.is_empty() {
+        return Vec::new();
+    }
+    let dl = Downloader::new(&cfg.ca_file, cfg.max_list_size, cfg.download_timeout);
+    let results: Vec<Refreshed> =
+        sources.into_iter().filter_map(|src| refresh_source(dl.as_ref().map_err(String::as_str), src)).collect();
+    for r in &results {
+        match (r.status.as_str(), &r.error) {
+            ("failed", Some(e)) if r.bytes > 0 => {
+                log::warn!("list '{}': download failed ({e}); keeping the saved copy ({} entries)", r.name, r.entries)
+            }
+            ("failed", Some(e)) => log::warn!("list '{}': download failed ({e}); no copy yet", r.name),
+            (status, _) => log::info!("list '{}': {status}, {} entries, {} KiB", r.name, r.entries, r.bytes / 1024),
+        }
+    }
+    results
+}
+
+/// Loads lists for `cfg` and logs how each source fared.
+pub fn load_policy(cfg: &Config) -> Policy {
+    let started = Instant::now();
+    let policy = Policy::load(&cfg.lists, cfg.block_mode, cfg.block_ttl);
+    for line in policy.summary_lines() {
+        log::info!("{line}");
+    }
+    log::info!("lists loaded in {} ms", started.elapsed().as_millis());
+    policy
+}
+
+/// First retry after a failed download; doubles with each further failure
+/// up to the refresh interval, so a dead list host is not hammered.
+const RETRY_AFTER: u64 = 60;
+
+/// When a downloaded source is next due (Unix time): an interval after its
+/// last success, give or take 10 % so routers do not all call at once; after
+/// a failure, a backoff from the last attempt; right away if never tried.
+fn due_unix(cfg: &Config, saved: &Path) -> Option<u64> {
+    let meta = load_meta(saved);
+    let interval = cfg.refresh_interval.as_secs();
+    let cap = if interval == 0 { 6 * 3600 } else { interval };
+    if meta.last_error.is_some() || !saved.exists() {
+        if !saved.exists() && meta.last_attempt_unix == 0 {
+            return Some(0);
+        }
+        let backoff = RETRY_AFTER.saturating_mul(1 << meta.failures.min(20)).min(cap);
+        return Some(meta.last_attempt_unix + backoff);
+    }
+    if interval == 0 {
+        return None;
+    }
+    let mut b = [0u8; 8];
+    let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+    let jitter = u64::from_ne_bytes(b) % (interval / 5 + 1);
+    Some((meta.last_success_unix + interval + jitter).saturating_sub(interval / 10))
+}
+
+fn is_due(cfg: &Config, src: &ListSource) -> bool {
+    src.saved.as_deref().filter(|_| src.url.is_some()).and_then(|s| due_unix(cfg, s)).is_some_and(|d| d <= now_unix())
+}
+
+/// When the lists thread should next wake for a scheduled refresh.
+fn next_refresh(cfg: &Config) -> Option<Instant> {
+    let due = cfg.lists.iter().filter(|s| s.url.is_some()).filter_map(|s| due_unix(cfg, s.saved.as_deref()?)).min()?;
+    Some(Instant::now() + Duration::from_secs(due.saturating_sub(now_unix())))
+}
+
+/// What the lists thread is asked to do.
+enum Command {
+    /// Re-read the config file (or the built-in defaults) and the lists, then refresh downloads.
+    Reload(Option<PathBuf>),
+    /// Refresh downloads now; send the per-source results back.
+    Refresh(smol::channel::Sender<Vec<Refreshed>>),
+    /// Finish: the gateway is stopping.
+    Stop,
+}
+
+/// The thread that owns policy rebuilds.
+pub struct Lists {
+    handle: ListsHandle,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A cloneable way to ask the lists thread for work.
+#[derive(Clone)]
+pub struct ListsHandle {
+    tx: mpsc::Sender<Command>,
+}
+
+impl Lists {
+    /// Starts the thread; it refreshes downloads when they are due.
+    pub fn spawn(engine: Arc<Engine>) -> std::io::Result<Lists> {
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new().name("hydradns-lists".into()).spawn(move || {
+            // Rebuilding a million-name list takes a second of CPU: never at the workers' expense.
+            crate::sys::lower_thread_priority();
+            let mut due = next_refresh(&engine.snapshot.load().config);
+            loop {
+                let wait = due.map_or(Duration::from_secs(86_400), |d| d.saturating_duration_since(Instant::now()));
+                match rx.recv_timeout(wait) {
+                    Ok(Command::Reload(path)) => {
+                        reload(&engine, path.as_deref());
+                        refresh_and_swap(&engine, false);
+                    }
+                    Ok(Command::Refresh(reply)) => {
+                        let _ = reply.try_send(refresh_and_swap(&engine, false));
+                    }
+                    Err(RecvTimeoutError::Timeout) => {
+                        if due.is_some() {
+                            refresh_and_swap(&engine, true);
+                        }
+                    }
+                    Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                }
+                due = next_refresh(&engine.snapshot.load().config);
+            }
+        })?;
+        Ok(Lists { handle: ListsHandle { tx }, thread: Some(thread) })
+    }
+
+    /// A handle for the signal loop and the control socket.
+    pub fn handle(&self) -> ListsHandle {
+        self.handle.clone()
+    }
+
+    /// Stops the thread after whatever it is doing.
+    pub fn stop(mut self) {
+        let _ = self.handle.tx.send(Command::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl ListsHandle {
+    /// SIGHUP: reload config and lists, then refresh downloads, in the background.
+    pub fn reload(&self, path: Option<PathBuf>) {
+        let _ = self.tx.send(Command::Reload(path));
+    }
+
+    /// `hydradns update`: refresh now; the results arrive on the returned channel.
+    pub fn refresh(&self) -> smol::channel::Receiver<Vec<Refreshed>> {
+        let (tx, rx) = smol::channel::bounded(1);
+        let _ = self.tx.send(Command::Refresh(tx));
+        rx
+    }
+}
+
+/// Downloads what is due and, if any list changed, rebuilds and swaps the policy.
+fn refresh_and_swap(engine: &Engine, only_due: bool) -> Vec<Refreshed> {
+    let cfg = engine.snapshot.load().config.clone();
+    let results = refresh_all(&cfg, only_due);
+    if results.iter().any(|r| r.status == "updated") {
+        let policy = load_policy(&cfg);
+        let old = engine.snapshot.load_full();
+        // Only if the config did not change under us (a reload swaps its own).
+        if Arc::ptr_eq(&old.config, &cfg) {
+            engine.swap(Snapshot::new(cfg, Arc::new(policy), Some(&old)));
+        }
+    }
+    results
+}
+
+/// Re-reads the config and rebuilds everything from it.
+fn reload(engine: &Engine, path: Option<&Path>) {
+    let loaded = match path {
+        Some(p) => Config::load(p),
+        None => Ok(Config::builtin()),
+    };
+    let cfg = match loaded {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            log::error!("reload failed, still running the previous config: {e}");
+            return;
+        }
+    };
+    for w in &cfg.warnings {
+        log::warn!("{w}");
+    }
+    let old = engine.snapshot.load_full();
+    if cfg.listen != old.config.listen || cfg.worker_count() != old.config.worker_count() {
+        log::warn!("listen addresses and worker count change only on restart");
+    }
+    if cfg.querylog != old.config.querylog || cfg.control_socket != old.config.control_socket {
+        log::warn!("query log and control socket settings change only on restart");
+    }
+    let policy = load_policy(&cfg);
+    engine.swap(Snapshot::new(Arc::new(cfg), Arc::new(policy), Some(&old)));
+    log::info!("reloaded {}", path.map_or("built-in defaults".into(), |p| p.display().to_string()));
+}
+
+/// One source as `hydradns lists` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, SerJson, DeJson)]
+pub struct ListInfo {
+    /// Source name.
+    pub name: String,
+    /// `blocklist` or `allowlist`.
+    pub kind: String,
+    /// Download URL, if any.
+    pub url: Option<String>,
+    /// Files read (the saved copy for a download).
+    pub files: Vec<String>,
+    /// Block and allow entries.
+    pub entries: u64,
+    /// Lines skipped as unsupported or invalid.
+    pub skipped: u64,
+    /// Last good check, ISO 8601 UTC (downloads).
+    pub last_success: Option<String>,
+    /// Last error (downloads, or files that could not be read).
+    pub last_error: Option<String>,
+    /// `ETag` of the saved copy.
+    pub etag: Option<String>,
+    /// Size on disk.
+    pub bytes: u64,
+}
+
+/// Describes every source of `cfg` from disk (works with the gateway stopped).
+pub fn describe(cfg: &Config) -> Vec<ListInfo> {
+    cfg.lists
+        .iter()
+        .map(|src| {
+            let kind = match src.kind {
+                ListKind::Block => "blocklist",
+                ListKind::Allow => "allowlist",
+            };
+            let mut files: Vec<PathBuf> = src.paths.clone();
+            files.extend(src.saved.clone());
+            let report = Policy::load(std::slice::from_ref(src), cfg.block_mode, cfg.block_ttl).sources.remove(0);
+            let meta = src.saved.as_deref().map(load_meta);
+            let iso = |t: u64| (t > 0).then(|| crate::querylog::read::iso8601(t * 1000));
+            ListInfo {
+                name: src.name.clone(),
+                kind: kind.into(),
+                url: src.url.clone(),
+                files: files.iter().map(|p| p.display().to_string()).collect(),
+                entries: report.stats.blocks + report.stats.allows,
+                skipped: report.stats.unsupported + report.stats.invalid,
+                last_success: meta.as_ref().and_then(|m| iso(m.last_success_unix)),
+                last_error: meta.as_ref().and_then(|m| m.last_error.clone()).or_else(|| report.errors.first().cloned()),
+                etag: meta.as_ref().and_then(|m| m.etag.clone()),
+                bytes: files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vetting_downloads() {
+        assert!(vet(b"ads.example\n0.0.0.0 b.example\n", None).is_ok());
+        assert_eq!(vet(b"", None).unwrap_err(), "empty download");
+        assert_eq!(vet(b"ads.example\n\x00\x01\x02", None).unwrap_err(), "binary data, not a list");
+        assert!(vet(b"# only comments\n! here\n", None).unwrap_err().starts_with("no entries"));
+        let html = b"<html>\n<head><title>Not here</title></head>\n<body>moved</body>\n</html>\n";
+        assert!(vet(html, None).is_err(), "an error page is not a list");
+        let small: Vec<u8> = (0..50).flat_map(|i| format!("n{i}.example\n").into_bytes()).collect();
+        assert!(vet(&small, Some(100_000)).unwrap_err().starts_with("shrank from 100000 to 50"));
+        assert!(vet(&small, Some(400)).is_ok(), "small lists may shrink");
+    }
+
+    #[test]
+    fn vetting_in_pieces_matches_vetting_whole() {
+        let body: Vec<u8> = (0..3000).flat_map(|i| format!("0.0.0.0 host{i}.example\n# c\n").into_bytes()).collect();
+        let whole = vet(&body, None).unwrap();
+        for piece in [1, 7, 100, 4096] {
+            let mut v = Vetter::default();
+            body.chunks(piece).for_each(|c| v.feed(c));
+            assert_eq!(v.finish(None).unwrap(), whole, "pieces of {piece}");
+        }
+        let mut v = Vetter::default();
+        v.feed(b"no-newline-at-end.example");
+        assert_eq!(v.finish(None).unwrap().blocks, 1);
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_files() {
+        let dir = std::env::temp_dir().join(format!("hydradns-atomic-{}", std::process::id()));
+        let p = dir.join("sub/list.txt");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert!(!dir.join("sub/list.txt.tmp").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

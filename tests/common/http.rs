@@ -1,0 +1,211 @@
+//! A small HTTP/1.1 (and HTTPS) server on loopback for the list download
+//! tests: each path serves a scripted behaviour that a test can switch while
+//! the gateway runs.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What a path answers.
+#[derive(Clone, Debug)]
+pub enum Route {
+    /// 200 with this body and ETag; 304 when the request carries that ETag.
+    List { body: Vec<u8>, etag: String },
+    /// Just this status, empty body.
+    Status(u16),
+    /// Accept the request and never answer.
+    Hang,
+    /// Promise twice the body's length, send the body, close.
+    Truncated(Vec<u8>),
+    /// 200 streaming this many bytes of list lines.
+    Endless(u64),
+}
+
+#[derive(Default)]
+struct State {
+    routes: HashMap<String, Route>,
+    /// (path, If-None-Match) of every request.
+    hits: Vec<(String, Option<String>)>,
+}
+
+/// A running server.
+pub struct HttpServer {
+    pub addr: SocketAddr,
+    tls: bool,
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+}
+
+fn tls_config() -> Arc<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls");
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(format!("{dir}/server.pem")).unwrap().map(|c| c.unwrap()).collect();
+    let key = PrivateKeyDer::from_pem_file(format!("{dir}/server.key")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    Arc::new(config)
+}
+
+/// The test CA that signed the HTTPS server's certificate.
+pub fn test_ca() -> std::path::PathBuf {
+    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls/ca.pem"))
+}
+
+impl HttpServer {
+    pub fn start() -> HttpServer {
+        HttpServer::launch(false)
+    }
+
+    pub fn start_tls() -> HttpServer {
+        HttpServer::launch(true)
+    }
+
+    fn launch(tls: bool) -> HttpServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let s = HttpServer {
+            addr: listener.local_addr().unwrap(),
+            tls,
+            state: Arc::new(Mutex::new(State::default())),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let (state, stop) = (s.state.clone(), s.stop.clone());
+        let config = tls.then(tls_config);
+        std::thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                let Ok((tcp, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let (state, stop, config) = (state.clone(), stop.clone(), config.clone());
+                std::thread::spawn(move || {
+                    tcp.set_nonblocking(false).unwrap();
+                    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    match config {
+                        Some(c) => {
+                            let Ok(conn) = rustls::ServerConnection::new(c) else { return };
+                            serve(rustls::StreamOwned::new(conn, tcp), &state, &stop);
+                        }
+                        None => serve(tcp, &state, &stop),
+                    }
+                });
+            }
+        });
+        s
+    }
+
+    pub fn set(&self, path: &str, route: Route) {
+        self.state.lock().unwrap().routes.insert(path.to_string(), route);
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}://127.0.0.1:{}{path}", if self.tls { "https" } else { "http" }, self.addr.port())
+    }
+
+    /// Requests for `path`.
+    pub fn hits(&self, path: &str) -> usize {
+        self.state.lock().unwrap().hits.iter().filter(|(p, _)| p == path).count()
+    }
+
+    /// Requests for `path` that carried If-None-Match.
+    pub fn conditional_hits(&self, path: &str) -> usize {
+        self.state.lock().unwrap().hits.iter().filter(|(p, e)| p == path && e.is_some()).count()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.stop.store(true, SeqCst);
+    }
+}
+
+/// A list body of `n` names under `domain`.
+pub fn list_body(n: usize, domain: &str) -> Vec<u8> {
+    let mut b = format!("# {n} test names\n").into_bytes();
+    for i in 0..n {
+        b.extend_from_slice(format!("h{i}.{domain}\n").as_bytes());
+    }
+    b
+}
+
+fn serve<S: Read + Write>(stream: S, state: &Mutex<State>, stop: &AtomicBool) {
+    let mut reader = BufReader::new(stream);
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+        return;
+    }
+    let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let mut if_none_match = None;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':')
+            && k.trim().eq_ignore_ascii_case("if-none-match")
+        {
+            if_none_match = Some(v.trim().to_string());
+        }
+    }
+    let route = {
+        let mut s = state.lock().unwrap();
+        s.hits.push((path.clone(), if_none_match.clone()));
+        s.routes.get(&path).cloned()
+    };
+    let mut out = reader.into_inner();
+    let head = |status: &str, len: u64, extra: &str| {
+        format!("HTTP/1.1 {status}\r\nContent-Length: {len}\r\nConnection: close\r\n{extra}\r\n")
+    };
+    let _ = match route {
+        None => out.write_all(head("404 Not Found", 0, "").as_bytes()),
+        Some(Route::Status(code)) => out.write_all(head(&format!("{code} Scripted"), 0, "").as_bytes()),
+        Some(Route::List { body, etag }) => {
+            if if_none_match.as_deref() == Some(etag.as_str()) {
+                out.write_all(head("304 Not Modified", 0, &format!("ETag: {etag}\r\n")).as_bytes())
+            } else {
+                let mut r = head("200 OK", body.len() as u64, &format!("ETag: {etag}\r\n")).into_bytes();
+                r.extend_from_slice(&body);
+                out.write_all(&r)
+            }
+        }
+        Some(Route::Hang) => {
+            for _ in 0..600 {
+                if stop.load(SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Ok(())
+        }
+        Some(Route::Truncated(body)) => {
+            let mut r = head("200 OK", 2 * body.len() as u64, "").into_bytes();
+            r.extend_from_slice(&body);
+            out.write_all(&r)
+        }
+        Some(Route::Endless(total)) => {
+            let chunk: Vec<u8> = (0..1000).flat_map(|i| format!("e{i}.endless.example\n").into_bytes()).collect();
+            let _ = out.write_all(head("200 OK", total, "").as_bytes());
+            let mut sent = 0u64;
+            while sent < total {
+                let n = chunk.len().min((total - sent) as usize);
+                if out.write_all(&chunk[..n]).is_err() {
+                    break;
+                }
+                sent += n as u64;
+            }
+            Ok(())
+        }
+    };
+    let _ = out.flush();
+}
