@@ -19,6 +19,8 @@ sustain_secs=${DURATION:-$([ $quick = 1 ] && echo 10 || echo 60)}
 
 command -v dnsperf >/dev/null || { sudo -n true 2>/dev/null && SUDO=sudo || SUDO=; $SUDO apt-get install -y dnsperf >/dev/null; }
 cargo build --release --quiet
+# HYDRADNS_BIN picks another build, e.g. the static musl one from scripts/build-release.sh.
+bin=${HYDRADNS_BIN:-target/release/hydradns}
 cargo build --release --quiet --example synth-list
 
 work=$(mktemp -d)
@@ -47,7 +49,7 @@ config querylog 'querylog'
 	option flush_interval '0'
 	option max_size '64M'
 CONF
-    taskset -c 0 target/release/hydradns run --log stderr -c "$work/conf" 2>"$work/log" &
+    taskset -c 0 "$bin" run --log stderr -c "$work/conf" 2>"$work/log" &
     pid=$!
     for _ in $(seq 100); do grep -q "ready with" "$work/log" 2>/dev/null && return; sleep 0.05; done
     echo "server did not start:"; cat "$work/log"; exit 1
@@ -55,7 +57,7 @@ CONF
 stop_server() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 stat_field() { # $1 = python expression on the report r
-    target/release/hydradns stats -c "$work/conf" --json | python3 -c "import json,sys; r=json.load(sys.stdin); print($1)"
+    "$bin" stats -c "$work/conf" --json | python3 -c "import json,sys; r=json.load(sys.stdin); print($1)"
 }
 saturate() { # prints "qps cpu_us_per_query logged_share"
     local t0 q0 out qps t1 q1 w

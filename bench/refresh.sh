@@ -17,6 +17,8 @@ secs=$([ $quick = 1 ] && echo 8 || echo 20)
 
 command -v dnsperf >/dev/null || apt-get install -y dnsperf >/dev/null
 cargo build --release --quiet
+# HYDRADNS_BIN picks another build, e.g. the static musl one from scripts/build-release.sh.
+bin=${HYDRADNS_BIN:-target/release/hydradns}
 cargo build --release --quiet --example synth-list
 cargo build --release --quiet --example echo-responder
 
@@ -49,17 +51,18 @@ config blocklist
 	option name 'big'
 	option url 'http://127.0.0.1:$hport/list.txt'
 config querylog 'querylog'
+	option enabled '${QUERYLOG:-1}'
 	option path '$work/live/queries.db'
 	option flash_path '$work/flash/queries.db'
 	option flush_interval '0'
 CONF
-taskset -c 0 target/release/hydradns run --log stderr -c "$work/conf" 2>"$work/log" &
+taskset -c 0 "$bin" run --log stderr -c "$work/conf" 2>"$work/log" &
 gw=$!; pids+=($gw)
 for _ in $(seq 600); do grep -q "policy: [1-9]" "$work/log" 2>/dev/null && break; sleep 0.1; done
 grep -q "policy: [1-9]" "$work/log" || { echo "the list was not loaded:"; cat "$work/log"; exit 1; }
 sleep 1
 kib() { awk -v k="$1" '/'"$1"'/ {print $2}' "/proc/$gw/status"; }
-stat_field() { target/release/hydradns stats -c "$work/conf" --json | python3 -c "import json,sys; r=json.load(sys.stdin); print($1)"; }
+stat_field() { "$bin" stats -c "$work/conf" --json | python3 -c "import json,sys; r=json.load(sys.stdin); print($1)"; }
 latency() { # dnsperf -v output on stdin: prints "sent lost p50 p99 p99.9 max" in ms
     python3 -c '
 import sys
@@ -94,7 +97,7 @@ echo 5 > "/proc/$gw/clear_refs" 2>/dev/null || true
     while [ $SECONDS -lt "$end" ]; do
         echo "changed-$n.refresh.example" >> "$work/www/list.txt"; n=$((n + 1))
         touch -d "+$n minutes" "$work/www/list.txt"
-        target/release/hydradns update -c "$work/conf" >/dev/null 2>&1 || true
+        "$bin" update -c "$work/conf" >/dev/null 2>&1 || true
         sleep 4
     done
     echo "$n" > "$work/refreshes"

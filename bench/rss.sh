@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
+# HYDRADNS_BIN picks another build, e.g. the static musl one from scripts/build-release.sh.
+bin=${HYDRADNS_BIN:-target/release/hydradns}
 cargo build --release --quiet --example synth-list
 work=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -45,7 +47,7 @@ config querylog 'querylog'
 	option flash_path '$work/flash/queries.db'
 CONF
     start=$(date +%s.%N)
-    target/release/hydradns run --log stderr -c "$work/conf" 2>"$work/log" &
+    "$bin" run --log stderr -c "$work/conf" 2>"$work/log" &
     pid=$!
     first_answer "$port"
     end=$(date +%s.%N)

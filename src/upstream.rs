@@ -170,7 +170,21 @@ fn is_reply_to(r: &[u8], id: u16, q: &Query) -> bool {
     let same_question = r.get(HEADER_LEN..end + 4).is_some_and(|question| {
         wire::names_equal(&question[..name_len], q.qname) && question[name_len..] == q.question()[name_len..]
     });
-    same_question && simple_dns::Packet::parse(r).is_ok()
+    // Every record must be walkable; simple-dns also checks RDATA when it knows the type.
+    same_question && records_walk(r) && (!wire::simple_dns_knows(q.qtype) || simple_dns::Packet::parse(r).is_ok())
+}
+
+/// Do all records of `r` parse as records and end inside it?
+fn records_walk(r: &[u8]) -> bool {
+    let [_, an, ns, ar] = header::counts(r);
+    let Some(mut pos) = wire::skip_name(r, HEADER_LEN).map(|p| p + 4) else { return false };
+    for _ in 0..(an as usize + ns as usize + ar as usize) {
+        match wire::read_rr(r, pos) {
+            Some(rr) => pos = rr.end,
+            None => return false,
+        }
+    }
+    true
 }
 
 fn unspecified_for(addr: &SocketAddr) -> SocketAddr {

@@ -261,8 +261,32 @@ pub enum Reject {
     NotImp,
 }
 
+/// Does simple-dns know this record type? It refuses messages whose
+/// question has a type it does not know, which RFC 3597 says a resolver must
+/// pass on, so it judges only messages about types it knows.
+pub fn simple_dns_knows(t: u16) -> bool {
+    matches!(t, 251..=255) || !matches!(simple_dns::TYPE::from(t), simple_dns::TYPE::Unknown(_))
+}
+
+/// Do the options of an OPT record (RDATA at `rdata..end`) tile it exactly?
+fn opt_options_ok(msg: &[u8], rdata: usize, end: usize) -> bool {
+    let mut p = rdata;
+    while p < end {
+        match u16_at(msg, p + 2) {
+            Some(len) if p + 4 + len as usize <= end => p += 4 + len as usize,
+            _ => return false,
+        }
+    }
+    p == end
+}
+
 /// Checks a client message and views its question and EDNS. An EDNS version
 /// above 0 is accepted here; the caller answers it BADVERS.
+///
+/// A plain query (one question, at most an OPT record) is checked here in
+/// full without allocating: header, labels, lengths, the OPT's owner,
+/// position and option framing. Anything else a query might carry goes to
+/// simple-dns as well, which must accept the whole message.
 pub fn parse_query(msg: &[u8]) -> Result<Query<'_>, Reject> {
     if msg.len() < HEADER_LEN {
         return Err(Reject::Drop);
@@ -273,9 +297,6 @@ pub fn parse_query(msg: &[u8]) -> Result<Query<'_>, Reject> {
     }
     if f & flags::OPCODE_MASK != 0 {
         return Err(Reject::NotImp);
-    }
-    if simple_dns::Packet::parse(msg).is_err() {
-        return Err(Reject::FormErr);
     }
     let [qd, an, ns, ar] = header::counts(msg);
     if qd != 1 {
@@ -293,13 +314,21 @@ pub fn parse_query(msg: &[u8]) -> Result<Query<'_>, Reject> {
         let rr = read_rr(msg, pos).ok_or(Reject::FormErr)?;
         if rr.rtype == rtype::OPT {
             // RFC 6891: one OPT, owned by the root, in the additional section.
-            if edns.is_some() || i < an as usize + ns as usize || msg[pos] != 0 {
+            if edns.is_some()
+                || i < an as usize + ns as usize
+                || msg[pos] != 0
+                || !opt_options_ok(msg, rr.rdata_pos, rr.end)
+            {
                 return Err(Reject::FormErr);
             }
             let ttl = rr.ttl(msg);
             edns = Some(Edns { udp_size: rr.class, version: (ttl >> 16) as u8, dnssec_ok: ttl & 0x8000 != 0 });
         }
         pos = rr.end;
+    }
+    let plain = an == 0 && ns == 0 && ar as usize == usize::from(edns.is_some());
+    if !plain && simple_dns_knows(qtype) && simple_dns::Packet::parse(msg).is_err() {
+        return Err(Reject::FormErr);
     }
     Ok(Query { msg, id: header::id(msg), flags: f, qname, qtype, qclass, question_end, edns })
 }
@@ -537,6 +566,33 @@ pub(crate) mod tests {
         m.extend_from_slice(&opt);
         m[11] = 2; // two OPT records
         assert_eq!(parse_query(&m).unwrap_err(), Reject::FormErr);
+    }
+
+    #[test]
+    fn unknown_types_and_opt_framing() {
+        // RFC 3597: a type nobody knows is still a query to forward.
+        for t in [99u16, 1000, 65280] {
+            assert!(!simple_dns_knows(t));
+            assert_eq!(parse_query(&query(1, "a.example", t, Some((1232, false)))).unwrap().qtype, t);
+        }
+        assert!(simple_dns_knows(rtype::A) && simple_dns_knows(255));
+        // An OPT whose option length runs past its RDATA.
+        let mut m = query(1, "a.example", rtype::A, Some((1232, false)));
+        let rdlen = m.len() - 2;
+        m[rdlen + 1] = 4;
+        m.extend_from_slice(&[0, 10, 0, 9]);
+        assert_eq!(parse_query(&m).unwrap_err(), Reject::FormErr);
+        // A well-formed option (a cookie, 8 bytes) is fine.
+        let mut m = query(1, "a.example", rtype::A, Some((1232, false)));
+        let rdlen = m.len() - 2;
+        m[rdlen + 1] = 12;
+        m.extend_from_slice(&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(parse_query(&m).is_ok());
+        // A query carrying an answer record goes to simple-dns, which wants valid RDATA.
+        let mut m = query(1, "a.example", rtype::A, None);
+        m[7] = 1;
+        m.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 3, 1, 2, 3]);
+        assert_eq!(parse_query(&m).unwrap_err(), Reject::FormErr, "an A record with 3 bytes of address");
     }
 
     #[test]

@@ -6,7 +6,6 @@
 
 mod common;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
@@ -220,7 +219,7 @@ fn sigkill_during_flash_copies_never_leaves_a_torn_file() {
     );
     let cfg = dir.file("hydradns.conf", &text);
     for round in 0..4 {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hydradns"))
+        let mut child = common::hydradns()
             .args(["run", "--log", "stderr", "-c", cfg.to_str().unwrap()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

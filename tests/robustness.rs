@@ -63,6 +63,30 @@ fn malformed_queries_get_formerr_notimp_or_nothing() {
     assert_eq!((s["dropped"], s["formerr"], s["notimp"], s["badvers"]), (13, 3, 2, 1), "{s:?}");
 }
 
+/// A response whose records all walk; simple-dns must also accept it when it
+/// knows the question's type (it refuses unknown types, which fuzzing makes).
+fn well_formed(m: &[u8]) -> bool {
+    use hydradns::wire::{HEADER_LEN, header, read_rr, simple_dns_knows, skip_name, u16_at};
+    if m.len() < HEADER_LEN || header::flags(m) & 0x8000 == 0 {
+        return false;
+    }
+    let [qd, an, ns, ar] = header::counts(m);
+    let mut pos = HEADER_LEN;
+    let mut qtype = 1;
+    for _ in 0..qd {
+        let Some(p) = skip_name(m, pos) else { return false };
+        qtype = u16_at(m, p).unwrap_or(0);
+        pos = p + 4;
+    }
+    for _ in 0..(an as usize + ns as usize + ar as usize) {
+        match read_rr(m, pos) {
+            Some(rr) => pos = rr.end,
+            None => return false,
+        }
+    }
+    pos <= m.len() && (qd == 0 || !simple_dns_knows(qtype) || simple_dns::Packet::parse(m).is_ok())
+}
+
 #[test]
 fn random_garbage_never_stops_the_server() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
@@ -99,8 +123,7 @@ fn random_garbage_never_stops_the_server() {
         }
         std::thread::sleep(Duration::from_millis(5));
         while let Ok((n, _)) = sock.recv_from(&mut buf) {
-            let r = simple_dns::Packet::parse(&buf[..n]).expect("every answer is well formed");
-            assert!(r.has_flags(simple_dns::PacketFlag::RESPONSE));
+            assert!(well_formed(&buf[..n]), "malformed answer {:?}", &buf[..n]);
             answers += 1;
         }
     }

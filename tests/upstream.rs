@@ -142,3 +142,20 @@ fn misses_beyond_forward_max_are_refused_and_counted() {
     assert_eq!((s["forwarded"], s["overloaded"], s["failed"]), (5, 15, 5), "{s:?}");
     assert_eq!(s["udp_queries"], 20);
 }
+
+/// RFC 3597: a type the gateway has never heard of is still forwarded and answered.
+#[test]
+fn unknown_record_types_are_forwarded() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    for t in [99u16, 65280] {
+        // simple-dns cannot parse these either, so check the answer's bytes.
+        let mut q = build_query(0x7777, "private-type.example", A, None);
+        let at = q.len() - 4;
+        q[at..at + 2].copy_from_slice(&t.to_be_bytes());
+        let r = udp_raw(gw.addr, &q, Duration::from_secs(3)).expect("an answer");
+        assert_eq!((r[0], r[1], r[2] & 0x80, r[3] & 0x0f), (0x77, 0x77, 0x80, 0), "type {t}: NOERROR");
+        assert_eq!(&r[r.len() - 4..r.len() - 2], &t.to_be_bytes(), "question echoed");
+    }
+    assert_eq!(up.seen("private-type.example"), 2);
+}

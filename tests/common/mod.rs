@@ -106,7 +106,14 @@ impl Upstream {
                 if b.silent.load(SeqCst) {
                     continue;
                 }
-                let Some((name, qtype)) = question(&msg) else { continue };
+                let Some((name, qtype)) = question(&msg) else {
+                    // A type simple-dns does not know: answer NOERROR, no records, by hand.
+                    if let Some((name, qtype)) = raw_question(&msg) {
+                        log.lock().unwrap().push((name, qtype, false));
+                        let _ = udp.send_to(&raw_nodata(&msg), peer);
+                    }
+                    continue;
+                };
                 log.lock().unwrap().push((name.clone(), qtype, false));
                 let delay = b.delay_ms.load(SeqCst);
                 let udp = udp.clone();
@@ -180,6 +187,35 @@ fn question(msg: &[u8]) -> Option<(String, u16)> {
     let q = p.questions.first()?;
     let qtype: u16 = q.qtype.into();
     Some((q.qname.to_string().to_ascii_lowercase(), qtype))
+}
+
+/// The question of a query simple-dns will not parse (an unknown type).
+fn raw_question(msg: &[u8]) -> Option<(String, u16)> {
+    let mut labels = Vec::new();
+    let mut p = 12;
+    loop {
+        let len = *msg.get(p)? as usize;
+        if len == 0 {
+            break;
+        }
+        labels.push(String::from_utf8_lossy(msg.get(p + 1..p + 1 + len)?).to_ascii_lowercase());
+        p += 1 + len;
+    }
+    let t = u16::from_be_bytes([*msg.get(p + 1)?, *msg.get(p + 2)?]);
+    Some((labels.join("."), t))
+}
+
+/// NOERROR with no records, for a query given as bytes: header and question only.
+fn raw_nodata(msg: &[u8]) -> Vec<u8> {
+    let mut p = 12;
+    while msg[p] != 0 {
+        p += 1 + msg[p] as usize;
+    }
+    let mut r = msg[..p + 5].to_vec();
+    r[2] = 0x81;
+    r[3] = 0x80;
+    r[6..12].copy_from_slice(&[0, 0, 0, 0, 0, 0]);
+    r
 }
 
 fn soa(zone: &str, ttl: u32, minimum: u32) -> ResourceRecord<'static> {
@@ -375,6 +411,21 @@ pub fn tcp(server: SocketAddr, name: &str, qtype: u16) -> Reply {
 
 // ---------------------------------------------------------------- the gateway
 
+/// The binary under test: this build's, or `HYDRADNS_TEST_BIN` (a cross-built
+/// one) run through `HYDRADNS_TEST_RUNNER` (e.g. `qemu-aarch64`), so the same
+/// tests check the router binaries under emulation.
+pub fn hydradns() -> Command {
+    let bin = std::env::var_os("HYDRADNS_TEST_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_hydradns").into());
+    match std::env::var_os("HYDRADNS_TEST_RUNNER") {
+        Some(runner) => {
+            let mut c = Command::new(runner);
+            c.arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    }
+}
+
 /// The real binary, started on 127.0.0.1:0 with a config written for the test.
 pub struct Gateway {
     child: Child,
@@ -430,7 +481,7 @@ impl Gateway {
     }
 
     pub fn start_with(dir: TempDir, config: PathBuf) -> Gateway {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hydradns"))
+        let mut child = hydradns()
             .args(["run", "--log", "stderr", "-c"])
             .arg(&config)
             .stdin(Stdio::null())
@@ -449,7 +500,8 @@ impl Gateway {
             }
         });
         let mut g = Gateway { child, addr: "0.0.0.0:0".parse().unwrap(), addrs: Vec::new(), config, log, dir };
-        assert!(g.wait_log("ready with ", Duration::from_secs(10)), "gateway did not start:\n{}", g.log());
+        // Emulated binaries start slower.
+        assert!(g.wait_log("ready with ", Duration::from_secs(30)), "gateway did not start:\n{}", g.log());
         g.addrs =
             g.log().lines().filter_map(|l| l.split("listening on ").nth(1)?.split(' ').next()?.parse().ok()).collect();
         g.addr = g.addrs[0];
@@ -546,7 +598,7 @@ impl Drop for Gateway {
 
 /// Runs the binary with `args` and returns (exit code, stdout, stderr).
 pub fn cli(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hydradns")).args(args).output().unwrap();
+    let out = hydradns().args(args).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Static musl release binaries for the router targets, checked and copied to
+# dist/. Installs what it needs (Zig and cargo-zigbuild from PyPI, rustup
+# targets, rust-src). Fails if a binary is not static or aarch64 is over its
+# size budget.
+#   scripts/build-release.sh [TARGET…]
+#   (default: aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf x86_64-unknown-linux-musl)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf x86_64-unknown-linux-musl)
+# Budget from the issue: the aarch64 package must fit small flash.
+budget_aarch64=$((3 * 1024 * 1024))
+version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
+
+command -v cargo-zigbuild >/dev/null || pip install --quiet ziglang cargo-zigbuild
+for t in "${targets[@]}"; do
+    case "$t" in
+        armv7-*) rustup component list --installed | grep -q '^rust-src' || rustup component add rust-src ;;
+        *) rustup target list --installed | grep -qx "$t" || rustup target add "$t" ;;
+    esac
+done
+
+mkdir -p dist
+printf '| target | stripped size | static |\n|---|---|---|\n' > dist/sizes.md
+for t in "${targets[@]}"; do
+    case "$t" in
+        # No prebuilt std for armv7 musl here: build it from rust-src.
+        armv7-*) RUSTC_BOOTSTRAP=1 cargo zigbuild --release --target "$t" -Zbuild-std=std,panic_abort ;;
+        *) cargo zigbuild --release --target "$t" ;;
+    esac
+    bin="target/$t/release/hydradns"
+    # A dynamic executable names its loader in a PT_INTERP header.
+    if readelf -l "$bin" | grep -q INTERP; then
+        echo "error: $bin is dynamically linked" >&2
+        exit 1
+    fi
+    size=$(stat -c %s "$bin")
+    if [ "$t" = aarch64-unknown-linux-musl ] && [ "$size" -gt "$budget_aarch64" ]; then
+        echo "error: $bin is $size bytes, over the aarch64 budget of $budget_aarch64" >&2
+        exit 1
+    fi
+    cp "$bin" "dist/hydradns-$version-$t"
+    awk -v t="$t" -v s="$size" 'BEGIN { printf "| %s | %d bytes (%.2f MiB) | yes |\n", t, s, s / 1048576 }' >> dist/sizes.md
+done
+cat dist/sizes.md
