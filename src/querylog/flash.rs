@@ -47,7 +47,10 @@ pub fn flush(live: &Path, flash: &Path) -> Result<u64, String> {
     if !live.exists() {
         return Err(format!("{} does not exist", live.display()));
     }
-    let src = Connection::open_with_flags(live, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+    // Read-write although it only reads: the last flush runs after the writer
+    // has closed, and only a read-write last connection removes the -wal and
+    // -shm files on close instead of leaving them behind on tmpfs.
+    let src = Connection::open_with_flags(live, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .map_err(|e| format!("open {}: {e}", live.display()))?;
     src.busy_timeout(Duration::from_secs(5)).map_err(|e| e.to_string())?;
     let dir = flash.parent().ok_or("flash path has no directory")?;
@@ -164,6 +167,13 @@ mod tests {
         let back = Connection::open(&live).unwrap();
         let n: i64 = back.query_row("SELECT count(*) FROM queries", [], |r| r.get(0)).unwrap();
         assert_eq!(n, 1);
+        drop(back);
+        // The final flush at shutdown runs after the writer closed: it must
+        // not leave the WAL side files behind.
+        flush(&live, &flash).unwrap();
+        for side in ["q.db-wal", "q.db-shm"] {
+            assert!(!d.join("live").join(side).exists(), "{side} left behind");
+        }
         let _ = std::fs::remove_dir_all(&d);
     }
 
