@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0; [ "${1:-}" = "--quick" ] && quick=1
 sat_secs=$([ $quick = 1 ] && echo 3 || echo 10)
-rounds=$([ $quick = 1 ] && echo 1 || echo 3)
+rounds=${ROUNDS:-$([ $quick = 1 ] && echo 1 || echo 3)}
 sustain_secs=${DURATION:-$([ $quick = 1 ] && echo 10 || echo 60)}
 
 command -v dnsperf >/dev/null || { sudo -n true 2>/dev/null && SUDO=sudo || SUDO=; $SUDO apt-get install -y dnsperf >/dev/null; }
@@ -72,7 +72,7 @@ saturate() { # prints "qps cpu_us_per_query logged_share"
 }
 
 declare -a off_qps on_qps off_cpu on_cpu on_logged
-for r in $(seq "$rounds"); do
+for _ in $(seq "$rounds"); do
     for mode in 0 1; do
         start_server "$mode"
         read -r qps cpu logged < <(saturate)

@@ -55,7 +55,21 @@ fn main() {
     let mut cfg = Config::builtin();
     cfg.cache_size = 65536;
     let policy = Policy::load(&[src], cfg.block_mode, cfg.block_ttl);
-    let engine = Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), None);
+    // LOG=1 adds a query log whose 16-entry queue is full almost all the
+    // time (the writer waits 60 s for a batch): the hot-path cost of logging
+    // is then one try_send that fails and a counted drop.
+    let log = std::env::var("LOG").ok();
+    let qlcfg = hydradns::config::QueryLogConfig {
+        path: std::env::temp_dir().join(format!("engine-cost-{}.db", std::process::id())),
+        flash_path: std::env::temp_dir().join(format!("engine-cost-{}-flash.db", std::process::id())),
+        queue_size: 16,
+        batch_size: 65_536,
+        batch_interval: std::time::Duration::from_secs(60),
+        ..Default::default()
+    };
+    let querylog = log.as_deref().map(|_| hydradns::querylog::QueryLog::start(&qlcfg).expect("query log"));
+    let engine =
+        Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), querylog.as_ref().map(|q| q.logger.clone()));
     let stats = Counters::default();
 
     let blocked: Vec<Vec<u8>> =
@@ -88,4 +102,9 @@ fn main() {
         let ns = t.elapsed().as_nanos() as f64 / (rounds * set.len()).max(1) as f64;
         println!("| {label} | {ns:.0} |");
     }
+    if let Some(q) = querylog {
+        q.shutdown();
+    }
+    let _ = std::fs::remove_file(&qlcfg.path);
+    let _ = std::fs::remove_file(&qlcfg.flash_path);
 }

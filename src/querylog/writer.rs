@@ -402,6 +402,9 @@ fn insert(conn: &mut Connection, rows: &[Row], text: &str) -> rusqlite::Result<(
                 }
             }
             stmt.raw_execute()?;
+            // Give a waiting worker the core between chunks: a batch is a few
+            // hundred microseconds of work, a query should not wait for all of it.
+            std::thread::yield_now();
         }
         let mut totals = tx.prepare_cached(
             "INSERT INTO totals (outcome, count) VALUES (?1, ?2)
