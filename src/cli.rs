@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::config::{Config, ConfigError, DEFAULT_CONFIG_PATH, parse_duration};
+use crate::config::{Config, ConfigError, DEFAULT_CONFIG_PATH, DnsmasqMode, parse_duration};
 use crate::control;
 use crate::lists;
 use crate::logging::{self, Target};
@@ -20,7 +20,7 @@ use nanoserde::{DeJson, SerJson};
 const USAGE: &str = "\
 usage:
   hydradns run [-c FILE] [--log syslog|stderr] [-v]   serve DNS in the foreground
-  hydradns check-config -c FILE                       validate FILE; print FILE:LINE: problem
+  hydradns check-config -c FILE [--shell]             validate FILE; print FILE:LINE: problem
   hydradns check -c FILE NAME                         is NAME blocked, and by which list?
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
   hydradns log [-c FILE] [--limit N] [--blocked] [--client IP] [--domain PATTERN] [--since 1h] [--json]
@@ -39,6 +39,7 @@ struct Args {
     log: Option<Target>,
     verbose: bool,
     json: bool,
+    shell: bool,
     limit: Option<usize>,
     blocked: bool,
     clients: bool,
@@ -86,6 +87,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             "--json" => {
                 out.json = true;
                 "--json"
+            }
+            "--shell" => {
+                out.shell = true;
+                "--shell"
             }
             "--limit" | "-n" => {
                 let v = value("a number")?;
@@ -224,7 +229,7 @@ fn required_config(args: &Args, cmd: &str) -> Result<Config, ExitCode> {
 }
 
 fn check_config(args: Args) -> ExitCode {
-    if let Err(e) = args.only("check-config", &["-c"]) {
+    if let Err(e) = args.only("check-config", &["-c", "--shell"]) {
         return usage_error(e);
     }
     let cfg = match required_config(&args, "check-config") {
@@ -233,6 +238,22 @@ fn check_config(args: Args) -> ExitCode {
     };
     for w in &cfg.warnings {
         eprintln!("{w} (warning)");
+    }
+    if args.shell {
+        // For the init script to eval: everything it needs, read by the same
+        // parser as the daemon's, in values that need no quoting.
+        let mode = match cfg.dnsmasq_mode {
+            DnsmasqMode::Off => "off",
+            DnsmasqMode::Upstream => "upstream",
+            DnsmasqMode::Replace => "replace",
+        };
+        let server = cfg.dnsmasq_server().map(|s| format!("{}#{}", s.ip(), s.port())).unwrap_or_default();
+        println!("hydradns_enabled={}", u8::from(cfg.enabled));
+        println!("hydradns_dnsmasq_mode={mode}");
+        println!("hydradns_dnsmasq_server={server}");
+        println!("hydradns_dnsmasq_port={}", cfg.dnsmasq_port);
+        println!("hydradns_restart_key={}", cfg.restart_key());
+        return ExitCode::SUCCESS;
     }
     let mut missing = false;
     for src in &cfg.lists {

@@ -36,6 +36,29 @@ fn check_config_reports_file_and_line() {
     assert!(err.contains("/nonexistent/hydradns.conf: cannot read"), "{err}");
 }
 
+/// The init script evals this: it must stay plain `name=value` lines.
+#[test]
+fn check_config_shell_output_for_the_init_script() {
+    let dir = TempDir::new();
+    let conf = dir.file(
+        "hydradns",
+        "config hydradns 'main'\n\toption enabled '0'\n\toption dnsmasq_mode 'upstream'\n\tlist listen '127.0.0.1:5300'\n",
+    );
+    let (code, out, err) = cli(&["check-config", "--shell", "-c", conf.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[..4],
+        [
+            "hydradns_enabled=0",
+            "hydradns_dnsmasq_mode=upstream",
+            "hydradns_dnsmasq_server=127.0.0.1#5300",
+            "hydradns_dnsmasq_port=5354"
+        ]
+    );
+    assert!(lines[4].starts_with("hydradns_restart_key=") && lines[4].len() == "hydradns_restart_key=".len() + 16);
+}
+
 #[test]
 fn run_refuses_a_broken_config() {
     let dir = TempDir::new();

@@ -19,6 +19,46 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/config/hydradns";
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 5353);
 /// Resolver file read for upstreams when the config names none.
 const RESOLV_CONF: &str = "/etc/resolv.conf";
+/// Reverse zones of private, shared and link-local addresses: in `replace`
+/// mode these go to dnsmasq, which knows the LAN's hosts.
+const PRIVATE_REVERSE_ZONES: &[&str] = &[
+    "10.in-addr.arpa",
+    "16.172.in-addr.arpa",
+    "17.172.in-addr.arpa",
+    "18.172.in-addr.arpa",
+    "19.172.in-addr.arpa",
+    "20.172.in-addr.arpa",
+    "21.172.in-addr.arpa",
+    "22.172.in-addr.arpa",
+    "23.172.in-addr.arpa",
+    "24.172.in-addr.arpa",
+    "25.172.in-addr.arpa",
+    "26.172.in-addr.arpa",
+    "27.172.in-addr.arpa",
+    "28.172.in-addr.arpa",
+    "29.172.in-addr.arpa",
+    "30.172.in-addr.arpa",
+    "31.172.in-addr.arpa",
+    "168.192.in-addr.arpa",
+    "254.169.in-addr.arpa",
+    "d.f.ip6.arpa",
+    "8.e.f.ip6.arpa",
+    "9.e.f.ip6.arpa",
+    "a.e.f.ip6.arpa",
+    "b.e.f.ip6.arpa",
+];
+
+/// How HydraDNS shares DNS with dnsmasq on OpenWrt (the init script does the dnsmasq side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DnsmasqMode {
+    /// No dnsmasq arrangement (off the router, or done by hand).
+    #[default]
+    Off,
+    /// dnsmasq keeps port 53 and forwards to us.
+    Upstream,
+    /// We take port 53; dnsmasq answers local names on `dnsmasq_port`.
+    Replace,
+}
 /// Upstreams used when neither the config nor resolv.conf gives one (Quad9, Cloudflare).
 const FALLBACK_UPSTREAMS: [IpAddr; 2] = [IpAddr::V4(Ipv4Addr::new(9, 9, 9, 9)), IpAddr::V4(Ipv4Addr::new(1, 1, 1, 1))];
 
@@ -167,6 +207,16 @@ pub struct Config {
     pub ca_file: PathBuf,
     /// Block answers whose CNAME chain passes through a blocked name.
     pub cname_inspection: bool,
+    /// File whose `nameserver` lines are the upstreams when none is configured.
+    pub resolv_file: PathBuf,
+    /// The dnsmasq arrangement.
+    pub dnsmasq_mode: DnsmasqMode,
+    /// dnsmasq's port in `replace` mode.
+    pub dnsmasq_port: u16,
+    /// The LAN's own domains, sent to dnsmasq in `replace` mode.
+    pub local_domains: Vec<String>,
+    /// `option enabled` of the main section: read by the init script only.
+    pub enabled: bool,
     /// How often a summary line goes to the log; 0 = never.
     pub stats_interval: Duration,
     /// Non-fatal findings (unknown options, ignored sections), as `file:line: text`.
@@ -230,6 +280,11 @@ impl Config {
             download_timeout: Duration::from_secs(120),
             ca_file: PathBuf::new(),
             cname_inspection: true,
+            resolv_file: PathBuf::from(RESOLV_CONF),
+            dnsmasq_mode: DnsmasqMode::Off,
+            dnsmasq_port: 5354,
+            local_domains: Vec::new(),
+            enabled: true,
             stats_interval: Duration::from_secs(3600),
             warnings: Vec::new(),
         };
@@ -299,6 +354,34 @@ impl Config {
         } else {
             cfg.upstreams_from = file.to_string();
         }
+        if cfg.dnsmasq_mode == DnsmasqMode::Upstream && cfg.dnsmasq_server().is_none() {
+            return Err(ConfigError {
+                file: file.into(),
+                line: line_of(&sections, "dnsmasq_mode"),
+                message: "dnsmasq_mode 'upstream' needs a listen address on 127.0.0.1 (or 0.0.0.0) on a port \
+                          other than 53, which dnsmasq keeps"
+                    .into(),
+            });
+        }
+        if cfg.dnsmasq_mode == DnsmasqMode::Replace {
+            if !cfg.listen.iter().any(|l| l.port() == 53) {
+                return Err(ConfigError {
+                    file: file.into(),
+                    line: line_of(&sections, "dnsmasq_mode"),
+                    message: "dnsmasq_mode 'replace' needs a listen address on port 53".into(),
+                });
+            }
+            if cfg.local_domains.is_empty() {
+                cfg.local_domains.push("lan".into());
+            }
+            // dnsmasq knows the LAN's names and addresses: send them there,
+            // unless the config already says where they go.
+            let mut domains = cfg.local_domains.clone();
+            domains.extend(PRIVATE_REVERSE_ZONES.iter().map(|z| z.to_string()));
+            domains.retain(|d| !cfg.forwards.iter().any(|f| f.domains.contains(d)));
+            let dnsmasq = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), cfg.dnsmasq_port);
+            cfg.forwards.push(Forward { domains, servers: vec![dnsmasq] });
+        }
         if cfg.min_ttl > cfg.max_ttl {
             return Err(ConfigError {
                 file: file.into(),
@@ -320,19 +403,55 @@ impl Config {
 
     /// Upstreams from /etc/resolv.conf, minus our own addresses; public resolvers otherwise.
     fn default_upstreams(&mut self) {
-        let from_resolv: Vec<SocketAddr> = std::fs::read_to_string(RESOLV_CONF)
+        // With dnsmasq forwarding to us, a loopback resolver on port 53 is
+        // dnsmasq itself: asking it would loop.
+        let dnsmasq_in_front = self.dnsmasq_mode == DnsmasqMode::Upstream;
+        let from_resolv: Vec<SocketAddr> = std::fs::read_to_string(&self.resolv_file)
             .map(|text| resolv_conf_servers(&text))
             .unwrap_or_default()
             .into_iter()
             .filter(|up| !self.listen.iter().any(|l| is_loop(l, up)))
+            .filter(|up| !(dnsmasq_in_front && up.ip().is_loopback() && up.port() == 53))
             .collect();
         if from_resolv.is_empty() {
             self.upstreams = FALLBACK_UPSTREAMS.iter().map(|ip| SocketAddr::new(*ip, 53)).collect();
             self.upstreams_from = "built-in fallback".into();
         } else {
             self.upstreams = from_resolv;
-            self.upstreams_from = RESOLV_CONF.into();
+            self.upstreams_from = self.resolv_file.display().to_string();
         }
+    }
+
+    /// In `upstream` mode, where dnsmasq forwards to: our first IPv4
+    /// listener reachable on 127.0.0.1, on a port dnsmasq does not hold.
+    pub fn dnsmasq_server(&self) -> Option<SocketAddr> {
+        self.listen
+            .iter()
+            .find(|l| {
+                l.port() != 53
+                    && (l.ip() == IpAddr::V4(Ipv4Addr::LOCALHOST) || l.ip() == IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+            })
+            .map(|l| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), l.port()))
+    }
+
+    /// Identifies the settings a reload cannot apply (sockets, threads, the
+    /// query log, the dnsmasq arrangement): the init script restarts instead
+    /// of reloading when it changes. FNV-1a of their debug form; stable for
+    /// one build, which is all it is compared within.
+    pub fn restart_key(&self) -> String {
+        let material = format!(
+            "{:?}|{}|{:?}|{:?}|{:?}|{}|{:?}",
+            self.listen,
+            self.worker_count(),
+            self.querylog,
+            self.control_socket,
+            self.dnsmasq_mode,
+            self.dnsmasq_port,
+            self.local_domains
+        );
+        let hash =
+            material.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        format!("{hash:016x}")
     }
 
     /// Worker threads to start: the configured count, else one per core.
@@ -450,6 +569,23 @@ impl SectionReader<'_> {
                 "download_timeout" => cfg.download_timeout = self.duration(v, 1000, 3_600_000)?,
                 "ca_file" => cfg.ca_file = PathBuf::from(&v.value),
                 "cname_inspection" => cfg.cname_inspection = self.boolean(v)?,
+                "resolv_file" => cfg.resolv_file = self.path(v)?,
+                "dnsmasq_mode" => {
+                    cfg.dnsmasq_mode = match v.value.as_str() {
+                        "off" | "" => DnsmasqMode::Off,
+                        "upstream" => DnsmasqMode::Upstream,
+                        "replace" => DnsmasqMode::Replace,
+                        _ => return Err(self.bad(v, "off, upstream or replace")),
+                    }
+                }
+                "dnsmasq_port" => cfg.dnsmasq_port = self.number(v, 1, 65_535)? as u16,
+                "local_domain" => {
+                    let name =
+                        crate::policy::formats::normalize_name(&v.value).ok_or_else(|| self.bad(v, "a domain name"))?;
+                    cfg.local_domains.push(name);
+                }
+                // Read by the init script: whether to start at all.
+                "enabled" => cfg.enabled = self.boolean(v)?,
                 "stats_interval" => cfg.stats_interval = self.duration(v, 0, 30 * 86_400_000)?,
                 _ => self.unknown(v),
             }
@@ -755,6 +891,61 @@ config mystery
             let e = Config::parse("f", text).unwrap_err();
             assert_eq!(e.line, line, "{e}");
         }
+    }
+
+    #[test]
+    fn dnsmasq_modes() {
+        let c = Config::parse("f", "config hydradns\n\toption dnsmasq_mode 'replace'\n\tlist listen '0.0.0.0:53'\n\tlist upstream '192.0.2.1'\n").unwrap();
+        let fwd = c.forwards.last().unwrap();
+        assert_eq!(fwd.servers, ["127.0.0.1:5354".parse().unwrap()]);
+        assert!(fwd.domains.contains(&"lan".to_string()) && fwd.domains.contains(&"168.192.in-addr.arpa".to_string()));
+        let e = Config::parse("f", "config hydradns\n\toption dnsmasq_mode 'replace'\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(Config::parse("f", "config hydradns\n\toption dnsmasq_mode 'sideways'\n").is_err());
+        let c = Config::parse(
+            "f",
+            "config hydradns\n\toption dnsmasq_mode 'upstream'\n\toption enabled '1'\n\tlist upstream '192.0.2.1'\n",
+        )
+        .unwrap();
+        assert!(c.forwards.is_empty() && c.warnings.is_empty(), "{:?}", c.warnings);
+        // In upstream mode dnsmasq on 127.0.0.1:53 is in front of us, not an upstream.
+        let dir = std::env::temp_dir().join(format!("hydradns-resolv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let resolv = dir.join("resolv.conf.auto");
+        std::fs::write(&resolv, "nameserver 127.0.0.1\nnameserver 192.0.2.53\n").unwrap();
+        let text =
+            format!("config hydradns\n\toption dnsmasq_mode 'upstream'\n\toption resolv_file '{}'\n", resolv.display());
+        let c = Config::parse("f", &text).unwrap();
+        assert_eq!(c.upstreams, ["192.0.2.53:53".parse().unwrap()]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn upstream_mode_needs_a_port_for_dnsmasq() {
+        let up = |listen: &str| {
+            Config::parse(
+                "f",
+                &format!(
+                    "config hydradns\n\toption dnsmasq_mode 'upstream'\n\tlist listen '{listen}'\n\tlist upstream '192.0.2.1'\n"
+                ),
+            )
+        };
+        assert_eq!(up("0.0.0.0:5353").unwrap().dnsmasq_server(), Some("127.0.0.1:5353".parse().unwrap()));
+        assert_eq!(up("127.0.0.1:53").unwrap_err().line, 2, "dnsmasq keeps 53");
+        assert!(up("[::1]:5353").is_err(), "dnsmasq is pointed at 127.0.0.1");
+    }
+
+    #[test]
+    fn restart_key_covers_what_a_reload_cannot_apply() {
+        let key = |extra: &str| {
+            Config::parse("f", &format!("config hydradns\n\tlist upstream '192.0.2.1'\n{extra}")).unwrap().restart_key()
+        };
+        let base = key("");
+        assert_eq!(base, key(""));
+        assert_eq!(base, key("\tlist upstream '192.0.2.2'\n\toption cache_size '100'\n"), "reloadable");
+        assert_ne!(base, key("\tlist listen '127.0.0.1:5300'\n"));
+        assert_ne!(base, key("\toption dnsmasq_port '5355'\n"));
+        assert_ne!(base, key("config querylog\n\toption retention '1d'\n"));
     }
 
     #[test]
