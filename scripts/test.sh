@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs them all: format check, clippy, unit
-# and integration tests. .ci/run calls this script; so does the README.
+# and integration tests, then the router side (scripts/test-openwrt.sh:
+# cross builds, the tests again under qemu, packages, init script, UCI).
+# .ci/run calls this script; so does the README.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,3 +20,5 @@ fi
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
+# Router builds, packages, init script and UCI compatibility.
+scripts/test-openwrt.sh

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The router side of the test suite: builds the static musl binaries for
+# aarch64, armv7 and x86_64 (scripts/build-release.sh), runs the integration
+# tests against the ARM ones under qemu-user, packages all three as .ipk and
+# checks the packages, runs the init script under busybox ash with the real
+# uci, holds the UCI parser against libuci, and lints the shell scripts.
+# Installs what it needs (Debian: qemu-user busybox shellcheck; PyPI: Zig,
+# cargo-zigbuild; rustup targets). scripts/test.sh calls it.
+#   scripts/test-openwrt.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+for tool in qemu-aarch64:qemu-user qemu-arm:qemu-user busybox:busybox shellcheck:shellcheck; do
+    command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    # shellcheck disable=SC2046  # one word per package
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+fi
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "shell scripts (shellcheck)"
+shellcheck scripts/*.sh bench/*.sh tests/openwrt/*.sh openwrt/build-ipk.sh openwrt/files/hydradns.init .ci/run
+
+step "static router binaries"
+scripts/build-release.sh
+version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
+
+# The integration tests that exercise the binary end to end, run against
+# the ARM builds under emulation: DNS over UDP and TCP, blocking, cache,
+# upstream failover, config errors and reloads, lists and downloads.
+arm_tests=(--test transport --test blocking --test cache --test upstream --test lifecycle --test lists --test lists_download)
+for pair in aarch64-unknown-linux-musl:qemu-aarch64 armv7-unknown-linux-musleabihf:qemu-arm; do
+    target=${pair%%:*} runner=${pair#*:}
+    step "integration tests against the $target binary under $runner"
+    HYDRADNS_TEST_BIN="$PWD/dist/hydradns-$version-$target" HYDRADNS_TEST_RUNNER=$runner \
+        cargo test --locked -q "${arm_tests[@]}"
+done
+
+step "packages"
+for spec in aarch64-unknown-linux-musl:aarch64_generic:AArch64 \
+    armv7-unknown-linux-musleabihf:arm_cortex-a7_neon-vfpv4:ARM \
+    x86_64-unknown-linux-musl:x86_64:X86-64; do
+    IFS=: read -r target arch machine <<<"$spec"
+    ipk=$(openwrt/build-ipk.sh "dist/hydradns-$version-$target" "$arch" dist)
+    tests/openwrt/check-ipk.sh "$ipk" "$arch" "$machine"
+    printf '%s: %d bytes\n' "${ipk##*/}" "$(stat -c %s "$ipk")"
+done
+
+step "init script under busybox ash, with the real uci and the x86_64 router binary"
+uci_bin=$(mktemp)
+trap 'rm -f "$uci_bin"' EXIT
+tests/openwrt/build-uci.sh "$uci_bin"
+UCI_BIN=$uci_bin HYDRADNS_BIN="$PWD/dist/hydradns-$version-x86_64-unknown-linux-musl" busybox ash tests/openwrt/init-test.sh
+
+step "UCI parser against libuci"
+tests/openwrt/uci-compat.sh
