@@ -43,7 +43,9 @@ procd_add_reload_trigger() { echo "reload_trigger $*" >> "$work/procd"; }
 procd_add_raw_trigger() { echo "raw_trigger $*" >> "$work/procd"; }
 logger() { echo "logger $*" >> "$work/calls"; }
 dnsmasq_init() { echo "dnsmasq $*" >> "$work/calls"; }
-id() { return 1; }
+# Whether the package's user exists: switched per test.
+id() { [ -f "$work/user-exists" ]; }
+chown() { echo "chown $*" >> "$work/calls"; }
 # rc.common's start and stop call these around procd.
 start() {
 	echo "start" >> "$work/calls"
@@ -170,6 +172,17 @@ uci -q get 'dhcp.@dnsmasq[0].noresolv' > /dev/null && fail "dnsmasq resolves loc
 uci -q get dhcp.wan.dhcp_option > /dev/null && fail "ignored pools untouched"
 run stop_service
 same_dhcp || fail "stop undoes replace mode: $(diff "$work/b" "$work/a")"
+
+# ---- the unprivileged user ---------------------------------------------------
+reset
+touch "$work/user-exists"
+mkdir -p "$HYDRADNS_ROOT/etc/capabilities"
+cp "$repo/openwrt/files/hydradns.capabilities.json" "$HYDRADNS_ROOT/etc/capabilities/hydradns.json"
+run start_service
+grep -q "^param user hydradns$" "$work/procd" || fail "runs as the hydradns user"
+grep -q "^param capabilities $HYDRADNS_ROOT/etc/capabilities/hydradns.json$" "$work/procd" || fail "with its capabilities"
+grep -q "^chown -R hydradns:hydradns .*/etc/hydradns .*/var/run/hydradns .*/tmp/hydradns$" "$work/calls" || fail "owns its directories"
+rm "$work/user-exists"
 
 # ---- off, disabled, triggers ----------------------------------------------
 reset off
