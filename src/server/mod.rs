@@ -16,7 +16,7 @@ pub mod udp;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use async_signal::{Signal, Signals};
@@ -122,9 +122,24 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
     let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), logger));
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();
     let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
+    let udp_stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     for (w, stats) in counters.iter().enumerate() {
-        let udp: Vec<_> = listeners.iter_mut().filter_map(|l| l.udp.pop()).collect();
+        // Each UDP socket gets a receive thread; its misses and the TCP
+        // listeners go to the worker's executor thread.
+        let mut udp = Vec::new();
+        for sock in listeners.iter_mut().filter_map(|l| l.udp.pop()) {
+            let sock = Arc::new(sock);
+            let (tx, rx) = smol::channel::bounded(udp::MISS_QUEUE);
+            let (engine, stats, stop) = (engine.clone(), stats.clone(), udp_stop.clone());
+            let s = sock.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("hydradns-u{w}"))
+                .spawn(move || udp::receive_loop(s, engine, stats, tx, stop))
+                .map_err(|e| format!("cannot start a UDP thread: {e}"))?;
+            threads.push(thread);
+            udp.push((sock, rx));
+        }
         let tcp: Vec<_> = listeners.iter_mut().filter_map(|l| l.tcp.pop()).collect();
         let (engine, stats, limits, stop) = (engine.clone(), stats.clone(), limits.clone(), stop_rx.clone());
         let thread = std::thread::Builder::new()
@@ -132,8 +147,10 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
             .spawn(move || {
                 let ex = Rc::new(LocalExecutor::new());
                 let slots = Rc::new(udp::TaskSlots::default());
-                for sock in udp {
-                    ex.spawn(udp::serve(sock, engine.clone(), stats.clone(), ex.clone(), slots.clone())).detach();
+                for (sock, jobs) in udp {
+                    let task =
+                        udp::resolve_misses(sock, jobs, engine.clone(), stats.clone(), ex.clone(), slots.clone());
+                    ex.spawn(task).detach();
                 }
                 for l in tcp {
                     ex.spawn(tcp::accept_loop(l, engine.clone(), stats.clone(), ex.clone(), limits.clone())).detach();
@@ -180,6 +197,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
     }));
     log::info!("stopping");
     drop(stop_tx);
+    udp_stop.store(true, Ordering::Relaxed);
     for t in threads {
         let _ = t.join();
     }
