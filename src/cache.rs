@@ -1,9 +1,9 @@
 //! The answer cache: a fixed number of slots, shared by every worker, read
 //! without locks.
 //!
-//! Slots are grouped in sets of four (4-way set-associative). A name, type,
-//! class and DO bit hash to one set; a lookup checks at most four slots. Each
-//! slot holds an `Arc` to an immutable entry behind an [`ArcSwapOption`], so a
+//! Slots are grouped in sets of sixteen (16-way set-associative). A name,
+//! type, class and DO bit hash to one set; a lookup compares at most sixteen
+//! hashes. Each slot holds an `Arc` to an immutable entry behind an [`ArcSwapOption`], so a
 //! reader never waits for a writer: a writer builds the whole entry first and
 //! swaps the pointer in. Eviction: an insert replaces, within its set, the
 //! slot holding the same key, else an empty or expired slot, else the one
@@ -25,7 +25,11 @@ use rustc_hash::FxHasher;
 use crate::wire::{self, HEADER_LEN, Query, flags, header, rcode, rtype};
 
 /// Slots per set.
-const WAYS: usize = 4;
+/// Slots per set. At half the capacity in use, 4 ways left about 4 % of
+/// names without a slot (set conflicts evicting live entries; seen as a
+/// 95 % hit ratio on 5,000 names in a 10,000-entry cache), 16 ways about
+/// 0.1 %: close to a true LRU, for a scan of two cache lines of hashes.
+const WAYS: usize = 16;
 /// Answers larger than this are passed on but not cached: it bounds the
 /// cache's memory at capacity × 4 KiB.
 pub const MAX_ENTRY_BYTES: usize = 4096;
@@ -167,20 +171,15 @@ struct Entry {
 }
 
 /// One cache slot.
-#[derive(Debug, Default)]
-struct Slot {
-    /// The entry, swapped whole.
-    entry: ArcSwapOption<Entry>,
-    /// Key hash of the entry, so a lookup skips other slots without touching them.
-    hash: AtomicU64,
-    /// Clock second of the last hit or insert, for LRU within the set.
-    used: AtomicU32,
-}
-
 /// The shared answer cache.
 pub struct Cache {
-    /// `sets × WAYS` slots.
-    slots: Box<[Slot]>,
+    /// `sets × ways` entries, each swapped whole.
+    entries: Box<[ArcSwapOption<Entry>]>,
+    /// Key hash of each entry, kept apart so a lookup scans one set's hashes
+    /// (two cache lines at 16 ways) without touching the entries.
+    hashes: Box<[AtomicU64]>,
+    /// Clock second of each entry's last hit or insert, for LRU within the set.
+    used: Box<[AtomicU32]>,
     /// Number of sets.
     sets: usize,
     /// Slots per set (fewer than `WAYS` only for tiny caches).
@@ -198,15 +197,18 @@ impl std::fmt::Debug for Cache {
 }
 
 impl Cache {
-    /// A cache of `capacity` entries (rounded down to a multiple of 4); 0 disables it.
+    /// A cache of `capacity` entries (rounded down to a multiple of 16); 0 disables it.
     pub fn new(capacity: usize) -> Cache {
         let ways = capacity.clamp(1, WAYS);
         let sets = capacity / ways;
         let mut seed = [0u8; 8];
         // A fixed seed only weakens the spread, so a getrandom failure is not fatal.
         let _ = rustix::rand::getrandom(&mut seed, rustix::rand::GetRandomFlags::empty());
+        let n = sets * ways;
         Cache {
-            slots: (0..sets * ways).map(|_| Slot::default()).collect(),
+            entries: (0..n).map(|_| ArcSwapOption::empty()).collect(),
+            hashes: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            used: (0..n).map(|_| AtomicU32::new(0)).collect(),
             sets,
             ways,
             epoch: Instant::now(),
@@ -216,12 +218,12 @@ impl Cache {
 
     /// Slots available.
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.entries.len()
     }
 
     /// Entries currently held (expired ones included until replaced).
     pub fn len(&self) -> usize {
-        self.slots.iter().filter(|s| s.entry.load().is_some()).count()
+        self.entries.iter().filter(|e| e.load().is_some()).count()
     }
 
     /// True when nothing is cached.
@@ -244,11 +246,12 @@ impl Cache {
         h.finish() | 1
     }
 
+    /// The slot indices of `hash`'s set.
     #[inline]
-    fn set(&self, hash: u64) -> &[Slot] {
+    fn set(&self, hash: u64) -> std::ops::Range<usize> {
         // Multiply-shift maps the hash onto any set count, not only powers of two.
         let i = (((hash >> 32) * self.sets as u64) >> 32) as usize;
-        &self.slots[i * self.ways..(i + 1) * self.ways]
+        i * self.ways..(i + 1) * self.ways
     }
 
     /// Writes the cached answer for `q` into `out` if there is a live one.
@@ -258,17 +261,19 @@ impl Cache {
             return false;
         }
         let now = self.now();
-        for slot in self.set(hash) {
-            if slot.hash.load(Relaxed) != hash {
+        let set = self.set(hash);
+        for (i, h) in self.hashes[set.clone()].iter().enumerate() {
+            if h.load(Relaxed) != hash {
                 continue;
             }
-            let guard = slot.entry.load();
+            let slot = set.start + i;
+            let guard = self.entries[slot].load();
             let Some(e) = guard.as_ref() else { continue };
             if &*e.key != key || now >= e.expires {
                 continue;
             }
-            if slot.used.load(Relaxed) != now {
-                slot.used.store(now, Relaxed);
+            if self.used[slot].load(Relaxed) != now {
+                self.used[slot].store(now, Relaxed);
             }
             e.stored.write_answer(q, now - e.stored_at, out);
             return true;
@@ -285,19 +290,21 @@ impl Cache {
         let now = self.now();
         let set = self.set(hash);
         let victim = set
-            .iter()
-            .find(|s| s.hash.load(Relaxed) == hash && s.entry.load().as_ref().is_some_and(|e| &*e.key == key))
-            .or_else(|| set.iter().find(|s| s.entry.load().as_ref().is_none_or(|e| now >= e.expires)))
-            .or_else(|| set.iter().min_by_key(|s| s.used.load(Relaxed)));
+            .clone()
+            .find(|&i| {
+                self.hashes[i].load(Relaxed) == hash && self.entries[i].load().as_ref().is_some_and(|e| &*e.key == key)
+            })
+            .or_else(|| set.clone().find(|&i| self.entries[i].load().as_ref().is_none_or(|e| now >= e.expires)))
+            .or_else(|| set.min_by_key(|&i| self.used[i].load(Relaxed)));
         let Some(slot) = victim else { return };
-        slot.entry.store(Some(Arc::new(Entry {
+        self.entries[slot].store(Some(Arc::new(Entry {
             key: key.into(),
             stored,
             stored_at: now,
             expires: now.saturating_add(ttl),
         })));
-        slot.hash.store(hash, Relaxed);
-        slot.used.store(now, Relaxed);
+        self.hashes[slot].store(hash, Relaxed);
+        self.used[slot].store(now, Relaxed);
     }
 }
 
@@ -453,5 +460,14 @@ pub(crate) mod tests {
         put(&c, "s4.example", 300);
         assert_eq!(c.len(), 4);
         assert_eq!(names.iter().filter(|m| hit(&c, m)).count(), 3);
+    }
+
+    #[test]
+    fn half_full_cache_keeps_nearly_every_name() {
+        // Set conflicts are the only way a name is lost here; 4 ways lost ~180.
+        let c = Cache::new(10_000);
+        let names: Vec<Vec<u8>> = (0..5000).map(|i| put(&c, &format!("n{i}.example"), 300)).collect();
+        let kept = names.iter().filter(|m| hit(&c, m)).count();
+        assert!(kept >= 4975, "kept {kept} of 5000");
     }
 }
