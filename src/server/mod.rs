@@ -124,6 +124,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
     let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
     let udp_stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
+    let mut udp_counters = Vec::new();
     for (w, stats) in counters.iter().enumerate() {
         // Each UDP socket gets a receive thread; its misses and the TCP
         // listeners go to the worker's executor thread.
@@ -131,7 +132,11 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
         for sock in listeners.iter_mut().filter_map(|l| l.udp.pop()) {
             let sock = Arc::new(sock);
             let (tx, rx) = smol::channel::bounded(udp::MISS_QUEUE);
-            let (engine, stats, stop) = (engine.clone(), stats.clone(), udp_stop.clone());
+            // Counters have one writer each (see stats.rs): the receive thread
+            // gets its own; the misses it hands over count on the worker's.
+            let own = Arc::new(Counters::default());
+            udp_counters.push(own.clone());
+            let (engine, stats, stop) = (engine.clone(), own, udp_stop.clone());
             let s = sock.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("hydradns-u{w}"))
@@ -166,6 +171,8 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
     log::info!("ready with {workers} workers");
     // Downloads and rebuilds happen on their own thread, never here or on a worker.
     let lists = Lists::spawn(engine.clone()).map_err(|e| format!("cannot start the lists thread: {e}"))?;
+    let mut counters = counters;
+    counters.extend(udp_counters);
     let status = Arc::new(Status { engine: engine.clone(), workers: counters, started, lists: lists.handle() });
     let main = Rc::new(LocalExecutor::new());
     if let Some((listener, _)) = control.as_ref().and_then(|(l, p)| Some((l.try_clone().ok()?, p))) {
