@@ -5,6 +5,7 @@
 //! `cache` (fixed-size answer cache) → `upstream` (forwarding); `query` holds
 //! that journey together. `config` reads the UCI file, `cli` the command line.
 
+pub mod access;
 pub mod cache;
 pub mod cli;
 pub mod config;
@@ -14,6 +15,7 @@ pub mod logging;
 pub mod policy;
 pub mod query;
 pub mod querylog;
+pub mod ratelimit;
 pub mod server;
 pub mod stats;
 pub mod sys;

@@ -16,14 +16,16 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
+use crate::access::DenyAction;
 use crate::cache::{self, Cache, Stored};
 use crate::config::Config;
 use crate::policy::domainset::{SEP, name_key};
 use crate::policy::{Policy, Verdict};
 use crate::querylog::{Entry, Logger, Outcome};
+use crate::ratelimit::RateLimiter;
 use crate::stats::Counters;
 use crate::upstream::{Group, Inflight, Join, Resolved, Server};
-use crate::wire::{self, MAX_NAME_LEN, Query, Reject, header, rcode};
+use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
 
 /// Everything a query consults, swapped whole on reload.
 #[derive(Debug)]
@@ -44,6 +46,10 @@ pub struct Snapshot {
     pub max_ttl: u32,
     /// The config this snapshot was built from.
     pub config: Arc<Config>,
+    /// Reversed-label keys of the `rebind_allow` domains.
+    rebind_allow: Vec<Box<[u8]>>,
+    /// The per-client rate limit, when one is set (kept across reloads that leave it alone).
+    ratelimit: Option<Arc<RateLimiter>>,
 }
 
 impl Snapshot {
@@ -63,8 +69,24 @@ impl Snapshot {
                 f.domains.iter().filter_map(move |d| Some((name_key(d)?.into_boxed_slice(), group.clone())))
             })
             .collect();
+        let rebind_allow = config.rebind_allow.iter().filter_map(|d| Some(name_key(d)?.into_boxed_slice())).collect();
+        let ratelimit = match previous {
+            Some(p) if (p.config.ratelimit, p.config.ratelimit_burst) == (config.ratelimit, config.ratelimit_burst) => {
+                p.ratelimit.clone()
+            }
+            _ => (config.ratelimit > 0).then(|| {
+                let burst = if config.ratelimit_burst > 0 {
+                    config.ratelimit_burst
+                } else {
+                    config.ratelimit.saturating_mul(2)
+                };
+                Arc::new(RateLimiter::new(config.ratelimit, burst))
+            }),
+        };
         Snapshot {
+            ratelimit,
             policy,
+            rebind_allow,
             cache,
             upstreams: Group::new(&config.upstreams, &known),
             forwards,
@@ -86,6 +108,13 @@ impl Snapshot {
             }
         }
         all
+    }
+
+    /// Is `key` under a domain that rebind protection leaves alone: a
+    /// `rebind_allow` entry, or a `config forward` rule (local names by design)?
+    fn rebind_exempt(&self, key: &[u8]) -> bool {
+        let covers = |d: &[u8]| key.starts_with(d) && (key.len() == d.len() || key[d.len()] == SEP);
+        self.forwards.iter().any(|(d, _)| covers(d)) || self.rebind_allow.iter().any(|d| covers(d))
     }
 
     /// The servers for a name: the most specific forward rule, else the defaults.
@@ -192,6 +221,32 @@ impl Engine {
 
     /// Answers `msg` into `out` if that needs no network.
     pub fn handle(&self, msg: &[u8], origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Step {
+        let snap = self.snapshot.load();
+        if !snap.config.allow_client.allows(origin.client) {
+            Counters::bump(&stats.denied);
+            if snap.config.deny_action == DenyAction::Drop
+                || msg.len() < HEADER_LEN
+                || header::flags(msg) & flags::QR != 0
+            {
+                return Step::Drop;
+            }
+            // Header only: an answer no larger than the question, nothing to amplify.
+            wire::build::header_only(out, msg, rcode::REFUSED);
+            return self.done(origin, Answered::unparsed(), out, stats);
+        }
+        if let Some(limit) = &snap.ratelimit
+            && !limit.allow(origin.client)
+        {
+            Counters::bump(&stats.ratelimited);
+            if snap.config.ratelimit_action == DenyAction::Drop
+                || msg.len() < HEADER_LEN
+                || header::flags(msg) & flags::QR != 0
+            {
+                return Step::Drop;
+            }
+            wire::build::header_only(out, msg, rcode::REFUSED);
+            return self.done(origin, Answered::unparsed(), out, stats);
+        }
         let q = match wire::parse_query(msg) {
             Ok(q) => q,
             Err(Reject::Drop) => {
@@ -215,7 +270,6 @@ impl Engine {
             wire::build::finish(out, q.edns, [0, 0, 0], true);
             return self.done(origin, Answered::of(&q, Outcome::Local), out, stats);
         }
-        let snap = self.snapshot.load();
         let mut name_key = [0u8; MAX_NAME_LEN];
         let n = wire::reversed_key(q.qname, &mut name_key);
         match snap.policy.check(&name_key[..n]) {
@@ -229,6 +283,16 @@ impl Engine {
             }
             Verdict::Allowed { .. } => Counters::bump(&stats.allowed),
             Verdict::Pass => {}
+        }
+        if q.qtype == wire::rtype::ANY && !snap.config.any_forward {
+            // RFC 8482: one small synthesized HINFO instead of everything the
+            // name has, so ANY cannot turn a small spoofed query into a large
+            // reply aimed at someone else.
+            wire::build::start(out, &q, rcode::NOERROR);
+            wire::build::record(out, wire::rtype::HINFO, ANY_TTL, b"\x07RFC8482\x00");
+            wire::build::finish(out, q.edns, [1, 0, 0], false);
+            fit(out, &q, origin.transport, stats);
+            return self.done(origin, Answered::of(&q, Outcome::Local), out, stats);
         }
         let mut key_buf = [0u8; cache::MAX_KEY_LEN];
         let k = cache::key(&q, &mut key_buf);
@@ -297,6 +361,12 @@ impl Engine {
                 });
                 let resolved = match resolved {
                     Some(r) if snap.config.cname_inspection => self.inspect_cnames(&q, snap, r, stats),
+                    other => other,
+                };
+                let resolved = match resolved {
+                    Some(r) if snap.config.rebind_protection && r.blocked_by.is_none() => {
+                        self.inspect_rebind(&q, &name_key[..n], snap, r, stats)
+                    }
                     other => other,
                 };
                 if let Some(r) = &resolved {
@@ -370,6 +440,46 @@ impl Engine {
         Some(r)
     }
 
+    /// DNS rebinding: a public name whose answer holds a private, loopback or
+    /// link-local address lets a web page reach into the LAN. Such an answer
+    /// becomes the block answer (as dnsmasq's `rebind-protection` does),
+    /// unless the name is exempt (see [`Snapshot::rebind_exempt`]).
+    fn inspect_rebind(
+        &self,
+        q: &Query,
+        asked: &[u8],
+        snap: &Snapshot,
+        r: Resolved,
+        stats: &Counters,
+    ) -> Option<Resolved> {
+        let msg = r.stored.bytes();
+        let [_, an, _, _] = header::counts(msg);
+        let mut pos = wire::skip_name(msg, wire::HEADER_LEN)? + 4;
+        let mut private = false;
+        for _ in 0..an {
+            let rr = wire::read_rr(msg, pos)?;
+            let rdata = msg.get(rr.rdata_pos..rr.end)?;
+            private |= match (rr.rtype, rdata.len()) {
+                (wire::rtype::A, 4) => is_private_v4([rdata[0], rdata[1], rdata[2], rdata[3]]),
+                (wire::rtype::AAAA, 16) => {
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(rdata);
+                    is_private_v6(a)
+                }
+                _ => false,
+            };
+            pos = rr.end;
+        }
+        if !private || snap.rebind_exempt(asked) {
+            return Some(r);
+        }
+        Counters::bump(&stats.rebind_blocked);
+        let mut answer = Vec::new();
+        snap.policy.write_block_answer(q, &mut answer);
+        let stored = Stored::from_response(&answer, snap.min_ttl, snap.max_ttl)?;
+        Some(Resolved { stored: Arc::new(stored), upstream: r.upstream, blocked_by: Some(Arc::from(REBIND_LIST)) })
+    }
+
     /// Installs a new snapshot; queries already running keep the old one.
     pub fn swap(&self, snapshot: Snapshot) {
         self.snapshot.store(Arc::new(snapshot));
@@ -394,6 +504,28 @@ impl Engine {
         fit(out, q, origin.transport, stats);
         self.done(origin, Answered::of(q, Outcome::Failed), out, stats);
     }
+}
+
+/// TTL of the RFC 8482 answer to ANY (the RFC suggests a long one; Cloudflare uses 3789).
+const ANY_TTL: u32 = 3789;
+
+/// The list name logged for answers blocked by rebind protection.
+pub const REBIND_LIST: &str = "rebind-protection";
+
+/// This network, private, carrier-grade NAT, loopback or link-local (IPv4).
+fn is_private_v4(a: [u8; 4]) -> bool {
+    matches!(a, [0 | 10 | 127, ..] | [169, 254, ..] | [192, 168, ..])
+        || (a[0] == 172 && a[1] & 0xf0 == 16)
+        || (a[0] == 100 && a[1] & 0xc0 == 64)
+}
+
+/// Unspecified, loopback, link-local, unique-local, or IPv4-mapped private (IPv6).
+fn is_private_v6(a: [u8; 16]) -> bool {
+    let v = u128::from_be_bytes(a);
+    v <= 1
+        || a[0] == 0xfe && a[1] & 0xc0 == 0x80
+        || a[0] & 0xfe == 0xfc
+        || (a[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] && is_private_v4([a[12], a[13], a[14], a[15]]))
 }
 
 fn fit(out: &mut Vec<u8>, q: &Query, transport: Transport, stats: &Counters) {

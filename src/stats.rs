@@ -52,6 +52,8 @@ counters! {
     allowed,
     /// Forwarded, then blocked because a CNAME in the answer led to a blocked name.
     cname_blocked,
+    /// Forwarded, then blocked because the answer put a private address under a public name.
+    rebind_blocked,
     /// Answered from the cache.
     cached,
     /// Sent upstream (one per distinct miss).
@@ -70,6 +72,10 @@ counters! {
     badvers,
     /// Dropped unanswered (too short, or a response rather than a query).
     dropped,
+    /// From clients outside `allow_client`: refused or dropped per `deny_action`.
+    denied,
+    /// Over the client's `ratelimit`: refused or dropped per `ratelimit_action`.
+    ratelimited,
     /// UDP answers cut to TC=1 because they did not fit the client's size.
     truncated,
     /// TCP connections accepted.

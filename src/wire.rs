@@ -60,6 +60,10 @@ pub mod rcode {
 pub mod rtype {
     /// IPv4 address.
     pub const A: u16 = 1;
+    /// Host information (RFC 8482 answers ANY with one).
+    pub const HINFO: u16 = 13;
+    /// Any type (a query type only).
+    pub const ANY: u16 = 255;
     /// Alias.
     pub const CNAME: u16 = 5;
     /// Start of authority.

@@ -207,6 +207,22 @@ pub struct Config {
     pub ca_file: PathBuf,
     /// Block answers whose CNAME chain passes through a blocked name.
     pub cname_inspection: bool,
+    /// Clients allowed to ask (`allow_client`); the private ranges by default.
+    pub allow_client: crate::access::AccessList,
+    /// What everyone else gets.
+    pub deny_action: crate::access::DenyAction,
+    /// Queries per second allowed per client; 0 = no limit.
+    pub ratelimit: u32,
+    /// Bucket size; 0 = twice `ratelimit`.
+    pub ratelimit_burst: u32,
+    /// What a client over its rate gets.
+    pub ratelimit_action: crate::access::DenyAction,
+    /// `any_mode forward`: pass ANY queries upstream instead of the RFC 8482 answer.
+    pub any_forward: bool,
+    /// Block upstream answers that put private addresses under public names.
+    pub rebind_protection: bool,
+    /// Domains whose answers may hold private addresses.
+    pub rebind_allow: Vec<String>,
     /// File whose `nameserver` lines are the upstreams when none is configured.
     pub resolv_file: PathBuf,
     /// The dnsmasq arrangement.
@@ -221,6 +237,13 @@ pub struct Config {
     pub stats_interval: Duration,
     /// Non-fatal findings (unknown options, ignored sections), as `file:line: text`.
     pub warnings: Vec<String>,
+}
+
+/// Defaults a list option drops when the config gives its own first entry.
+#[derive(Debug, Default)]
+struct Replaced {
+    listen: bool,
+    allow_client: bool,
 }
 
 /// A config problem that stops the load, reported as `file:line: message`.
@@ -280,6 +303,14 @@ impl Config {
             download_timeout: Duration::from_secs(120),
             ca_file: PathBuf::new(),
             cname_inspection: true,
+            allow_client: crate::access::AccessList::default(),
+            deny_action: crate::access::DenyAction::Refuse,
+            ratelimit: 0,
+            ratelimit_burst: 0,
+            ratelimit_action: crate::access::DenyAction::Drop,
+            any_forward: false,
+            rebind_protection: true,
+            rebind_allow: Vec::new(),
             resolv_file: PathBuf::from(RESOLV_CONF),
             dnsmasq_mode: DnsmasqMode::Off,
             dnsmasq_port: 5354,
@@ -310,7 +341,7 @@ impl Config {
         let mut cfg = Config::builtin();
         cfg.source = file.to_string();
         cfg.upstreams.clear();
-        let mut listen_set = false;
+        let mut replaced = Replaced::default();
         let mut main_seen = false;
         let mut warnings: Vec<String> =
             parsed.warnings.into_iter().map(|(line, text)| format!("{file}:{line}: {text}")).collect();
@@ -322,7 +353,7 @@ impl Config {
                         reader.warn_section("a second 'hydradns' section; its options override the first");
                     }
                     main_seen = true;
-                    reader.main(&mut cfg, &mut listen_set)?;
+                    reader.main(&mut cfg, &mut replaced)?;
                 }
                 "blocklist" => cfg.lists.push(reader.list(ListKind::Block, cfg.lists.len())?),
                 "allowlist" => cfg.lists.push(reader.list(ListKind::Allow, cfg.lists.len())?),
@@ -536,13 +567,13 @@ impl SectionReader<'_> {
         self.warn(v.line, &text);
     }
 
-    fn main(&mut self, cfg: &mut Config, listen_set: &mut bool) -> Result<(), ConfigError> {
+    fn main(&mut self, cfg: &mut Config, replaced: &mut Replaced) -> Result<(), ConfigError> {
         for v in &self.section.values {
             match v.key.as_str() {
                 "listen" => {
-                    if !*listen_set {
+                    if !replaced.listen {
                         cfg.listen.clear();
-                        *listen_set = true;
+                        replaced.listen = true;
                     }
                     cfg.listen.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?);
                 }
@@ -569,6 +600,44 @@ impl SectionReader<'_> {
                 "download_timeout" => cfg.download_timeout = self.duration(v, 1000, 3_600_000)?,
                 "ca_file" => cfg.ca_file = PathBuf::from(&v.value),
                 "cname_inspection" => cfg.cname_inspection = self.boolean(v)?,
+                "allow_client" => {
+                    if !replaced.allow_client {
+                        cfg.allow_client = crate::access::AccessList::empty();
+                        replaced.allow_client = true;
+                    }
+                    cfg.allow_client.add(&v.value).ok_or_else(|| self.bad(v, "an address or CIDR range"))?;
+                }
+                "rebind_protection" => cfg.rebind_protection = self.boolean(v)?,
+                "ratelimit" => cfg.ratelimit = self.number(v, 0, 1_000_000)? as u32,
+                "ratelimit_burst" => {
+                    cfg.ratelimit_burst = self.number(v, 0, u64::from(crate::ratelimit::MAX_BURST))? as u32
+                }
+                "ratelimit_action" => {
+                    cfg.ratelimit_action = match v.value.as_str() {
+                        "refuse" => crate::access::DenyAction::Refuse,
+                        "drop" => crate::access::DenyAction::Drop,
+                        _ => return Err(self.bad(v, "refuse or drop")),
+                    }
+                }
+                "any_mode" => {
+                    cfg.any_forward = match v.value.as_str() {
+                        "hinfo" => false,
+                        "forward" => true,
+                        _ => return Err(self.bad(v, "hinfo or forward")),
+                    }
+                }
+                "rebind_allow" => {
+                    let name =
+                        crate::policy::formats::normalize_name(&v.value).ok_or_else(|| self.bad(v, "a domain name"))?;
+                    cfg.rebind_allow.push(name);
+                }
+                "deny_action" => {
+                    cfg.deny_action = match v.value.as_str() {
+                        "refuse" => crate::access::DenyAction::Refuse,
+                        "drop" => crate::access::DenyAction::Drop,
+                        _ => return Err(self.bad(v, "refuse or drop")),
+                    }
+                }
                 "resolv_file" => cfg.resolv_file = self.path(v)?,
                 "dnsmasq_mode" => {
                     cfg.dnsmasq_mode = match v.value.as_str() {

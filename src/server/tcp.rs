@@ -5,8 +5,8 @@
 //! connection) and are written as they complete, so a slow name does not hold
 //! up the ones behind it. Each frame is written whole under a per-connection
 //! lock. A connection that sends nothing for the idle timeout, or takes that
-//! long to finish a message, is closed; connections over the cap are closed
-//! on accept.
+//! long to finish a message, is closed; connections over the cap, or from a
+//! client outside `allow_client`, are closed on accept.
 
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
 use std::rc::Rc;
@@ -71,6 +71,11 @@ pub async fn accept_loop(
                 continue;
             }
         };
+        if !engine.snapshot.load().config.allow_client.allows(peer.ip()) {
+            // Closed unread: a client outside allow_client gets no resolver here.
+            Counters::bump(&stats.denied);
+            continue;
+        }
         if limits.open.fetch_add(1, Relaxed) >= limits.max {
             limits.open.fetch_sub(1, Relaxed);
             Counters::bump(&stats.tcp_refused);

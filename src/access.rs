@@ -1,0 +1,152 @@
+//! Which clients may ask: `allow_client` CIDRs and the `deny_action` for
+//! everyone else, so a port exposed to the WAN by mistake is not an open
+//! resolver for the internet to abuse.
+
+use std::net::IpAddr;
+
+/// The ranges allowed when the config names none: the private ranges,
+/// carrier-grade NAT, loopback, link-local and unique-local IPv6 — what a
+/// home or office LAN uses. (OpenWrt's dnsmasq answers only local subnets by
+/// default, `localservice`; this is the address-based equivalent.)
+pub const DEFAULT_ALLOWED: &[&str] = &[
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "::1/128",
+    "fe80::/10",
+    "fc00::/7",
+];
+
+/// What a client outside the allowed ranges gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenyAction {
+    /// A REFUSED answer (the default: a misconfigured client learns why).
+    Refuse,
+    /// Nothing: no reply to reflect at a spoofed source.
+    Drop,
+}
+
+/// A set of address ranges, checked with a short linear scan (a handful of
+/// ranges; no allocation per check).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessList {
+    /// (network, mask) pairs, IPv4.
+    v4: Vec<(u32, u32)>,
+    /// (network, mask) pairs, IPv6.
+    v6: Vec<(u128, u128)>,
+}
+
+impl Default for AccessList {
+    fn default() -> Self {
+        let mut l = AccessList::empty();
+        for c in DEFAULT_ALLOWED {
+            // The built-in ranges parse; a failure would only shrink the list.
+            let _ = l.add(c);
+        }
+        l
+    }
+}
+
+impl AccessList {
+    /// A list that allows no one.
+    pub fn empty() -> AccessList {
+        AccessList { v4: Vec::new(), v6: Vec::new() }
+    }
+
+    /// Adds a range: `a.b.c.d/n`, `x::y/n`, or a single address. `None` if
+    /// it does not parse or the prefix is too long.
+    pub fn add(&mut self, cidr: &str) -> Option<()> {
+        let (addr, prefix) = match cidr.split_once('/') {
+            Some((a, p)) => (a.trim().parse::<IpAddr>().ok()?, Some(p.trim().parse::<u32>().ok()?)),
+            None => (cidr.trim().parse::<IpAddr>().ok()?, None),
+        };
+        match addr {
+            IpAddr::V4(a) => {
+                let p = prefix.unwrap_or(32);
+                if p > 32 {
+                    return None;
+                }
+                let mask = u32::MAX.checked_shl(32 - p).unwrap_or(0);
+                self.v4.push((u32::from(a) & mask, mask));
+            }
+            IpAddr::V6(a) => {
+                let p = prefix.unwrap_or(128);
+                if p > 128 {
+                    return None;
+                }
+                let mask = u128::MAX.checked_shl(128 - p).unwrap_or(0);
+                self.v6.push((u128::from(a) & mask, mask));
+            }
+        }
+        Some(())
+    }
+
+    /// Is `ip` inside one of the ranges? IPv4-mapped IPv6 addresses count as IPv4.
+    #[inline]
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        match ip.to_canonical() {
+            IpAddr::V4(a) => {
+                let a = u32::from(a);
+                self.v4.iter().any(|&(net, mask)| a & mask == net)
+            }
+            IpAddr::V6(a) => {
+                let a = u128::from(a);
+                self.v6.iter().any(|&(net, mask)| a & mask == net)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn defaults_allow_the_lan_and_nothing_public() {
+        let l = AccessList::default();
+        for a in [
+            "192.168.1.20",
+            "10.1.2.3",
+            "172.31.255.255",
+            "127.0.0.1",
+            "100.64.0.1",
+            "169.254.9.9",
+            "::1",
+            "fe80::1",
+            "fd12:3456::1",
+            "::ffff:192.168.1.5",
+        ] {
+            assert!(l.allows(ip(a)), "{a}");
+        }
+        for a in ["8.8.8.8", "172.32.0.1", "192.169.0.1", "2001:db8::1", "::ffff:8.8.8.8", "11.0.0.1"] {
+            assert!(!l.allows(ip(a)), "{a}");
+        }
+    }
+
+    #[test]
+    fn ranges_and_single_addresses() {
+        let mut l = AccessList::empty();
+        assert!(l.add("203.0.113.0/24").is_some());
+        assert!(l.add("198.51.100.7").is_some());
+        assert!(l.add("2001:db8::/32").is_some());
+        assert!(l.allows(ip("203.0.113.200")));
+        assert!(l.allows(ip("198.51.100.7")));
+        assert!(!l.allows(ip("198.51.100.8")));
+        assert!(l.allows(ip("2001:db8:ffff::1")));
+        for bad in ["300.1.1.1/8", "10.0.0.0/33", "::/129", "lan", "10.0.0.0/x", ""] {
+            assert!(AccessList::empty().add(bad).is_none(), "{bad}");
+        }
+        let mut all = AccessList::empty();
+        all.add("0.0.0.0/0").unwrap();
+        all.add("::/0").unwrap();
+        assert!(all.allows(ip("8.8.8.8")) && all.allows(ip("2001:db8::1")));
+        assert!(!AccessList::empty().allows(ip("127.0.0.1")));
+    }
+}

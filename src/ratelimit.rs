@@ -1,0 +1,151 @@
+//! Per-client rate limit: a token bucket per client in a fixed table.
+//!
+//! The table has [`SLOTS`] slots whatever happens, so a flood from spoofed
+//! source addresses cannot grow it; a client whose slot another one took
+//! starts again with a full bucket (the limiter fails open, never against a
+//! real client for someone else's traffic). Each slot is one `AtomicU64`
+//! updated by compare-and-swap, so workers share the table without a lock.
+//! IPv6 clients are limited per /64 (one host can use a whole /64);
+//! 127.0.0.1 and ::1 are never limited (in `dnsmasq_mode upstream` every
+//! query comes from dnsmasq on 127.0.0.1).
+
+use std::hash::{BuildHasher, Hasher};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+use rustc_hash::FxBuildHasher;
+
+/// Buckets kept: 64 KiB, enough for every client of a home or office LAN
+/// many times over.
+pub const SLOTS: usize = 8192;
+/// Token fractions per token (4 bits), so slow rates refill smoothly.
+const UNIT: u64 = 16;
+const TAG_BITS: u32 = 20;
+const TOKEN_BITS: u32 = 16;
+const TIME_BITS: u32 = 28;
+const TOKEN_MASK: u64 = (1 << TOKEN_BITS) - 1;
+const TIME_MASK: u64 = (1 << TIME_BITS) - 1;
+/// Largest burst the packed slot holds.
+pub const MAX_BURST: u32 = (TOKEN_MASK / UNIT) as u32;
+
+/// The shared limiter of one configuration.
+#[derive(Debug)]
+pub struct RateLimiter {
+    slots: Box<[AtomicU64]>,
+    /// Tokens per second.
+    rate: u64,
+    /// Bucket size in tokens.
+    burst: u64,
+    epoch: Instant,
+    seed: usize,
+}
+
+impl RateLimiter {
+    /// A limiter of `rate` queries per second per client with bursts of
+    /// `burst` (clamped to 1..=[`MAX_BURST`]).
+    pub fn new(rate: u32, burst: u32) -> RateLimiter {
+        let mut seed = [0u8; 8];
+        // A fixed seed only makes slot collisions predictable; not fatal.
+        let _ = rustix::rand::getrandom(&mut seed, rustix::rand::GetRandomFlags::empty());
+        RateLimiter {
+            slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            rate: u64::from(rate.max(1)),
+            burst: u64::from(burst.clamp(1, MAX_BURST)),
+            epoch: Instant::now(),
+            seed: u64::from_ne_bytes(seed) as usize,
+        }
+    }
+
+    /// Takes one token for `client`; false when its bucket is empty.
+    pub fn allow(&self, client: IpAddr) -> bool {
+        let now = (self.epoch.elapsed().as_millis() as u64) & TIME_MASK;
+        self.allow_at(client, now)
+    }
+
+    fn allow_at(&self, client: IpAddr, now: u64) -> bool {
+        let mut h = FxBuildHasher.build_hasher();
+        h.write_usize(self.seed);
+        match client.to_canonical() {
+            IpAddr::V4(a) if a == Ipv4Addr::LOCALHOST => return true,
+            IpAddr::V4(a) => h.write_u32(u32::from(a)),
+            IpAddr::V6(a) if a.is_loopback() => return true,
+            IpAddr::V6(a) => h.write_u64((u128::from(a) >> 64) as u64),
+        }
+        let hash = h.finish();
+        let slot = &self.slots[(hash as usize) % SLOTS];
+        // Tag 0 marks an empty slot, so a client's tag is never 0.
+        let tag = ((hash >> 40) & ((1 << TAG_BITS) - 1)).max(1);
+        let full = self.burst * UNIT;
+        let mut old = slot.load(Relaxed);
+        loop {
+            let (old_tag, tokens, at) =
+                (old >> (TOKEN_BITS + TIME_BITS), (old >> TIME_BITS) & TOKEN_MASK, old & TIME_MASK);
+            let (mut tokens, mut at) = if old_tag == tag { (tokens, at) } else { (full, now) };
+            let elapsed = now.wrapping_sub(at) & TIME_MASK;
+            let refill = elapsed.saturating_mul(self.rate * UNIT) / 1000;
+            if refill > 0 {
+                // Only whole fractions are added; keep the rest of the time for later.
+                tokens = (tokens + refill).min(full);
+                at = now;
+            }
+            let allowed = tokens >= UNIT;
+            if allowed {
+                tokens -= UNIT;
+            }
+            let new = (tag << (TOKEN_BITS + TIME_BITS)) | (tokens << TIME_BITS) | at;
+            match slot.compare_exchange_weak(old, new, Relaxed, Relaxed) {
+                Ok(_) => return allowed,
+                Err(current) => old = current,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn burst_then_rate() {
+        let l = RateLimiter::new(10, 5);
+        let c = ip("192.168.1.7");
+        assert_eq!((0..8).filter(|_| l.allow_at(c, 1000)).count(), 5, "the burst");
+        assert!(!l.allow_at(c, 1050), "half a token after 50 ms");
+        assert!(l.allow_at(c, 1100), "one token after 100 ms");
+        assert!(!l.allow_at(c, 1100));
+        // Queries every 20 ms refill 0.2 tokens each: one in five passes.
+        let passed = (1..=50).filter(|i| l.allow_at(c, 1100 + i * 20)).count();
+        assert!((9..=11).contains(&passed), "{passed}");
+        assert_eq!((0..20).filter(|_| l.allow_at(c, 100_000)).count(), 5, "refilled to the burst, no more");
+    }
+
+    #[test]
+    fn clients_are_apart_and_loopback_is_free() {
+        let l = RateLimiter::new(1, 1);
+        assert!(l.allow_at(ip("10.0.0.1"), 0));
+        assert!(!l.allow_at(ip("10.0.0.1"), 0));
+        assert!(l.allow_at(ip("10.0.0.2"), 0), "another client has its own bucket");
+        assert!((0..100).all(|_| l.allow_at(ip("127.0.0.1"), 0)));
+        assert!((0..100).all(|_| l.allow_at(ip("::1"), 0)));
+        assert!(l.allow_at(ip("127.0.0.2"), 0) && !l.allow_at(ip("127.0.0.2"), 0), "only dnsmasq's address is free");
+        // One /64 is one client.
+        assert!(l.allow_at(ip("2001:db8::1"), 0));
+        assert!(!l.allow_at(ip("2001:db8::2"), 0));
+        assert!(l.allow_at(ip("2001:db8:0:1::1"), 0));
+    }
+
+    #[test]
+    fn a_flood_of_sources_stays_in_the_table() {
+        let l = RateLimiter::new(1, 1);
+        for i in 0..200_000u32 {
+            l.allow_at(IpAddr::from((0x0a00_0000 | i).to_be_bytes()), 0);
+        }
+        assert_eq!(l.slots.len(), SLOTS);
+        assert_eq!(std::mem::size_of_val(&*l.slots), SLOTS * 8);
+    }
+}

@@ -1,0 +1,145 @@
+//! What protects the LAN and the internet from the resolver's misuse:
+//! `allow_client` and `deny_action` over UDP and TCP, RFC 8482 answers to
+//! ANY, and DNS rebinding protection, with the server's own counters. Every
+//! client is on loopback; the access tests make some of them outsiders by
+//! allowing only another loopback address.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::time::Duration;
+
+use common::*;
+use simple_dns::RCODE;
+
+/// Sends one query from `from` and returns the raw answer, if any.
+fn ask_from(from: &str, server: SocketAddr, name: &str) -> Option<Vec<u8>> {
+    let s = UdpSocket::bind(from).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    s.send_to(&build_query(77, name, A, None), server).unwrap();
+    let mut buf = [0u8; 1500];
+    let n = s.recv(&mut buf).ok()?;
+    Some(buf[..n].to_vec())
+}
+
+#[test]
+fn clients_outside_allow_client_are_refused_and_counted() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], "\tlist allow_client '127.0.0.2'\n\tlist allow_client '10.0.0.0/8'\n"));
+    // 127.0.0.1 is not in the list: REFUSED, header only, nothing forwarded.
+    let refused = ask_from("127.0.0.1:0", gw.addr, "outside.example").expect("an answer");
+    assert_eq!(refused.len(), 12, "no bigger than a header: nothing to amplify");
+    let r = Reply::parse(refused);
+    assert_eq!((r.id, r.rcode), (77, RCODE::Refused));
+    // 127.0.0.2 is: a normal answer.
+    let ok = Reply::parse(ask_from("127.0.0.2:0", gw.addr, "inside.example").expect("an answer"));
+    assert_eq!(ok.rcode, RCODE::NoError);
+    assert_eq!(ok.ips(), vec!["192.0.2.1"]);
+    assert_eq!(up.seen("outside.example"), 0);
+    // TCP from an outsider: closed without an answer.
+    let mut t = TcpStream::connect(gw.addr).unwrap();
+    t.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = write_frame(&mut t, &build_query(5, "tcp-outside.example", A, None));
+    let mut buf = [0u8; 64];
+    assert!(matches!(t.read(&mut buf), Ok(0) | Err(_)), "connection closed unanswered");
+    let s = gw.stats();
+    assert_eq!(s["denied"], 2, "{s:?}");
+    assert_eq!(up.seen("tcp-outside.example"), 0);
+}
+
+#[test]
+fn deny_action_drop_sends_nothing() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], "\tlist allow_client '127.0.0.2'\n\toption deny_action 'drop'\n"));
+    assert!(ask_from("127.0.0.1:0", gw.addr, "outside.example").is_none());
+    assert!(ask_from("127.0.0.2:0", gw.addr, "inside.example").is_some());
+    assert_eq!(gw.stats()["denied"], 1);
+}
+
+#[test]
+fn default_allows_loopback_and_a_bad_range_names_its_line() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    assert_eq!(udp(gw.addr, "default.example", A).rcode, RCODE::NoError);
+    let dir = TempDir::new();
+    let bad = dir.file("bad.conf", "config hydradns 'main'\n\tlist allow_client '10.0.0.0/33'\n");
+    let out = hydradns().args(["check-config", "-c"]).arg(&bad).output().unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("bad.conf:2") && text.contains("allow_client"), "{text}");
+}
+
+#[test]
+fn any_gets_one_small_hinfo_unless_forwarded() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    let raw = udp_raw(gw.addr, &build_query(9, "big.example", 255, None), Duration::from_secs(5)).unwrap();
+    let p = simple_dns::Packet::parse(&raw).unwrap();
+    assert_eq!(p.answers.len(), 1);
+    assert!(matches!(p.answers[0].rdata, simple_dns::rdata::RData::HINFO(_)), "{:?}", p.answers[0]);
+    assert!(raw.len() < 64, "{} bytes", raw.len());
+    assert_eq!(up.seen("big.example"), 0, "not forwarded");
+    let gw = Gateway::start(&config(&[&up], "\toption any_mode 'forward'\n"));
+    let _ = udp_raw(gw.addr, &build_query(9, "fwd.example", 255, None), Duration::from_secs(5)).unwrap();
+    assert_eq!(up.seen("fwd.example"), 1);
+}
+
+#[test]
+fn private_answers_for_public_names_are_blocked() {
+    // This upstream answers every A query with a LAN address.
+    let up = Upstream::start("192.168.1.10".parse().unwrap());
+    let lan = Upstream::start("10.0.0.5".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        &format!(
+            "\tlist rebind_allow 'plex.direct'\nconfig forward\n\toption domain 'lan'\n\tlist server '{}'\n",
+            lan.addr
+        ),
+    ));
+    let r = udp(gw.addr, "evil.example", A);
+    assert_eq!((r.rcode, r.ips()), (RCODE::NoError, vec!["0.0.0.0".to_string()]), "answered as blocked");
+    assert_eq!(udp(gw.addr, "evil.example", A).ips(), ["0.0.0.0"], "and cached so");
+    assert_eq!(up.seen("evil.example"), 1);
+    // The AAAA answer (2001:db8::1) is public: untouched.
+    assert_eq!(udp(gw.addr, "evil.example", AAAA).ips(), ["2001:db8::1"]);
+    assert_eq!(udp(gw.addr, "x.plex.direct", A).ips(), ["192.168.1.10"], "rebind_allow");
+    assert_eq!(udp(gw.addr, "nas.lan", A).ips(), ["10.0.0.5"], "a forward rule's names are local by design");
+    let s = gw.stats();
+    assert_eq!(s["rebind_blocked"], 1, "{s:?}");
+    // The query log names the reason (the writer commits every 500 ms).
+    let logged = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        let out = hydradns().args(["log", "-c"]).arg(&gw.config).args(["--blocked", "--json"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("rebind-protection")
+    });
+    assert!(logged, "query log does not name rebind-protection");
+    let off = Gateway::start(&config(&[&up], "\toption rebind_protection '0'\n"));
+    assert_eq!(udp(off.addr, "evil.example", A).ips(), ["192.168.1.10"]);
+}
+
+#[test]
+fn a_client_over_its_rate_is_refused_and_counted() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        "\toption ratelimit '1'\n\toption ratelimit_burst '5'\n\toption ratelimit_action 'refuse'\nconfig blocklist\n\tlist domain 'blocked.example'\n",
+    ));
+    // 127.0.0.2 sends 20 at once: the burst of 5 passes, the rest is refused.
+    let answers: Vec<RCODE> = (0..20)
+        .map(|i| Reply::parse(ask_from("127.0.0.2:0", gw.addr, &format!("b{i}.blocked.example")).unwrap()).rcode)
+        .collect();
+    assert_eq!(answers.iter().filter(|r| **r == RCODE::Refused).count(), 15, "{answers:?}");
+    // Another client has its own bucket; 127.0.0.1 (dnsmasq in front) is never limited.
+    assert!(
+        ask_from("127.0.0.3:0", gw.addr, "x.blocked.example").is_some_and(|r| Reply::parse(r).rcode != RCODE::Refused)
+    );
+    for _ in 0..20 {
+        assert_ne!(udp(gw.addr, "y.blocked.example", A).rcode, RCODE::Refused);
+    }
+    assert_eq!(gw.stats()["ratelimited"], 15);
+    // Dropping instead: nothing comes back.
+    let gw = Gateway::start(&config(&[&up], "\toption ratelimit '1'\n\toption ratelimit_burst '1'\n"));
+    assert!(ask_from("127.0.0.2:0", gw.addr, "first.example").is_some());
+    assert!(ask_from("127.0.0.2:0", gw.addr, "second.example").is_none());
+}
