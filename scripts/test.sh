@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs them all: format check, clippy, unit
 # and integration tests, then the router side (scripts/test-openwrt.sh:
-# cross builds, the tests again under qemu, packages, init script, UCI).
+# cross builds, the tests again under qemu, packages, init script, UCI), then
+# a short pass of the benchmark (bench/run.sh --quick).
 # .ci/run calls this script; so does the README.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,3 +23,6 @@ cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
 # Router builds, packages, init script and UCI compatibility.
 scripts/test-openwrt.sh
+# The benchmark's short pass: proves the script and its servers work; it
+# judges no speed and writes no figures.
+bench/run.sh --quick

@@ -1,0 +1,593 @@
+#!/usr/bin/env python3
+"""Redline benchmark: HydraDNS beside dnsmasq, Unbound and an echo responder.
+
+bench/run.sh installs the tools, builds the binaries and calls this. Every
+server runs pinned to CPU 0 (one worker/thread each), dnsperf with one thread
+and the benchmark's upstream on CPU 1. All servers are up at once and each
+measurement goes round them in turn, so a noisy moment hurts them alike.
+
+Per list (synthetic 100k and 1M names, the real lists combined) and server:
+time from start to the first blocked answer, RSS after load, and for each
+scenario (all blocked, all cache hits, a mix of 25 % blocked / 65 % hits /
+10 % unique misses, and the mix with HydraDNS's query log on): saturation QPS
+(median of rounds), lost queries, the server's CPU share and CPU time per
+answered query (/proc), latency p50/p99/p99.9 at a fixed 10k QPS, peak RSS
+under load. HydraDNS's own counters are checked against what dnsperf sent.
+
+    bench/redline.py --bin DIR --out docs/benchmarks.md [--quick]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+CANARY = "hydradns-canary.example"
+HZ = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def free_port():
+    """A port free on both UDP and TCP (the servers bind both)."""
+    while True:
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind(("127.0.0.1", 0))
+        port = u.getsockname()[1]
+        t = socket.socket()
+        try:
+            t.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            u.close()
+            t.close()
+
+
+def query(name, qid=0x4242):
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    return q + b"\x00\x00\x01\x00\x01"
+
+
+def is_blocked_answer(reply):
+    """NXDOMAIN, REFUSED, or an A record of 0.0.0.0: the canary was blocked."""
+    if len(reply) < 12 or not reply[2] & 0x80:
+        return False
+    rcode = reply[3] & 0x0F
+    return rcode in (3, 5) or reply.endswith(b"\x00\x04\x00\x00\x00\x00")
+
+
+def first_answer(port, blocked, deadline):
+    """Polls until the server answers the canary (blocked, unless `blocked`
+    is False: the echo responder just answers). Returns monotonic time."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(0.005)
+    q = query(CANARY)
+    while time.monotonic() < deadline:
+        try:
+            s.sendto(q, ("127.0.0.1", port))
+            reply = s.recv(2048)
+            if not blocked or is_blocked_answer(reply):
+                return time.monotonic()
+        except OSError:
+            pass
+    raise RuntimeError(f"no blocked answer on port {port}")
+
+
+def proc_cpu(pid):
+    """utime + stime of the whole process (all threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / HZ
+
+
+def proc_rss(pid):
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def mib(b):
+    return f"{b / 1048576:.1f} MiB"
+
+
+class Server:
+    def __init__(self, name, cmd, blocked_canary=True, stats_conf=None):
+        self.name, self.cmd, self.blocked_canary, self.stats_conf = name, cmd, blocked_canary, stats_conf
+        self.port = None
+        self.proc = None
+        self.peak = 0
+
+    def start(self, log):
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(["taskset", "-c", "0"] + self.cmd, stdout=log, stderr=log)
+        try:
+            t1 = first_answer(self.port, self.blocked_canary, t0 + 120)
+        except RuntimeError:
+            self.stop()
+            raise
+        self.start_secs = t1 - t0
+        time.sleep(0.5)  # settle: background threads, freed build memory
+        self.rss_loaded = proc_rss(self.proc.pid)
+        self.peak = self.rss_loaded
+
+    def sample(self):
+        if self.proc and self.proc.poll() is None:
+            self.peak = max(self.peak, proc_rss(self.proc.pid))
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+    def counters(self, hydradns):
+        """HydraDNS's own figures (queries answered, log written/dropped)."""
+        out = subprocess.run([hydradns, "stats", "-c", self.stats_conf, "--json"], capture_output=True, check=True)
+        r = json.loads(out.stdout)
+        return r["queries"], r["querylog"]["written"], r["querylog"]["dropped"]
+
+
+def dnsperf(port, datafile, secs, qps=None, verbose=False, outstanding=500, runs=None):
+    cmd = ["taskset", "-c", "1", "dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", datafile, "-l", str(secs),
+           "-c", "1", "-T", "1", "-q", str(outstanding), "-t", "2"]
+    if runs:
+        cmd += ["-n", str(runs)]
+    if qps:
+        cmd += ["-Q", str(qps)]
+    if verbose:
+        cmd += ["-v"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    r = {"latencies": []}
+    for line in out.splitlines():
+        w = line.split()
+        if verbose and line.startswith("> ") and len(w) >= 5:
+            try:
+                r["latencies"].append(float(w[-1]))
+            except ValueError:
+                pass
+        elif line.strip().startswith("Queries sent:"):
+            r["sent"] = int(w[2])
+        elif line.strip().startswith("Queries completed:"):
+            r["completed"] = int(w[2])
+        elif line.strip().startswith("Queries lost:"):
+            r["lost"] = int(w[2])
+        elif line.strip().startswith("Queries per second:"):
+            r["qps"] = float(w[3])
+        elif line.strip().startswith("Run time (s):"):
+            r["runtime"] = float(w[3])
+    return r
+
+
+def percentile(sorted_values, p):
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(p / 100 * len(sorted_values)))]
+
+
+def read_names(path):
+    with open(path) as f:
+        return [line.strip() for line in f if line.strip() and not line.startswith("#")]
+
+
+def covered(name, blocked):
+    parts = name.split(".")
+    return any(".".join(parts[i:]) in blocked for i in range(len(parts)))
+
+
+class Scenarios:
+    """Query files for one list, made deterministically (seeded)."""
+
+    def __init__(self, work, tag, list_names, popular, rounds, lines):
+        rng = random.Random(20261130)
+        blocked = set(list_names)
+        sample = rng.sample(list_names, min(50000, len(list_names)))
+        subs = ["ads", "cdn", "t", "metrics", "img", "www"]
+        self.blocked_names = [n if i % 2 == 0 else f"{rng.choice(subs)}.{n}" for i, n in enumerate(sample)]
+        self.hit_names = [n for n in popular if not covered(n, blocked)][:5000]
+        self.files = {}
+
+        def write(name, lines_iter):
+            path = os.path.join(work, f"{tag}-{name}.txt")
+            with open(path, "w") as f:
+                f.writelines(f"{n} A\n" for n in lines_iter)
+            self.files[name] = path
+
+        write("blocked", (rng.choice(self.blocked_names) for _ in range(200000)))
+        write("warm", self.hit_names)
+        write("hits", (rng.choice(self.hit_names) for _ in range(200000)))
+        serial = iter(range(10**9))
+
+        def mix():
+            for _ in range(lines):
+                r = rng.random()
+                if r < 0.25:
+                    yield rng.choice(self.blocked_names)
+                elif r < 0.90:
+                    yield rng.choice(self.hit_names)
+                else:
+                    yield f"u{next(serial)}.miss.example"
+
+        # A fresh file per run: a miss must be a name no server has seen.
+        for k in range(rounds):
+            write(f"mix{k}", mix())
+        write("mixlat", mix())
+
+
+def measure_list(args, key, label, list_path, popular, servers_for, work, log, results):
+    names = read_names(list_path)
+    print(f"\n## {label}: {len(names):,} names", flush=True)
+    lines = int(args.sat_secs * 250000 * 1.1)
+    sc = Scenarios(work, key, names, popular, args.rounds, lines)
+    servers = servers_for(list_path, names)
+    upstream = servers.pop("_upstream")
+    running = []
+    stop_sampling = threading.Event()
+
+    def sampler():
+        while not stop_sampling.wait(0.1):
+            for s in running:
+                s.sample()
+
+    threading.Thread(target=sampler, daemon=True).start()
+    try:
+        for s in servers.values():
+            s.start(log)
+            running.append(s)
+            print(f"  {s.name}: first answer after {s.start_secs:.2f} s, RSS {mib(s.rss_loaded)}", flush=True)
+        for s in servers.values():
+            if s.name != "echo":
+                dnsperf(s.port, sc.files["warm"], 30, qps=20000, outstanding=100, runs=1)
+        scenarios = [("blocked", "blocked"), ("hits", "hits"), ("mix", "mix"), ("mix, log on", "mix")]
+        table = {}
+        for scen, kind in scenarios:
+            who = [s for s in servers.values() if (s.name == "hydradns+log") == (scen == "mix, log on")]
+            qps = {s.name: [] for s in who}
+            cpu = {s.name: [] for s in who}
+            lost = {s.name: 0 for s in who}
+            util = {s.name: [] for s in who}
+            up_util = []
+            for k in range(args.rounds):
+                for s in who:
+                    datafile = sc.files[f"mix{k}"] if kind == "mix" else sc.files[kind]
+                    c0, u0 = proc_cpu(s.proc.pid), proc_cpu(upstream.pid)
+                    r = dnsperf(s.port, datafile, args.sat_secs)
+                    c1, u1 = proc_cpu(s.proc.pid), proc_cpu(upstream.pid)
+                    # Shares of the time dnsperf was sending (not of its start-up).
+                    w0, w1 = 0.0, r["runtime"]
+                    qps[s.name].append(r["qps"])
+                    cpu[s.name].append((c1 - c0) / max(1, r["completed"]) * 1e6)
+                    util[s.name].append(100 * (c1 - c0) / (w1 - w0))
+                    lost[s.name] += r["lost"]
+                    if kind == "mix":
+                        up_util.append(100 * (u1 - u0) / (w1 - w0))
+            for s in who:
+                before = s.counters(args.hydradns) if s.stats_conf else None
+                r = dnsperf(s.port, sc.files["mixlat"] if kind == "mix" else sc.files[kind], args.lat_secs,
+                            qps=args.lat_qps, verbose=True)
+                lat = sorted(r["latencies"])
+                row = {
+                    "qps": statistics.median(qps[s.name]),
+                    "cpu_us": statistics.median(cpu[s.name]),
+                    "util": statistics.median(util[s.name]),
+                    "lost": lost[s.name],
+                    "p50": percentile(lat, 50) * 1e3,
+                    "p99": percentile(lat, 99) * 1e3,
+                    "p999": percentile(lat, 99.9) * 1e3,
+                    "lat_sent": r["sent"],
+                    "lat_lost": r["lost"],
+                    "unseen": None,
+                    "upstream_util": max(up_util) if up_util else None,
+                }
+                if before:
+                    time.sleep(args.batch_wait)  # one batch interval for the log writer
+                    after = s.counters(args.hydradns)
+                    row["counted"] = after[0] - before[0]
+                    row["logged"] = after[1] - before[1]
+                    row["dropped"] = after[2] - before[2]
+                    # Every answer dnsperf got must be in the server's counters;
+                    # what it sent but the server never counted died in the kernel.
+                    row["unseen"] = r["sent"] - row["counted"]
+                    if row["counted"] < r["completed"]:
+                        raise SystemExit(f"FAIL {s.name} {scen}: dnsperf got {r['completed']} answers, "
+                                         f"the server counted only {row['counted']} queries")
+                table[(scen, s.name)] = row
+                print(f"  {scen:12} {s.name:13} {row['qps']:>9,.0f} QPS  cpu {row['cpu_us']:.2f} µs/q "
+                      f"({row['util']:.0f} %)  lost {row['lost']}  p50/p99/p99.9 {row['p50']:.3f}/"
+                      f"{row['p99']:.3f}/{row['p999']:.3f} ms  lost at fixed rate {row['lat_lost']}"
+                      + (f" (never reached the server: {row['unseen']})" if row["unseen"] is not None else ""),
+                      flush=True)
+        for s in servers.values():
+            s.sample()
+        results.append((label, len(names), {n: s for n, s in servers.items()}, table))
+    finally:
+        stop_sampling.set()
+        for s in servers.values():
+            s.stop()
+
+
+def make_servers(args, work, upstream_port, log_batch):
+    def servers_for(list_path, names):
+        tag = os.path.basename(list_path).split(".")[0]
+        out = {}
+
+        def hydradns(name, log_on):
+            s = Server(name, [])
+            s.port = free_port()
+            conf = os.path.join(work, f"{tag}-{name}.conf")
+            with open(conf, "w") as f:
+                f.write(f"""config hydradns 'main'
+\tlist listen '127.0.0.1:{s.port}'
+\tlist upstream '127.0.0.1:{upstream_port}'
+\toption workers '1'
+\toption cache_size '10000'
+\toption block_mode 'nxdomain'
+\toption control_socket '{work}/{tag}-{name}.sock'
+\toption list_dir '{work}/lists'
+\toption stats_interval '0'
+config blocklist
+\toption path '{list_path}'
+config querylog 'querylog'
+\toption enabled '{1 if log_on else 0}'
+\toption path '{args.logdir}/{tag}-{name}/live.db'
+\toption flash_path '{args.logdir}/{tag}-{name}/flash.db'
+\toption flush_interval '0'
+\toption max_size '256M'
+\toption batch_interval '{log_batch}'
+""")
+            s.cmd = [args.hydradns, "run", "--log", "stderr", "-c", conf]
+            s.stats_conf = conf
+            out[name] = s
+
+        hydradns("hydradns", False)
+        hydradns("hydradns+log", True)
+
+        s = Server("dnsmasq", [])
+        s.port = free_port()
+        blocklist = os.path.join(work, f"{tag}-dnsmasq-list.conf")
+        with open(blocklist, "w") as f:
+            f.writelines(f"address=/{n}/\n" for n in names)
+        conf = os.path.join(work, f"{tag}-dnsmasq.conf")
+        with open(conf, "w") as f:
+            f.write(f"""port={s.port}
+listen-address=127.0.0.1
+bind-interfaces
+no-resolv
+no-hosts
+server=127.0.0.1#{upstream_port}
+cache-size=10000
+dns-forward-max=1000
+pid-file=
+user=root
+log-facility=-
+conf-file={blocklist}
+""")
+        s.cmd = ["dnsmasq", "-k", f"--conf-file={conf}"]
+        out["dnsmasq"] = s
+
+        s = Server("unbound", [])
+        s.port = free_port()
+        zones = os.path.join(work, f"{tag}-unbound-zones.conf")
+        with open(zones, "w") as f:
+            f.writelines(f'local-zone: "{n}." always_nxdomain\n' for n in names)
+        conf = os.path.join(work, f"{tag}-unbound.conf")
+        with open(conf, "w") as f:
+            f.write(f"""server:
+  interface: 127.0.0.1
+  port: {s.port}
+  num-threads: 1
+  do-daemonize: no
+  chroot: ""
+  username: ""
+  directory: "{work}"
+  pidfile: ""
+  use-syslog: no
+  logfile: ""
+  verbosity: 0
+  do-ip6: no
+  module-config: "iterator"
+  do-not-query-localhost: no
+  msg-cache-size: 32m
+  rrset-cache-size: 64m
+  include: "{zones}"
+forward-zone:
+  name: "."
+  forward-addr: 127.0.0.1@{upstream_port}
+""")
+        s.cmd = ["unbound", "-d", "-c", conf]
+        out["unbound"] = s
+
+        s = Server("echo", [args.echo], blocked_canary=False)
+        s.port = free_port()
+        s.cmd.append(f"127.0.0.1:{s.port}")
+        out["echo"] = s
+        out["_upstream"] = args.upstream_proc
+        return out
+
+    return servers_for
+
+
+ORDER = ["hydradns", "hydradns+log", "dnsmasq", "unbound", "echo"]
+
+
+def report(args, results, elapsed):
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    vers = {
+        "dnsmasq": subprocess.run(["dnsmasq", "--version"], capture_output=True, text=True).stdout.split("\n")[0],
+        "unbound": subprocess.run(["unbound", "-V"], capture_output=True, text=True).stdout.split("\n")[0],
+        "dnsperf": next((line.split()[-1] for line in subprocess.run(["dnsperf", "-h"], capture_output=True,
+                        text=True, stdin=subprocess.DEVNULL).stdout.splitlines()
+                         + subprocess.run(["dnsperf", "-h"], capture_output=True, text=True).stderr.splitlines()
+                         if line.startswith("Version")), "?"),
+    }
+    L = []
+    L.append("# Benchmarks\n")
+    L.append(f"Last full run: {datetime.date.today()}, `bench/run.sh{' --quick' if args.quick else ''}` "
+             f"({elapsed / 60:.0f} min).\n")
+    L.append(f"Machine: {cpu}, {os.cpu_count()} cores, Linux {platform.release()}, "
+             f"{platform.machine()}. Compared: {vers['dnsmasq'].split('  ')[0]}; Unbound {vers['unbound'].split()[-1]}; "
+             f"load from dnsperf {vers['dnsperf']}. HydraDNS: `{os.path.basename(args.hydradns)}`.\n")
+    L.append("Setup: each server pinned to CPU 0 with one worker thread; dnsperf (one thread, one socket, "
+             "500 queries outstanding) and the benchmark's upstream (`examples/bench-upstream.rs`) on CPU 1. "
+             f"Saturation: median of {args.rounds} × {args.sat_secs} s per scenario, servers interleaved. "
+             f"Latency: {args.lat_secs} s at a fixed {args.lat_qps:,} QPS. Every server gets the same names: "
+             "dnsmasq as `address=/name/` lines, Unbound as `local-zone: \"name.\" always_nxdomain`, "
+             "HydraDNS as a plain list with `block_mode nxdomain`; caches 10,000 entries; HydraDNS's query log on "
+             "tmpfs, as on a router. "
+             "`echo` answers each packet with itself: the ceiling of one packet in, one out on this box.\n")
+    L.append("Columns: QPS at saturation and its share of echo's; queries dnsperf lost at saturation (over all "
+             "rounds; each run ends with up to 500 queries in flight, which dnsperf counts as lost); "
+             "server CPU per answered query and the server's share of its core; latency at the fixed rate. "
+             "`hydradns+log` is the mix with the query log on; its last column is entries logged / dropped "
+             "at the fixed rate, from the server's own counters.\n")
+    for label, n, servers, table in results:
+        L.append(f"\n## {label} ({n:,} names)\n")
+        L.append("| server | start to first answer | RSS after load | peak RSS under load |")
+        L.append("|---|---|---|---|")
+        for name in ORDER:
+            s = servers.get(name)
+            if s is not None and hasattr(s, "start_secs"):
+                L.append(f"| {name} | {s.start_secs:.2f} s | {mib(s.rss_loaded)} | {mib(s.peak)} |")
+        L.append("")
+        L.append("| scenario | server | QPS | % of echo | lost | CPU/query | CPU share | p50 | p99 | p99.9 "
+                 "| lost at fixed rate | log |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for scen in ["blocked", "hits", "mix", "mix, log on"]:
+            echo = table.get(("mix" if scen.startswith("mix") else scen, "echo"))
+            for name in ORDER:
+                r = table.get((scen, name))
+                if not r:
+                    continue
+                share = f"{100 * r['qps'] / echo['qps']:.0f} %" if echo else ""
+                logcol = f"{r['logged']:,} / {r['dropped']:,}" if name == "hydradns+log" else ""
+                L.append(f"| {scen} | {name} | {r['qps']:,.0f} | {share} | {r['lost']:,} | {r['cpu_us']:.2f} µs | "
+                         f"{r['util']:.0f} % | {r['p50']:.3f} ms | {r['p99']:.3f} ms | {r['p999']:.3f} ms | {r['lat_lost']:,} "
+                         f"of {r['lat_sent']:,} | {logcol} |")
+        ups = [r["upstream_util"] for (scen, _), r in table.items() if r.get("upstream_util") is not None]
+        if ups:
+            L.append(f"\nThe upstream's CPU share in the mix runs peaked at {max(ups):.0f} % of its core.")
+    L.append("\n## Targets (issue 6), HydraDNS against the others in the same run\n")
+    L.append("| list | check | result |")
+    L.append("|---|---|---|")
+    for label, n, servers, table in results:
+        for scen in ["blocked", "hits", "mix"]:
+            h, e, d, u = (table.get((scen, x)) for x in ["hydradns", "echo", "dnsmasq", "unbound"])
+            if not (h and e and d and u):
+                continue
+
+            def verdict(ok):
+                return "pass" if ok else "**miss**"
+
+            L.append(f"| {label} | {scen}: QPS ≥ 90 % of echo ({h['qps']:,.0f} vs {e['qps']:,.0f}) | "
+                     f"{verdict(h['qps'] >= 0.9 * e['qps'])} |")
+            L.append(f"| {label} | {scen}: QPS ≥ Unbound ({u['qps']:,.0f}) and ≥ 1.5× dnsmasq ({d['qps']:,.0f}) | "
+                     f"{verdict(h['qps'] >= u['qps'] and h['qps'] >= 1.5 * d['qps'])} |")
+            L.append(f"| {label} | {scen}: CPU/query ≤ 1.3× echo ({h['cpu_us']:.2f} vs {e['cpu_us']:.2f} µs) | "
+                     f"{verdict(h['cpu_us'] <= 1.3 * e['cpu_us'])} |")
+            L.append(f"| {label} | {scen}: nothing lost at {args.lat_qps:,} QPS ({h['lat_lost']:,} of {h['lat_sent']:,}) | "
+                     f"{verdict(h['lat_lost'] == 0)} |")
+            L.append(f"| {label} | {scen}: p99 at {args.lat_qps:,} QPS within 0.3 ms of echo ({h['p99']:.3f} vs "
+                     f"{e['p99']:.3f} ms) | {verdict(h['p99'] <= e['p99'] + 0.3)} |")
+        s = servers.get("hydradns")
+        if s is not None and hasattr(s, "start_secs"):
+            limit = 40 if n >= 500000 else 8 if n <= 150000 else None
+            if limit:
+                L.append(f"| {label} | RSS ≤ {limit} MiB after load and under load ({mib(s.rss_loaded)}, "
+                         f"{mib(s.peak)}) | {verdict(max(s.rss_loaded, s.peak) <= limit * 1048576)} |")
+            if n >= 500000:
+                L.append(f"| {label} | start to first answer ≤ 0.5 s ({s.start_secs:.2f} s) | "
+                         f"{verdict(s.start_secs <= 0.5)} |")
+        off, on = table.get(("mix", "hydradns")), table.get(("mix, log on", "hydradns+log"))
+        if off and on:
+            cost = 100 * (off["qps"] - on["qps"]) / off["qps"]
+            L.append(f"| {label} | query log costs ≤ 10 % QPS at saturation ({cost:.1f} %) | {verdict(cost <= 10)} |")
+            L.append(f"| {label} | log on: no log entry dropped at {args.lat_qps:,} QPS ({on['logged']:,} logged, "
+                     f"{on['dropped']:,} dropped) | {verdict(on['dropped'] == 0)} |")
+            L.append(f"| {label} | log on: no query lost at {args.lat_qps:,} QPS ({on['lat_lost']:,} lost, "
+                     f"{on['unseen']:,} never reached the server) | {verdict(on['lat_lost'] == 0)} |")
+    text = "\n".join(L) + "\n"
+    print("\n" + text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory with hydradns and the examples")
+    ap.add_argument("--hydradns", help="the gateway binary (default BIN/hydradns)")
+    ap.add_argument("--out")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--lists", default="100k,1m,real")
+    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    args = ap.parse_args()
+    args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")
+    args.echo = os.path.join(args.bin, "examples", "echo-responder")
+    if args.quick:
+        args.rounds, args.sat_secs, args.lat_secs, args.lat_qps, args.lists = 1, 1, 1, 2000, "100k"
+        args.batch_wait = 1.0
+    else:
+        args.rounds, args.sat_secs, args.lat_secs, args.lat_qps = 3, 5, 10, 10000
+        args.batch_wait = 1.0
+    t_start = time.monotonic()
+    work = tempfile.mkdtemp(prefix="hydradns-bench-")
+    # The query log lives on tmpfs, as on the router (/tmp there is RAM).
+    args.logdir = tempfile.mkdtemp(prefix="hydradns-bench-log-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    log = open(os.path.join(work, "servers.log"), "w")
+    upstream_port = free_port()
+    args.upstream_proc = subprocess.Popen(
+        ["taskset", "-c", "1", os.path.join(args.bin, "examples", "bench-upstream"), f"127.0.0.1:{upstream_port}"])
+    popular = [line.strip().split(",", 1)[1] for line in
+               open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
+    results = []
+    try:
+        servers_for = make_servers(args, work, upstream_port, "500ms")
+        lists = {
+            "100k": ("synthetic 100k", 100000),
+            "1m": ("synthetic 1M", 1000000),
+            "real": ("real lists combined", None),
+        }
+        for key in args.lists.split(","):
+            label, n = lists[key]
+            path = os.path.join(work, f"{key}.list")
+            if n:
+                subprocess.run([os.path.join(args.bin, "examples", "synth-list"), str(n), path], check=True)
+            else:
+                d = os.path.join(args.shared, "blocklists")
+                subprocess.run([os.path.join(args.bin, "examples", "list-export"), path,
+                                f"{d}/stevenblack-unified-2026-06-26/unified.domains.txt",
+                                f"{d}/hagezi-2026-08-15/domains__light.txt",
+                                f"{d}/adguard-dns-filter-noprivacy-2026-08-21/filter.txt"], check=True)
+                label += " (StevenBlack unified, HaGeZi light, AdGuard DNS filter)"
+            with open(path, "a") as f:
+                f.write(CANARY + "\n")
+            measure_list(args, key, label, path, popular, servers_for, work, log, results)
+    finally:
+        args.upstream_proc.terminate()
+        log.close()
+    report(args, results, time.monotonic() - t_start)
+    subprocess.run(["rm", "-rf", work, args.logdir])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
