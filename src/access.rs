@@ -20,6 +20,16 @@ pub const DEFAULT_ALLOWED: &[&str] = &[
     "fc00::/7",
 ];
 
+/// The LAN ranges plus "this network" (`0.0.0.0/8`, `::`): what an upstream
+/// answer for a public name must not contain (DNS rebinding protection).
+pub fn rebind_ranges() -> AccessList {
+    let mut l = AccessList::default();
+    for c in ["0.0.0.0/8", "::/128"] {
+        let _ = l.add(c);
+    }
+    l
+}
+
 /// What a client outside the allowed ranges gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DenyAction {
@@ -27,6 +37,17 @@ pub enum DenyAction {
     Refuse,
     /// Nothing: no reply to reflect at a spoofed source.
     Drop,
+}
+
+impl DenyAction {
+    /// `refuse` or `drop`, as the config spells them.
+    pub fn from_name(s: &str) -> Option<DenyAction> {
+        match s {
+            "refuse" => Some(DenyAction::Refuse),
+            "drop" => Some(DenyAction::Drop),
+            _ => None,
+        }
+    }
 }
 
 /// A set of address ranges, checked with a short linear scan (a handful of
@@ -127,6 +148,31 @@ mod tests {
         }
         for a in ["8.8.8.8", "172.32.0.1", "192.169.0.1", "2001:db8::1", "::ffff:8.8.8.8", "11.0.0.1"] {
             assert!(!l.allows(ip(a)), "{a}");
+        }
+    }
+
+    #[test]
+    fn rebind_ranges_are_the_lan_and_this_network() {
+        let r = rebind_ranges();
+        for a in [
+            "0.0.0.0",
+            "0.1.2.3",
+            "10.0.0.1",
+            "100.64.0.1",
+            "127.0.0.1",
+            "169.254.1.1",
+            "172.16.0.1",
+            "192.168.1.1",
+            "::",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:192.168.1.1",
+        ] {
+            assert!(r.allows(ip(a)), "{a}");
+        }
+        for a in ["1.1.1.1", "192.0.2.1", "2001:db8::1", "::2", "::ffff:8.8.8.8"] {
+            assert!(!r.allows(ip(a)), "{a}");
         }
     }
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 
-use crate::access::DenyAction;
+use crate::access::{self, AccessList, DenyAction};
 use crate::cache::{self, Cache, Stored};
 use crate::config::Config;
 use crate::policy::domainset::{SEP, name_key};
@@ -48,6 +48,8 @@ pub struct Snapshot {
     pub config: Arc<Config>,
     /// Reversed-label keys of the `rebind_allow` domains.
     rebind_allow: Vec<Box<[u8]>>,
+    /// Addresses an upstream answer may not put under a public name.
+    rebind_ranges: AccessList,
     /// The per-client rate limit, when one is set (kept across reloads that leave it alone).
     ratelimit: Option<Arc<RateLimiter>>,
 }
@@ -85,6 +87,7 @@ impl Snapshot {
         };
         Snapshot {
             ratelimit,
+            rebind_ranges: access::rebind_ranges(),
             policy,
             rebind_allow,
             cache,
@@ -224,28 +227,13 @@ impl Engine {
         let snap = self.snapshot.load();
         if !snap.config.allow_client.allows(origin.client) {
             Counters::bump(&stats.denied);
-            if snap.config.deny_action == DenyAction::Drop
-                || msg.len() < HEADER_LEN
-                || header::flags(msg) & flags::QR != 0
-            {
-                return Step::Drop;
-            }
-            // Header only: an answer no larger than the question, nothing to amplify.
-            wire::build::header_only(out, msg, rcode::REFUSED);
-            return self.done(origin, Answered::unparsed(), out, stats);
+            return self.turn_away(snap.config.deny_action, msg, origin, out, stats);
         }
         if let Some(limit) = &snap.ratelimit
             && !limit.allow(origin.client)
         {
             Counters::bump(&stats.ratelimited);
-            if snap.config.ratelimit_action == DenyAction::Drop
-                || msg.len() < HEADER_LEN
-                || header::flags(msg) & flags::QR != 0
-            {
-                return Step::Drop;
-            }
-            wire::build::header_only(out, msg, rcode::REFUSED);
-            return self.done(origin, Answered::unparsed(), out, stats);
+            return self.turn_away(snap.config.ratelimit_action, msg, origin, out, stats);
         }
         let q = match wire::parse_query(msg) {
             Ok(q) => q,
@@ -310,6 +298,17 @@ impl Engine {
             hash,
             snapshot: arc_swap::Guard::into_inner(snap),
         })
+    }
+
+    /// Answers a client we will not serve (outside `allow_client`, over its
+    /// rate): nothing, or a header-only REFUSED, an answer no larger than the
+    /// question, so there is nothing to amplify. Responses and runts get nothing.
+    fn turn_away(&self, action: DenyAction, msg: &[u8], origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Step {
+        if action == DenyAction::Drop || msg.len() < HEADER_LEN || header::flags(msg) & flags::QR != 0 {
+            return Step::Drop;
+        }
+        wire::build::header_only(out, msg, rcode::REFUSED);
+        self.done(origin, Answered::unparsed(), out, stats)
     }
 
     /// Counts the answer's latency and queues its log entry.
@@ -426,14 +425,7 @@ impl Engine {
                     return Some(r);
                 }
                 Counters::bump(&stats.cname_blocked);
-                let mut answer = Vec::new();
-                snap.policy.write_block_answer(q, &mut answer);
-                let stored = Stored::from_response(&answer, snap.min_ttl, snap.max_ttl)?;
-                return Some(Resolved {
-                    stored: Arc::new(stored),
-                    upstream: r.upstream,
-                    blocked_by: snap.policy.source_arc(source),
-                });
+                return blocked_instead(q, snap, r.upstream, snap.policy.source_arc(source));
             }
             pos = rr.end;
         }
@@ -459,25 +451,19 @@ impl Engine {
         for _ in 0..an {
             let rr = wire::read_rr(msg, pos)?;
             let rdata = msg.get(rr.rdata_pos..rr.end)?;
-            private |= match (rr.rtype, rdata.len()) {
-                (wire::rtype::A, 4) => is_private_v4([rdata[0], rdata[1], rdata[2], rdata[3]]),
-                (wire::rtype::AAAA, 16) => {
-                    let mut a = [0u8; 16];
-                    a.copy_from_slice(rdata);
-                    is_private_v6(a)
-                }
-                _ => false,
+            let addr = match rr.rtype {
+                wire::rtype::A => <[u8; 4]>::try_from(rdata).ok().map(IpAddr::from),
+                wire::rtype::AAAA => <[u8; 16]>::try_from(rdata).ok().map(IpAddr::from),
+                _ => None,
             };
+            private |= addr.is_some_and(|a| snap.rebind_ranges.allows(a));
             pos = rr.end;
         }
         if !private || snap.rebind_exempt(asked) {
             return Some(r);
         }
         Counters::bump(&stats.rebind_blocked);
-        let mut answer = Vec::new();
-        snap.policy.write_block_answer(q, &mut answer);
-        let stored = Stored::from_response(&answer, snap.min_ttl, snap.max_ttl)?;
-        Some(Resolved { stored: Arc::new(stored), upstream: r.upstream, blocked_by: Some(Arc::from(REBIND_LIST)) })
+        blocked_instead(q, snap, r.upstream, Some(Arc::from(REBIND_LIST)))
     }
 
     /// Installs a new snapshot; queries already running keep the old one.
@@ -512,20 +498,13 @@ const ANY_TTL: u32 = 3789;
 /// The list name logged for answers blocked by rebind protection.
 pub const REBIND_LIST: &str = "rebind-protection";
 
-/// This network, private, carrier-grade NAT, loopback or link-local (IPv4).
-fn is_private_v4(a: [u8; 4]) -> bool {
-    matches!(a, [0 | 10 | 127, ..] | [169, 254, ..] | [192, 168, ..])
-        || (a[0] == 172 && a[1] & 0xf0 == 16)
-        || (a[0] == 100 && a[1] & 0xc0 == 64)
-}
-
-/// Unspecified, loopback, link-local, unique-local, or IPv4-mapped private (IPv6).
-fn is_private_v6(a: [u8; 16]) -> bool {
-    let v = u128::from_be_bytes(a);
-    v <= 1
-        || a[0] == 0xfe && a[1] & 0xc0 == 0x80
-        || a[0] & 0xfe == 0xfc
-        || (a[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff] && is_private_v4([a[12], a[13], a[14], a[15]]))
+/// The answer that replaces a blocked upstream answer (CNAME cloaking,
+/// rebinding): the block answer, cached as one, logged with `list`.
+fn blocked_instead(q: &Query, snap: &Snapshot, upstream: SocketAddr, list: Option<Arc<str>>) -> Option<Resolved> {
+    let mut answer = Vec::new();
+    snap.policy.write_block_answer(q, &mut answer);
+    let stored = Stored::from_response(&answer, snap.min_ttl, snap.max_ttl)?;
+    Some(Resolved { stored: Arc::new(stored), upstream, blocked_by: list })
 }
 
 fn fit(out: &mut Vec<u8>, q: &Query, transport: Transport, stats: &Counters) {

@@ -613,11 +613,8 @@ impl SectionReader<'_> {
                     cfg.ratelimit_burst = self.number(v, 0, u64::from(crate::ratelimit::MAX_BURST))? as u32
                 }
                 "ratelimit_action" => {
-                    cfg.ratelimit_action = match v.value.as_str() {
-                        "refuse" => crate::access::DenyAction::Refuse,
-                        "drop" => crate::access::DenyAction::Drop,
-                        _ => return Err(self.bad(v, "refuse or drop")),
-                    }
+                    cfg.ratelimit_action =
+                        crate::access::DenyAction::from_name(&v.value).ok_or_else(|| self.bad(v, "refuse or drop"))?
                 }
                 "any_mode" => {
                     cfg.any_forward = match v.value.as_str() {
@@ -627,16 +624,12 @@ impl SectionReader<'_> {
                     }
                 }
                 "rebind_allow" => {
-                    let name =
-                        crate::policy::formats::normalize_name(&v.value).ok_or_else(|| self.bad(v, "a domain name"))?;
+                    let name = self.domain(v)?;
                     cfg.rebind_allow.push(name);
                 }
                 "deny_action" => {
-                    cfg.deny_action = match v.value.as_str() {
-                        "refuse" => crate::access::DenyAction::Refuse,
-                        "drop" => crate::access::DenyAction::Drop,
-                        _ => return Err(self.bad(v, "refuse or drop")),
-                    }
+                    cfg.deny_action =
+                        crate::access::DenyAction::from_name(&v.value).ok_or_else(|| self.bad(v, "refuse or drop"))?
                 }
                 "resolv_file" => cfg.resolv_file = self.path(v)?,
                 "dnsmasq_mode" => {
@@ -649,8 +642,7 @@ impl SectionReader<'_> {
                 }
                 "dnsmasq_port" => cfg.dnsmasq_port = self.number(v, 1, 65_535)? as u16,
                 "local_domain" => {
-                    let name =
-                        crate::policy::formats::normalize_name(&v.value).ok_or_else(|| self.bad(v, "a domain name"))?;
+                    let name = self.domain(v)?;
                     cfg.local_domains.push(name);
                 }
                 // Read by the init script: whether to start at all.
@@ -729,6 +721,10 @@ impl SectionReader<'_> {
         Ok(())
     }
 
+    fn domain(&self, v: &uci::Value) -> Result<String, ConfigError> {
+        crate::policy::formats::normalize_name(&v.value).ok_or_else(|| self.bad(v, "a domain name"))
+    }
+
     fn path(&self, v: &uci::Value) -> Result<PathBuf, ConfigError> {
         if v.value.starts_with('/') { Ok(PathBuf::from(&v.value)) } else { Err(self.bad(v, "an absolute path")) }
     }
@@ -745,8 +741,7 @@ impl SectionReader<'_> {
         for v in &self.section.values {
             match v.key.as_str() {
                 "domain" => {
-                    let name =
-                        crate::policy::formats::normalize_name(&v.value).ok_or_else(|| self.bad(v, "a domain name"))?;
+                    let name = self.domain(v)?;
                     fwd.domains.push(name);
                 }
                 "server" => fwd.servers.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?),
