@@ -78,6 +78,8 @@ counters! {
     ratelimited,
     /// UDP answers cut to TC=1 because they did not fit the client's size.
     truncated,
+    /// UDP answers the kernel would not send (full send buffer, unreachable peer): lost.
+    udp_send_failed,
     /// TCP connections accepted.
     tcp_connections,
     /// TCP connections refused because the connection cap was reached.

@@ -87,11 +87,14 @@ impl Outbox {
         }
     }
 
-    /// Sends every queued answer; what the kernel refuses is dropped, as UDP may.
-    fn flush(&mut self, sock: &UdpSocket) {
+    /// Sends every queued answer; what the kernel refuses is dropped, as UDP
+    /// may, and counted.
+    fn flush(&mut self, sock: &UdpSocket, stats: &Counters) {
         if self.len == 1 {
             // The common case below saturation: one query, one plain send, no setup.
-            let _ = rustix::net::sendto(sock, &self.replies[0], SendFlags::empty(), &self.peers[0]);
+            if rustix::net::sendto(sock, &self.replies[0], SendFlags::empty(), &self.peers[0]).is_err() {
+                Counters::bump(&stats.udp_send_failed);
+            }
             self.len = 0;
             self.peers.clear();
             return;
@@ -113,7 +116,10 @@ impl Outbox {
                 Ok(n) if n > 0 => sent += n,
                 Err(Errno::INTR) => {}
                 // The first message failed (e.g. an unreachable peer): skip it.
-                _ => sent += 1,
+                _ => {
+                    Counters::bump(&stats.udp_send_failed);
+                    sent += 1;
+                }
             }
         }
         self.len = 0;
@@ -169,7 +175,7 @@ pub fn receive_loop(
             out.len += 1;
         }
         if out.len > 0 {
-            out.flush(&sock);
+            out.flush(&sock, &stats);
         }
     }
 }
@@ -187,7 +193,7 @@ pub async fn resolve_misses(
         let Some(slot) = slots.take(MAX_MISS_TASKS) else {
             let mut out = Vec::new();
             engine.refuse_miss(&miss, &mut out, &stats);
-            send(&sock, &out, &peer);
+            send(&sock, &out, &peer, &stats);
             continue;
         };
         let (sock, engine, stats) = (sock.clone(), engine.clone(), stats.clone());
@@ -195,16 +201,17 @@ pub async fn resolve_misses(
             let _slot = slot;
             let mut out = Vec::new();
             engine.resolve(miss, &mut out, &stats).await;
-            send(&sock, &out, &peer);
+            send(&sock, &out, &peer, &stats);
         })
         .detach();
     }
 }
 
 /// Sends one answer without blocking the executor (the socket itself blocks,
-/// for the receive thread); a full send buffer drops it, as UDP may.
-fn send(sock: &UdpSocket, msg: &[u8], peer: &SocketAddrAny) {
-    if !msg.is_empty() {
-        let _ = rustix::net::sendto(sock, msg, SendFlags::DONTWAIT, peer);
+/// for the receive thread); a full send buffer drops it, as UDP may, and
+/// it is counted.
+fn send(sock: &UdpSocket, msg: &[u8], peer: &SocketAddrAny, stats: &Counters) {
+    if !msg.is_empty() && rustix::net::sendto(sock, msg, SendFlags::DONTWAIT, peer).is_err() {
+        Counters::bump(&stats.udp_send_failed);
     }
 }
