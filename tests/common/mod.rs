@@ -84,9 +84,16 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn start(answer_ip: Ipv4Addr) -> Upstream {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // The UDP port the kernel picks may be taken for TCP by another
+        // test's connection: try fresh ports until both binds succeed.
+        let (udp, tcp) = (0..64)
+            .find_map(|_| {
+                let udp = UdpSocket::bind("127.0.0.1:0").ok()?;
+                let tcp = TcpListener::bind(udp.local_addr().ok()?).ok()?;
+                Some((udp, tcp))
+            })
+            .expect("no port free for both UDP and TCP");
         let addr = udp.local_addr().unwrap();
-        let tcp = TcpListener::bind(addr).unwrap();
         udp.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
         tcp.set_nonblocking(true).unwrap();
         let up = Upstream {
