@@ -38,22 +38,42 @@ pub struct RateLimiter {
     /// Bucket size in tokens.
     burst: u64,
     epoch: Instant,
-    seed: usize,
+    seed: u64,
+}
+
+/// A random seed for [`client_hash`], so nobody can pick an address that
+/// shares a slot with a victim's.
+pub fn random_seed() -> u64 {
+    let mut seed = [0u8; 8];
+    // A fixed seed only makes slot collisions predictable; not fatal.
+    let _ = rustix::rand::getrandom(&mut seed, rustix::rand::GetRandomFlags::empty());
+    u64::from_ne_bytes(seed)
+}
+
+/// Hash of who `client` is for per-client limits: the address, or its /64
+/// for IPv6. `None` for 127.0.0.1 and ::1, which are never limited.
+pub fn client_hash(seed: u64, client: IpAddr) -> Option<u64> {
+    let mut h = FxBuildHasher.build_hasher();
+    h.write_u64(seed);
+    match client.to_canonical() {
+        IpAddr::V4(a) if a == Ipv4Addr::LOCALHOST => return None,
+        IpAddr::V4(a) => h.write_u32(u32::from(a)),
+        IpAddr::V6(a) if a.is_loopback() => return None,
+        IpAddr::V6(a) => h.write_u64((u128::from(a) >> 64) as u64),
+    }
+    Some(h.finish())
 }
 
 impl RateLimiter {
     /// A limiter of `rate` queries per second per client with bursts of
     /// `burst` (clamped to 1..=[`MAX_BURST`]).
     pub fn new(rate: u32, burst: u32) -> RateLimiter {
-        let mut seed = [0u8; 8];
-        // A fixed seed only makes slot collisions predictable; not fatal.
-        let _ = rustix::rand::getrandom(&mut seed, rustix::rand::GetRandomFlags::empty());
         RateLimiter {
             slots: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
             rate: u64::from(rate.max(1)),
             burst: u64::from(burst.clamp(1, MAX_BURST)),
             epoch: Instant::now(),
-            seed: u64::from_ne_bytes(seed) as usize,
+            seed: random_seed(),
         }
     }
 
@@ -64,15 +84,7 @@ impl RateLimiter {
     }
 
     fn allow_at(&self, client: IpAddr, now: u64) -> bool {
-        let mut h = FxBuildHasher.build_hasher();
-        h.write_usize(self.seed);
-        match client.to_canonical() {
-            IpAddr::V4(a) if a == Ipv4Addr::LOCALHOST => return true,
-            IpAddr::V4(a) => h.write_u32(u32::from(a)),
-            IpAddr::V6(a) if a.is_loopback() => return true,
-            IpAddr::V6(a) => h.write_u64((u128::from(a) >> 64) as u64),
-        }
-        let hash = h.finish();
+        let Some(hash) = client_hash(self.seed, client) else { return true };
         let slot = &self.slots[(hash as usize) % SLOTS];
         // Tag 0 marks an empty slot, so a client's tag is never 0.
         let tag = ((hash >> 40) & ((1 << TAG_BITS) - 1)).max(1);

@@ -84,6 +84,8 @@ counters! {
     tcp_connections,
     /// TCP connections refused because the connection cap was reached.
     tcp_refused,
+    /// TCP connections refused because the client held `tcp_max_per_client` already.
+    tcp_client_refused,
     /// TCP connections closed for idling or for a message not completed in time.
     tcp_timeouts,
 }

@@ -118,6 +118,47 @@ fn tcp_connection_cap() {
     assert_eq!(udp(gw.addr, "y.example", A).rcode, RCODE::NoError);
 }
 
+/// A TCP connection to `server` from the loopback address `src`.
+fn tcp_connect_from(src: &str, server: std::net::SocketAddr) -> std::net::TcpStream {
+    use rustix::net::{AddressFamily, SocketType, bind, connect, socket};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    bind(&fd, &std::net::SocketAddr::new(src.parse().unwrap(), 0)).unwrap();
+    connect(&fd, &server).unwrap();
+    let s = std::net::TcpStream::from(fd);
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s
+}
+
+/// Does `s` get an answer to one query?
+fn answers(s: &mut std::net::TcpStream) -> bool {
+    write_frame(s, &build_query(3, "x.example", A, None)).is_ok() && read_frame(s).is_some()
+}
+
+#[test]
+fn tcp_cap_per_client() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], "\toption tcp_max_per_client '2'\n"));
+    let mut held: Vec<_> = (0..2).map(|_| tcp_connect_from("127.0.0.2", gw.addr)).collect();
+    for s in &mut held {
+        assert!(answers(s), "within its cap");
+    }
+    let mut third = tcp_connect_from("127.0.0.2", gw.addr);
+    assert!(!answers(&mut third), "the client's third connection is closed at once");
+    // Other clients are not held back by it (two of them might share a slot:
+    // the cap is per slot, so allow one such collision).
+    let others = (3..7).filter(|i| answers(&mut tcp_connect_from(&format!("127.0.0.{i}"), gw.addr))).count();
+    assert!(others >= 3, "only {others} of 4 other clients got in");
+    // 127.0.0.1 (dnsmasq in front of us) is exempt.
+    let mut local: Vec<_> = (0..4).map(|_| tcp_connect(gw.addr)).collect();
+    assert!(local.iter_mut().all(answers), "loopback over the per-client cap");
+    drop(held.pop());
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(answers(&mut tcp_connect_from("127.0.0.2", gw.addr)), "a freed place is reusable");
+    let s = gw.stats();
+    assert!(s["tcp_client_refused"] >= 1, "{s:?}");
+    assert_eq!(s["tcp_refused"], 0, "{s:?}");
+}
+
 #[test]
 fn listens_on_ipv4_and_ipv6() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());

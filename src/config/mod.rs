@@ -182,6 +182,8 @@ pub struct Config {
     pub tcp_idle_timeout: Duration,
     /// Open TCP connections allowed at once, over all listeners.
     pub tcp_max_connections: usize,
+    /// Most TCP connections one client (address, or /64) may hold open; 127.0.0.1 and ::1 are exempt.
+    pub tcp_max_per_client: usize,
     /// Distinct misses forwarded at once (dnsmasq's `dns-forward-max`); each
     /// holds a socket, so this also bounds descriptors.
     pub forward_max: usize,
@@ -291,6 +293,7 @@ impl Config {
             upstream_timeout: Duration::from_secs(2),
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_max_connections: 128,
+            tcp_max_per_client: 16,
             forward_max: 512,
             workers: 0,
             lists: Vec::new(),
@@ -465,20 +468,24 @@ impl Config {
             .map(|l| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), l.port()))
     }
 
-    /// Identifies the settings a reload cannot apply (sockets, threads, the
-    /// query log, the dnsmasq arrangement): the init script restarts instead
+    /// Identifies the settings a reload cannot apply (sockets, threads, TCP
+    /// limits, the query log, the dnsmasq arrangement): the init script restarts instead
     /// of reloading when it changes. FNV-1a of their debug form; stable for
     /// one build, which is all it is compared within.
     pub fn restart_key(&self) -> String {
         let material = format!(
-            "{:?}|{}|{:?}|{:?}|{:?}|{}|{:?}",
+            "{:?}|{}|{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}",
             self.listen,
             self.worker_count(),
             self.querylog,
             self.control_socket,
             self.dnsmasq_mode,
             self.dnsmasq_port,
-            self.local_domains
+            self.local_domains,
+            // The TCP limits are fixed when the listeners start.
+            self.tcp_max_connections,
+            self.tcp_max_per_client,
+            self.tcp_idle_timeout
         );
         let hash =
             material.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
@@ -591,6 +598,7 @@ impl SectionReader<'_> {
                 "upstream_timeout" => cfg.upstream_timeout = self.duration(v, 10, 60_000)?,
                 "tcp_idle_timeout" => cfg.tcp_idle_timeout = self.duration(v, 100, 3_600_000)?,
                 "tcp_max_connections" => cfg.tcp_max_connections = self.number(v, 1, 65_535)? as usize,
+                "tcp_max_per_client" => cfg.tcp_max_per_client = self.number(v, 1, 65_535)? as usize,
                 "forward_max" => cfg.forward_max = self.number(v, 1, 65_535)? as usize,
                 "workers" => cfg.workers = self.number(v, 0, 64)? as usize,
                 "control_socket" => cfg.control_socket = PathBuf::from(&v.value),

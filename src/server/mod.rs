@@ -16,7 +16,7 @@ pub mod udp;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use async_signal::{Signal, Signals};
@@ -116,8 +116,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
     };
     let stats_interval = cfg.stats_interval;
     let policy = load_policy(&cfg);
-    let limits =
-        Arc::new(tcp::Limits { open: AtomicUsize::new(0), max: cfg.tcp_max_connections, idle: cfg.tcp_idle_timeout });
+    let limits = Arc::new(tcp::Limits::new(cfg.tcp_max_connections, cfg.tcp_max_per_client, cfg.tcp_idle_timeout));
     let logger = querylog.as_ref().map(|q| q.logger.clone());
     let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), logger));
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();

@@ -5,13 +5,14 @@
 //! connection) and are written as they complete, so a slow name does not hold
 //! up the ones behind it. Each frame is written whole under a per-connection
 //! lock. A connection that sends nothing for the idle timeout, or takes that
-//! long to finish a message, is closed; connections over the cap, or from a
-//! client outside `allow_client`, are closed on accept.
+//! long to finish a message, is closed; connections over the cap (overall,
+//! or the client's own), or from a client outside `allow_client`, are
+//! closed on accept.
 
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use smol::channel::bounded;
@@ -21,28 +22,85 @@ use smol::lock::Mutex;
 use smol::{Async, LocalExecutor, Timer};
 
 use crate::query::{Engine, Origin, Step, Transport};
+use crate::ratelimit::{client_hash, random_seed};
 use crate::stats::Counters;
 
 /// Misses resolving at once on one connection; the reader pauses beyond it.
 pub const MAX_PIPELINE: usize = 32;
 
+/// Per-client connection counts kept; clients that share a slot share one
+/// cap (stricter, never looser), and a flood of source addresses cannot
+/// grow the table. 2 KiB.
+const CLIENT_SLOTS: usize = 1024;
+
 /// Limits shared by all TCP listeners.
 #[derive(Debug)]
 pub struct Limits {
     /// Connections open now, over all workers.
-    pub open: AtomicUsize,
+    open: AtomicUsize,
     /// Most connections allowed open.
-    pub max: usize,
+    max: usize,
+    /// Most connections one client (address, or /64) may hold open.
+    per_client: u16,
+    /// Open connections per client slot.
+    clients: Box<[AtomicU16]>,
+    seed: u64,
     /// Idle and per-message read timeout.
     pub idle: Duration,
 }
 
-/// Releases a connection's place in the count when the connection task ends.
-struct Open(Arc<Limits>);
+/// Why a connection was closed on accept.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// `tcp_max_connections` reached.
+    Full,
+    /// The client holds `tcp_max_per_client` already.
+    ClientFull,
+}
+
+impl Limits {
+    pub fn new(max: usize, per_client: usize, idle: Duration) -> Limits {
+        Limits {
+            open: AtomicUsize::new(0),
+            max,
+            per_client: per_client.min(u16::MAX as usize) as u16,
+            clients: (0..CLIENT_SLOTS).map(|_| AtomicU16::new(0)).collect(),
+            seed: random_seed(),
+            idle,
+        }
+    }
+
+    /// Takes a place for a connection from `client`, held until the [`Open`] drops.
+    pub fn admit(self: &Arc<Limits>, client: IpAddr) -> Result<Open, Refused> {
+        if self.open.fetch_add(1, Relaxed) >= self.max {
+            self.open.fetch_sub(1, Relaxed);
+            return Err(Refused::Full);
+        }
+        let slot = client_hash(self.seed, client).map(|h| (h % CLIENT_SLOTS as u64) as usize);
+        if let Some(i) = slot
+            && self.clients[i].fetch_add(1, Relaxed) >= self.per_client
+        {
+            self.clients[i].fetch_sub(1, Relaxed);
+            self.open.fetch_sub(1, Relaxed);
+            return Err(Refused::ClientFull);
+        }
+        Ok(Open { limits: self.clone(), slot })
+    }
+}
+
+/// Holds a connection's places in the counts until the connection task ends.
+#[derive(Debug)]
+pub struct Open {
+    limits: Arc<Limits>,
+    slot: Option<usize>,
+}
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Relaxed);
+        if let Some(i) = self.slot {
+            self.limits.clients[i].fetch_sub(1, Relaxed);
+        }
+        self.limits.open.fetch_sub(1, Relaxed);
     }
 }
 
@@ -76,17 +134,23 @@ pub async fn accept_loop(
             Counters::bump(&stats.denied);
             continue;
         }
-        if limits.open.fetch_add(1, Relaxed) >= limits.max {
-            limits.open.fetch_sub(1, Relaxed);
-            Counters::bump(&stats.tcp_refused);
-            continue;
-        }
+        let open = match limits.admit(peer.ip()) {
+            Ok(open) => open,
+            Err(Refused::Full) => {
+                Counters::bump(&stats.tcp_refused);
+                continue;
+            }
+            Err(Refused::ClientFull) => {
+                Counters::bump(&stats.tcp_client_refused);
+                continue;
+            }
+        };
         Counters::bump(&stats.tcp_connections);
-        let open = Open(limits.clone());
         let (engine, stats, ex2) = (engine.clone(), stats.clone(), ex.clone());
         ex.spawn(async move {
+            let idle = open.limits.idle;
             let _open = open;
-            serve_conn(stream, peer.ip(), engine, stats, ex2, _open.0.idle).await;
+            serve_conn(stream, peer.ip(), engine, stats, ex2, idle).await;
         })
         .detach();
     }
