@@ -350,7 +350,7 @@ config querylog 'querylog'
 \toption max_size '256M'
 \toption batch_interval '{log_batch}'
 """)
-            s.cmd = [args.hydradns, "run", "--log", "stderr", "-c", conf]
+            s.cmd = [args.hydradns, "run", "--allow-root", "--log", "stderr", "-c", conf]
             s.stats_conf = conf
             out[name] = s
 

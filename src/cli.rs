@@ -19,7 +19,8 @@ use nanoserde::{DeJson, SerJson};
 
 const USAGE: &str = "\
 usage:
-  hydradns run [-c FILE] [--log syslog|stderr] [-v]   serve DNS in the foreground
+  hydradns run [-c FILE] [--log syslog|stderr] [-v] [--allow-root]
+                                                      serve DNS in the foreground
   hydradns check-config -c FILE [--shell]             validate FILE; print FILE:LINE: problem
   hydradns check -c FILE NAME                         is NAME blocked, and by which list?
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
@@ -30,7 +31,9 @@ usage:
   hydradns --version
 
 Without -c, run uses /etc/config/hydradns if it exists, else built-in
-defaults (listen on 127.0.0.1:5353, forward to the resolvers in /etc/resolv.conf).";
+defaults (listen on 127.0.0.1:5353, forward to the resolvers in /etc/resolv.conf).
+run refuses to start as root unless given --allow-root: it needs no
+privilege but binding port 53 (CAP_NET_BIND_SERVICE, which the package gives it).";
 
 /// Options of all subcommands; each command checks it got only its own.
 #[derive(Debug, Default)]
@@ -38,6 +41,7 @@ struct Args {
     config: Option<PathBuf>,
     log: Option<Target>,
     verbose: bool,
+    allow_root: bool,
     json: bool,
     shell: bool,
     limit: Option<usize>,
@@ -83,6 +87,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             "-v" | "--verbose" => {
                 out.verbose = true;
                 "-v"
+            }
+            "--allow-root" => {
+                out.allow_root = true;
+                "--allow-root"
             }
             "--json" => {
                 out.json = true;
@@ -190,7 +198,7 @@ fn run_config(args: &Args) -> Result<(Config, Option<PathBuf>), ConfigError> {
 }
 
 fn run(args: Args) -> ExitCode {
-    if let Err(e) = args.only("run", &["-c", "--log", "-v"]) {
+    if let Err(e) = args.only("run", &["-c", "--log", "-v", "--allow-root"]) {
         return usage_error(e);
     }
     if !args.positional.is_empty() {
@@ -198,6 +206,14 @@ fn run(args: Args) -> ExitCode {
         return ExitCode::from(2);
     }
     logging::init(args.log.unwrap_or(Target::Syslog), args.verbose);
+    // A parser bug exploited by a LAN client should not own the router.
+    if rustix::process::geteuid().is_root() && !args.allow_root {
+        let why = "refusing to run as root: start it as an unprivileged user with CAP_NET_BIND_SERVICE \
+                   (the package's init script does), or pass --allow-root";
+        log::error!("{why}");
+        eprintln!("hydradns: {why}");
+        return ExitCode::from(1);
+    }
     let (cfg, path) = match run_config(&args) {
         Ok(c) => c,
         Err(e) => {

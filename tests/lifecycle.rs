@@ -63,9 +63,39 @@ fn check_config_shell_output_for_the_init_script() {
 fn run_refuses_a_broken_config() {
     let dir = TempDir::new();
     let bad = dir.file("bad.conf", "config hydradns\n\toption max_ttl '-1'\n");
-    let (code, _, err) = cli(&["run", "--log", "stderr", "-c", bad.to_str().unwrap()]);
+    let (code, _, err) = cli(&["run", "--allow-root", "--log", "stderr", "-c", bad.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains(&format!("{}:2: option 'max_ttl'", bad.display())), "{err}");
+}
+
+#[test]
+fn run_refuses_root_unless_allowed() {
+    let dir = TempDir::new();
+    let conf = dir.file("ok.conf", "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n");
+    let root = std::process::Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
+    let bin = hydradns();
+    // Root here (as in CI), or root of a user namespace of our own.
+    let mut cmd = std::process::Command::new(if root { bin.get_program() } else { "unshare".as_ref() });
+    if !root {
+        cmd.arg("-r").arg(bin.get_program());
+    }
+    cmd.args(bin.get_args()).args(["run", "--log", "stderr", "-c"]).arg(&conf);
+    let mut child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("it kept running as root");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("refusing to run as root") && err.contains("--allow-root"), "{err}");
 }
 
 #[test]

@@ -122,7 +122,7 @@ same_dhcp() {
 # ---- upstream mode (the default) ---------------------------------------------
 reset
 run start_service
-grep -q "^param command $HYDRADNS_ROOT/usr/sbin/hydradns run -c $conf/hydradns --log syslog$" "$work/procd" || fail "instance command: $(cat "$work/procd")"
+grep -q "^param command $HYDRADNS_ROOT/usr/sbin/hydradns run -c $conf/hydradns --log syslog --allow-root$" "$work/procd" || fail "instance command (no hydradns user: root, said so): $(cat "$work/procd")"
 grep -q "^param respawn 3600 5 0$" "$work/procd" || fail "respawn thresholds"
 if ! grep -q "^param stdout 1$" "$work/procd" || ! grep -q "^param stderr 1$" "$work/procd"; then fail "stdout/stderr to logd"; fi
 grep -q "^param limits as=" "$work/procd" || fail "memory limit"
@@ -180,6 +180,7 @@ mkdir -p "$HYDRADNS_ROOT/etc/capabilities"
 cp "$repo/openwrt/files/hydradns.capabilities.json" "$HYDRADNS_ROOT/etc/capabilities/hydradns.json"
 run start_service
 grep -q "^param user hydradns$" "$work/procd" || fail "runs as the hydradns user"
+grep -q "^param command $HYDRADNS_ROOT/usr/sbin/hydradns run -c $conf/hydradns --log syslog$" "$work/procd" || fail "as the user, without --allow-root"
 grep -q "^param capabilities $HYDRADNS_ROOT/etc/capabilities/hydradns.json$" "$work/procd" || fail "with its capabilities"
 grep -q "^chown -R hydradns:hydradns .*/etc/hydradns .*/var/run/hydradns .*/tmp/hydradns$" "$work/calls" || fail "owns its directories"
 rm "$work/user-exists"
