@@ -23,6 +23,8 @@ pub enum Route {
     Truncated(Vec<u8>),
     /// 200 streaming this many bytes of list lines.
     Endless(u64),
+    /// 200 for this body: sends the first half, then stalls without closing.
+    Stall(Vec<u8>),
 }
 
 #[derive(Default)]
@@ -180,6 +182,19 @@ fn serve<S: Read + Write>(stream: S, state: &Mutex<State>, stop: &AtomicBool) {
             }
         }
         Some(Route::Hang) => {
+            for _ in 0..600 {
+                if stop.load(SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Ok(())
+        }
+        Some(Route::Stall(body)) => {
+            let mut r = head("200 OK", body.len() as u64, "").into_bytes();
+            r.extend_from_slice(&body[..body.len() / 2]);
+            let _ = out.write_all(&r);
+            let _ = out.flush();
             for _ in 0..600 {
                 if stop.load(SeqCst) {
                     break;

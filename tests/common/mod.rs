@@ -64,6 +64,8 @@ pub struct Behaviour {
     pub silent: AtomicBool,
     /// Delay every answer by this many ms.
     pub delay_ms: AtomicU64,
+    /// Answer every UDP query with junk that carries the query's ID.
+    pub garbage: AtomicBool,
 }
 
 /// A DNS server on 127.0.0.1 (UDP and TCP, same port) with scripted answers.
@@ -72,7 +74,8 @@ pub struct Behaviour {
 /// `servfail.*` SERVFAIL, `ttlN.*` TTL N, `big.*` 40 A records (fits 1232,
 /// not 512), `huge.*` 100 A records (sent with TC over UDP, whole over TCP),
 /// `spoof.*` a wrong-ID and a wrong-question reply before the real one,
-/// `cloaked.*` a CNAME to `tracker.cname-target.example` and its A record.
+/// `cloaked.*` a CNAME to `tracker.cname-target.example` and its A record,
+/// `flood.*` 2,000 forged replies (wrong IDs) before the real one.
 /// Anything else: A `answer_ip`, AAAA 2001:db8::1, TTL 300.
 pub struct Upstream {
     pub addr: SocketAddr,
@@ -113,6 +116,12 @@ impl Upstream {
                 if b.silent.load(SeqCst) {
                     continue;
                 }
+                if b.garbage.load(SeqCst) && msg.len() >= 2 {
+                    let mut junk = msg[..2].to_vec();
+                    junk.extend((0..40u8).map(|i| i.wrapping_mul(37) | 0x80));
+                    let _ = udp.send_to(&junk, peer);
+                    continue;
+                }
                 let Some((name, qtype)) = question(&msg) else {
                     // A type simple-dns does not know: answer NOERROR, no records, by hand.
                     if let Some((name, qtype)) = raw_question(&msg) {
@@ -137,6 +146,14 @@ impl Upstream {
                         other[..2].copy_from_slice(&msg[..2]);
                         let _ = udp.send_to(&other, peer);
                         let _ = udp.send_to(b"garbage", peer);
+                    }
+                    if name.starts_with("flood.") {
+                        let mut forged = answer(&msg, Ipv4Addr::new(6, 6, 6, 6), false);
+                        for i in 0..2000u16 {
+                            let id = u16::from_be_bytes([msg[0], msg[1]]) ^ (i | 1);
+                            forged[..2].copy_from_slice(&id.to_be_bytes());
+                            let _ = udp.send_to(&forged, peer);
+                        }
                     }
                     let _ = udp.send_to(&answer(&msg, answer_ip, false), peer);
                 };
@@ -488,8 +505,13 @@ impl Gateway {
     }
 
     pub fn start_with(dir: TempDir, config: PathBuf) -> Gateway {
-        let mut child = hydradns()
-            .args(["run", "--log", "stderr", "-c"])
+        Gateway::start_command(dir, config, hydradns())
+    }
+
+    /// Starts `command` (the binary, perhaps behind a wrapper) with `run` and `config`.
+    pub fn start_command(dir: TempDir, config: PathBuf, mut command: Command) -> Gateway {
+        let mut child = command
+            .args(["run", "--allow-root", "--log", "stderr", "-c"])
             .arg(&config)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -572,6 +594,13 @@ impl Gateway {
     pub fn stop_keeping_dir(mut self) -> (std::process::ExitStatus, TempDir) {
         let status = self.terminate();
         (status, std::mem::replace(&mut self.dir, TempDir(PathBuf::new())))
+    }
+
+    /// SIGKILL (no chance to clean up), keeping the directory for a restart.
+    pub fn kill_keeping_dir(mut self) -> TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self.dir, TempDir(PathBuf::new()))
     }
 
     /// SIGTERM, then the exit status.
