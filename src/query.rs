@@ -354,20 +354,7 @@ impl Engine {
                 let n = wire::reversed_key(q.qname, &mut name_key);
                 let group = snap.group_for(&name_key[..n]);
                 let reply = group.resolve(&q, snap.timeout).await;
-                let resolved = reply.and_then(|(r, upstream)| {
-                    let stored = Arc::new(Stored::from_response(&r, snap.min_ttl, snap.max_ttl)?);
-                    Some(Resolved { stored, upstream, blocked_by: None })
-                });
-                let resolved = match resolved {
-                    Some(r) if snap.config.cname_inspection => self.inspect_cnames(&q, snap, r, stats),
-                    other => other,
-                };
-                let resolved = match resolved {
-                    Some(r) if snap.config.rebind_protection && r.blocked_by.is_none() => {
-                        self.inspect_rebind(&q, &name_key[..n], snap, r, stats)
-                    }
-                    other => other,
-                };
+                let resolved = reply.and_then(|(r, upstream)| self.vet_reply(&q, snap, &r, upstream, stats));
                 if let Some(r) = &resolved {
                     snap.cache.insert(&miss.key, miss.hash, r.stored.clone());
                 }
@@ -402,6 +389,30 @@ impl Engine {
         }
         fit(out, &q, origin.transport, stats);
         self.done(origin, a, out, stats);
+    }
+
+    /// Turns a reply that [`crate::upstream::is_reply_to`] accepted into what
+    /// gets cached and answered: TTLs clamped, then CNAME cloaking and
+    /// rebinding checks. `None` if its records cannot be walked.
+    pub fn vet_reply(
+        &self,
+        q: &Query,
+        snap: &Snapshot,
+        reply: &[u8],
+        upstream: SocketAddr,
+        stats: &Counters,
+    ) -> Option<Resolved> {
+        let stored = Arc::new(Stored::from_response(reply, snap.min_ttl, snap.max_ttl)?);
+        let mut r = Resolved { stored, upstream, blocked_by: None };
+        if snap.config.cname_inspection {
+            r = self.inspect_cnames(q, snap, r, stats)?;
+        }
+        if snap.config.rebind_protection && r.blocked_by.is_none() {
+            let mut name_key = [0u8; MAX_NAME_LEN];
+            let n = wire::reversed_key(q.qname, &mut name_key);
+            r = self.inspect_rebind(q, &name_key[..n], snap, r, stats)?;
+        }
+        Some(r)
     }
 
     /// CNAME cloaking: a tracker behind a first-party name that points (by

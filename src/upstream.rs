@@ -203,7 +203,7 @@ fn build_query(q: &Query, id: u16) -> Vec<u8> {
 }
 
 /// Is `r` a well-formed reply to our query `id` for `q`'s question?
-fn is_reply_to(r: &[u8], id: u16, q: &Query) -> bool {
+pub fn is_reply_to(r: &[u8], id: u16, q: &Query) -> bool {
     if r.len() < HEADER_LEN || header::id(r) != id {
         return false;
     }

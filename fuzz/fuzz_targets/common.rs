@@ -1,0 +1,63 @@
+//! One engine per fuzzing process, configured like a router: a blocklist,
+//! an allowlist, rebinding and CNAME checks on, and a cached answer, so
+//! inputs can reach every branch of the answer path without a network.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, OnceLock};
+
+use hydradns::cache::{self, MAX_KEY_LEN, Stored};
+use hydradns::config::Config;
+use hydradns::policy::Policy;
+use hydradns::query::{Engine, Snapshot};
+use hydradns::wire::{self, rtype};
+
+const CONFIG: &str = "config hydradns 'main'
+\tlist listen '127.0.0.1:0'
+\tlist upstream '127.0.0.1:9'
+\tlist rebind_allow 'lan'
+config blocklist 'ads'
+\tlist domain 'ads.example'
+\tlist domain 'tracker.example'
+config allowlist 'ok'
+\tlist domain 'fine.ads.example'
+";
+
+/// The names the seeds ask for; `cached.example` A is in the cache.
+pub const CACHED: &str = "cached.example";
+
+pub fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let cfg = Config::parse("fuzz.conf", CONFIG).expect("the fuzz config parses");
+        let policy = Policy::load(&cfg.lists, cfg.block_mode, cfg.block_ttl);
+        let engine = Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), None);
+        let q = query(CACHED, rtype::A);
+        let parsed = wire::parse_query(&q).expect("the seed query parses");
+        let mut reply = Vec::new();
+        wire::build::start(&mut reply, &parsed, 0);
+        wire::build::record(&mut reply, rtype::A, 300, &[192, 0, 2, 1]);
+        wire::build::finish(&mut reply, None, [1, 0, 0], false);
+        let stored = Stored::from_response(&reply, 0, 86_400).expect("the seed reply is valid");
+        let snap = engine.snapshot.load();
+        let mut key = [0u8; MAX_KEY_LEN];
+        let n = cache::key(&parsed, &mut key);
+        snap.cache.insert(&key[..n], snap.cache.hash(&key[..n]), Arc::new(stored));
+        drop(snap);
+        engine
+    })
+}
+
+/// A plain query for `name` and `qtype`, ID 0x1234, RD set.
+pub fn query(name: &str, qtype: u16) -> Vec<u8> {
+    let mut m = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in name.split('.') {
+        m.push(label.len() as u8);
+        m.extend_from_slice(label.as_bytes());
+    }
+    m.push(0);
+    m.extend_from_slice(&qtype.to_be_bytes());
+    m.extend_from_slice(&1u16.to_be_bytes());
+    m
+}
+
+pub const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 1, 20));

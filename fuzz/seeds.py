@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Writes the starting corpus of every fuzz target into fuzz/corpus/<target>/:
+real DNS messages from the captures and the Knot seed in ../shared/data, real
+list lines, the package's UCI files, and hand-made messages that reach the
+branches a capture rarely does (blocked, cached, CNAME to a blocked name,
+private addresses). Stdlib only; run by scripts/fuzz.sh."""
+import hashlib
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+SHARED = os.path.join(os.path.dirname(REPO), "shared", "data")
+
+
+def put(target, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, hashlib.sha1(data).hexdigest()), "wb") as f:
+        f.write(data)
+
+
+def pcap_payloads(path):
+    """UDP payloads and TCP DNS messages (length prefix removed) of port 53."""
+    with open(path, "rb") as f:
+        b = f.read()
+    magic = b[:4]
+    if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        e = "<"
+    elif magic in (b"\xa1\xb2\xc3\xd4", b"\xa1\xb2\x3c\x4d"):
+        e = ">"
+    else:
+        return
+    link = struct.unpack(e + "I", b[20:24])[0]
+    pos = 24
+    while pos + 16 <= len(b):
+        incl = struct.unpack(e + "I", b[pos + 8:pos + 12])[0]
+        frame = b[pos + 16:pos + 16 + incl]
+        pos += 16 + incl
+        ip = {1: frame[14:], 101: frame, 113: frame[16:], 276: frame[20:], 0: frame[4:]}.get(link)
+        if not ip:
+            continue
+        if ip[0] >> 4 == 4:
+            proto, l4 = ip[9], ip[(ip[0] & 15) * 4:]
+        elif ip[0] >> 4 == 6:
+            proto, l4 = ip[6], ip[40:]
+        else:
+            continue
+        if proto == 17 and len(l4) > 8:
+            yield l4[8:]
+        elif proto == 6 and len(l4) > 20:
+            data = l4[(l4[12] >> 4) * 4:]
+            while len(data) >= 2:
+                n = struct.unpack(">H", data[:2])[0]
+                if n == 0 or len(data) < 2 + n:
+                    break
+                yield data[2:2 + n]
+                data = data[2 + n:]
+
+
+def name(n):
+    return b"".join(bytes([len(l)]) + l.encode() for l in n.split(".")) + b"\0"
+
+
+def query(n, qtype, qid=0x1234, edns=None):
+    m = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 1 if edns else 0) + name(n) + struct.pack(">HH", qtype, 1)
+    if edns:
+        m += b"\0" + struct.pack(">HHIH", 41, edns, 0, 0)
+    return m
+
+
+def reply(n, qtype, answers, qid=0x1234):
+    """answers: (rtype, rdata) owned by the question name, or ("CNAME", target)."""
+    body = b""
+    for rtype, rdata in answers:
+        if rtype == "CNAME":
+            body += b"\xc0\x0c" + struct.pack(">HHIH", 5, 1, 300, len(name(rdata))) + name(rdata)
+        else:
+            body += b"\xc0\x0c" + struct.pack(">HHIH", rtype, 1, 300, len(rdata)) + rdata
+    return struct.pack(">HHHHHH", qid, 0x8180, 1, len(answers), 0, 0) + name(n) + struct.pack(">HH", qtype, 1) + body
+
+
+def main():
+    count = {}
+    if os.path.isdir(SHARED):
+        for root, _, files in os.walk(os.path.join(SHARED, "pcaps")):
+            for f in files:
+                if f.endswith(".pcap"):
+                    for msg in pcap_payloads(os.path.join(root, f)):
+                        # QR bit: replies seed the upstream target, queries the client one.
+                        put("upstream_reply" if len(msg) > 2 and msg[2] & 0x80 else "query", msg)
+        seed = os.path.join(SHARED, "packets", "knot-sample-seed.pkt")
+        if os.path.exists(seed):
+            with open(seed, "rb") as f:
+                put("query", f.read())
+        for root, _, files in os.walk(os.path.join(SHARED, "blocklists")):
+            for f in sorted(files):
+                if f.endswith((".txt", ".conf")):
+                    with open(os.path.join(root, f), "rb") as fh:
+                        lines = fh.read().splitlines()
+                    # The header and a slice from the middle of each list.
+                    put("list", b"\n".join(lines[:60] + lines[len(lines) // 2:len(lines) // 2 + 60]))
+    else:
+        print(f"note: {SHARED} not found; hand-made seeds only", file=sys.stderr)
+    for n, t in [("cached.example", 1), ("ads.example", 1), ("x.ads.example", 28), ("fine.ads.example", 1),
+                 ("www.example", 255), ("www.example", 16)]:
+        put("query", query(n, t))
+        put("query", query(n, t, edns=4096))
+    v4 = lambda *a: (1, bytes(a))
+    put("upstream_reply", reply("www.example", 1, [v4(192, 0, 2, 1)]))
+    put("upstream_reply", reply("www.example", 1, [v4(192, 168, 1, 1)]))
+    put("upstream_reply", reply("x.lan", 1, [v4(10, 0, 0, 1)]))
+    put("upstream_reply", reply("www.example", 1, [("CNAME", "tracker.example"), v4(192, 0, 2, 7)]))
+    put("upstream_reply", reply("app.example", 28, [(28, bytes(15) + b"\x01")]))
+    for root, _, files in os.walk(os.path.join(REPO, "openwrt", "files")):
+        for f in files:
+            if f.endswith(".config"):
+                with open(os.path.join(root, f), "rb") as fh:
+                    put("uci", fh.read())
+    for root, _, files in os.walk(os.path.join(REPO, "tests", "data", "uci")):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                put("uci", fh.read())
+    put("list", b"0.0.0.0 a.example b.example\n127.0.0.1 localhost\n||c.example^\n@@||ok.c.example^\n*.w.example\n"
+        b"||d.example^$badfilter\n||d.example^\n/regex/\nexample.com##.ad\nplain.example\n")
+    for t in ("query", "upstream_reply", "list", "uci"):
+        d = os.path.join(HERE, "corpus", t)
+        count[t] = len(os.listdir(d)) if os.path.isdir(d) else 0
+    print("seeds: " + ", ".join(f"{t} {n}" for t, n in count.items()))
+
+
+main()
