@@ -25,7 +25,7 @@ for t in query upstream_reply list uci; do
     cargo "${tc[@]}" fuzz run --sanitizer none "$t" "$new" "fuzz/corpus/$t" -- \
         -runs="$runs" -timeout=10 -rss_limit_mb=1024 -malloc_limit_mb=256 -max_len=4096 \
         -print_final_stats=1 > "$new.log" 2>&1 || status=$?
-    grep -E "^INFO: seed corpus|^Done|^stat::(number_of_executed_units|peak_rss_mb)|panicked|ERROR|SUMMARY|Test unit written" "$new.log" || true
+    grep -E "^INFO: seed corpus|DONE +cov|^Done|^stat::(number_of_executed_units|peak_rss_mb)|panicked|ERROR|SUMMARY|Test unit written" "$new.log" || true
     [ "$status" -eq 0 ] || tail -40 "$new.log"
     rm -f "$new.log"
     rm -rf "$new"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs them all: format check, clippy, unit
 # and integration tests, then the router side (scripts/test-openwrt.sh:
-# cross builds, the tests again under qemu, packages, init script, UCI), then
-# a short pass of the benchmark (bench/run.sh --quick).
+# cross builds, the tests again under qemu, packages, init script, UCI), a
+# fixed-count pass of every fuzz target (scripts/fuzz.sh), and short passes
+# of the benchmark (bench/run.sh --quick) and of the soak (bench/soak.sh --quick).
 # .ci/run calls this script; so does the README.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,10 +20,17 @@ if [ ! -f ../shared/data/SOURCES.md ]; then
 fi
 
 cargo fmt --all -- --check
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
 # Router builds, packages, init script and UCI compatibility.
 scripts/test-openwrt.sh
+# Every fuzz target, 20,000 executions each from the real seeds: no crash,
+# hang or oversized allocation.
+scripts/fuzz.sh 20000
 # The benchmark's short pass: proves the script and its servers work; it
 # judges no speed and writes no figures.
 bench/run.sh --quick
+# The soak's short pass: two minutes of the mixed load with a list refresh;
+# it fails unless the counters account for every query and RSS stays bounded.
+bench/soak.sh --quick
