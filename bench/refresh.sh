@@ -99,7 +99,11 @@ echo 5 > "/proc/$gw/clear_refs" 2>/dev/null || true
     while [ $SECONDS -lt "$end" ]; do
         echo "changed-$n.refresh.example" >> "$work/www/list.txt"; n=$((n + 1))
         touch -d "+$n minutes" "$work/www/list.txt"
+        # Each refresh's own peak, against the RSS just before it.
+        before=$(kib VmRSS)
+        echo 5 > "/proc/$gw/clear_refs" 2>/dev/null || true
         "$bin" update -c "$work/conf" >/dev/null 2>&1 || true
+        echo "$before $(kib VmHWM)" >> "$work/peaks"
         sleep 4
     done
     echo "$n" > "$work/refreshes"
@@ -107,7 +111,7 @@ echo 5 > "/proc/$gw/clear_refs" 2>/dev/null || true
 pids+=($!)
 read -r s2 l2 b50 b99 b999 bmax < <(run_load)
 wait "${pids[-1]}" 2>/dev/null || true
-rss_peak=$(kib VmHWM)
+rss_peak=$(awk '$2 > m { m = $2 } END { print m }' "$work/peaks")
 rss_after=$(kib VmRSS)
 refreshes=$(cat "$work/refreshes")
 swapped=$(grep -c "list 'big': updated" "$work/log")
@@ -123,7 +127,6 @@ awk -v b="$set_bytes" 'BEGIN { printf "| one blocklist set | %.1f |\n", b / 1048
 awk -v r="$rss_before" 'BEGIN { printf "| RSS before the refreshes (old set loaded) | %.1f |\n", r / 1024 }'
 awk -v r="$rss_peak" 'BEGIN { printf "| peak RSS during the refreshes | %.1f |\n", r / 1024 }'
 awk -v r="$rss_after" 'BEGIN { printf "| RSS after the refreshes | %.1f |\n", r / 1024 }'
-awk -v b="$set_bytes" -v r="$rss_before" -v p="$rss_peak" \
-    'BEGIN { printf "| peak over before + one set | %+.1f |\n", (p - r) / 1024 - b / 1048576 }'
+awk -v b="$set_bytes" '{ printf "| refresh %d: peak over the RSS just before it + one set | %+.1f |\n", NR, ($2 - $1) / 1024 - b / 1048576 }' "$work/peaks"
 echo
 echo "swaps logged: $swapped (1 at start + refreshes)"
