@@ -17,19 +17,11 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use http::{HttpServer, Route, list_body};
-use hydradns::stats::Report;
-use nanoserde::DeJson;
 use simple_dns::RCODE;
-
-fn report(gw: &Gateway) -> Report {
-    let (code, out, err) = cli(&["stats", "-c", gw.config.to_str().unwrap(), "--json"]);
-    assert_eq!(code, 0, "{err}");
-    Report::deserialize_json(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
 
 /// Replies from upstreams that did not match a query we sent.
 fn mismatched(gw: &Gateway) -> u64 {
-    report(gw).upstreams.iter().map(|u| u.mismatched).sum()
+    gw.report().upstreams.iter().map(|u| u.mismatched).sum()
 }
 
 fn wait_for(what: impl Fn() -> bool, secs: u64) -> bool {
@@ -131,9 +123,8 @@ fn gateway_on_a_faulty_disk(dir: TempDir, config: PathBuf, live: &Path, seed_db:
         exec "$@"
     "#;
     let bin = hydradns();
-    let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
     let mut cmd = Command::new("unshare");
-    cmd.arg(if root { "-m" } else { "-rm" }).args(["sh", "-c", script, "sh"]);
+    cmd.arg(if is_root() { "-m" } else { "-rm" }).args(["sh", "-c", script, "sh"]);
     cmd.arg(live).arg(&ctl).arg(seed_db).arg(bin.get_program()).args(bin.get_args());
     Gateway::start_command(dir, config, cmd)
 }
@@ -159,7 +150,7 @@ fn read_only_then_full_query_log_disk_keeps_dns_answering_and_counts_every_entry
     // A first run makes a real database to start from.
     let gw = Gateway::start(&config(&[&up], log));
     queries(&gw, "seed", 5);
-    assert!(wait_for(|| report(&gw).querylog.written == 5, 10));
+    assert!(wait_for(|| gw.report().querylog.written == 5, 10));
     let (_, dir) = gw.stop_keeping_dir();
     let seed = dir.0.join("seed.db");
     std::fs::rename(dir.0.join("live/queries.db"), &seed).unwrap();
@@ -170,7 +161,7 @@ fn read_only_then_full_query_log_disk_keeps_dns_answering_and_counts_every_entry
 
     // Read-only: every entry is lost, counted and reported; DNS answers.
     queries(&gw, "ro", 30);
-    assert!(wait_for(|| report(&gw).querylog.lost == 30, 10), "{:?}\n{}", report(&gw).querylog, gw.log());
+    assert!(wait_for(|| gw.report().querylog.lost == 30, 10), "{:?}\n{}", gw.report().querylog, gw.log());
     assert!(gw.log().contains("query log: cannot open"), "the reason is logged: {}", gw.log());
 
     // Writable again: the writer reopens the database and logs again.
@@ -179,7 +170,7 @@ fn read_only_then_full_query_log_disk_keeps_dns_answering_and_counts_every_entry
         wait_for(
             || {
                 queries(&gw, "rw", 1);
-                report(&gw).querylog.written > 0
+                gw.report().querylog.written > 0
             },
             20
         ),
@@ -192,18 +183,18 @@ fn read_only_then_full_query_log_disk_keeps_dns_answering_and_counts_every_entry
     queries(&gw, "full", 3000);
     // Freed: logging resumes.
     flip(&gw, "free");
-    let written = report(&gw).querylog.written;
+    let written = gw.report().querylog.written;
     queries(&gw, "freed", 20);
-    assert!(wait_for(|| report(&gw).querylog.written >= written + 20, 20), "{}", gw.log());
+    assert!(wait_for(|| gw.report().querylog.written >= written + 20, 20), "{}", gw.log());
 
     // Nothing promised is lost: each answered query was written, or dropped
     // or lost and counted, and the full disk cost something.
-    let r = report(&gw);
+    let r = gw.report();
     let accounted = r.querylog.written + r.querylog.dropped + r.querylog.lost;
     assert!(
         wait_for(
             || {
-                let r = report(&gw);
+                let r = gw.report();
                 r.querylog.written + r.querylog.dropped + r.querylog.lost == r.queries
             },
             10

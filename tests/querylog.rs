@@ -10,7 +10,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use hydradns::querylog::read::{LogRow, TopRow};
-use hydradns::stats::Report;
 use nanoserde::DeJson;
 use simple_dns::RCODE;
 
@@ -36,12 +35,6 @@ fn wait_rows(gw: &Gateway, n: usize) -> Vec<LogRow> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn stats(gw: &Gateway) -> Report {
-    let (code, out, err) = cli(&["stats", "-c", cfg_path(gw), "--json"]);
-    assert_eq!(code, 0, "{err}");
-    Report::deserialize_json(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
 fn log_section(dir_extra: &str) -> String {
@@ -98,7 +91,7 @@ fn entries_land_with_the_right_fields() {
     assert_eq!(log_rows(&gw, &["--client", "127.0.0.2"]).len(), 0);
     assert_eq!(log_rows(&gw, &["--since", "1h", "--limit", "2"]).len(), 2);
     // The server's own counters agree with what was sent.
-    let s = stats(&gw);
+    let s = gw.report();
     assert_eq!((s.queries, s.counters.blocked, s.counters.cached, s.counters.formerr), (5, 1, 1, 1));
     assert_eq!(s.querylog.written, 5);
     assert_eq!(s.querylog.dropped + s.querylog.lost, 0);
@@ -121,7 +114,7 @@ fn full_queue_drops_and_counts_without_blocking_dns() {
         assert_eq!(udp(gw.addr, &format!("q{i}.blocked.example"), A).ips(), ["0.0.0.0"]);
     }
     assert!(t.elapsed() < Duration::from_secs(10));
-    let s = stats(&gw);
+    let s = gw.report();
     assert_eq!(s.counters.blocked, 100);
     assert_eq!((s.querylog.queued, s.querylog.dropped), (16, 84), "{:?}", s.querylog);
     assert_eq!(s.querylog.queue_size, 16);
@@ -277,10 +270,10 @@ fn retention_and_max_size_hold() {
         sock.recv_from(&mut buf).unwrap();
     }
     let end = Instant::now() + Duration::from_secs(10);
-    while stats(&gw).querylog.written < 6000 && Instant::now() < end {
+    while gw.report().querylog.written < 6000 && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let s = stats(&gw);
+    let s = gw.report();
     assert_eq!((s.querylog.written, s.querylog.lost, s.querylog.dropped), (6000, 0, 0), "{:?}", s.querylog);
     let size = std::fs::metadata(&live).unwrap().len();
     assert!(size <= 256 * 1024, "database is {size} bytes");
@@ -301,10 +294,10 @@ fn unwritable_or_corrupt_database_leaves_dns_answering() {
         assert_eq!(udp(gw.addr, &format!("w{i}.example"), A).rcode, RCODE::NoError);
     }
     let end = Instant::now() + Duration::from_secs(5);
-    while stats(&gw).querylog.lost < 20 && Instant::now() < end {
+    while gw.report().querylog.lost < 20 && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(stats(&gw).querylog.lost, 20, "every entry counted as lost");
+    assert_eq!(gw.report().querylog.lost, 20, "every entry counted as lost");
     assert!(gw.log().contains("query log: cannot open /proc/hydradns-test/queries.db"), "{}", gw.log());
     drop(gw);
 
@@ -351,7 +344,7 @@ fn stats_and_top_in_text_and_json() {
     assert!(text.contains("ads (blocklist): 1 blocks"), "{text}");
     assert!(text.contains(&format!("upstream     {}: 2 answers", up.addr)), "{text}");
     assert!(text.contains("query log    6 written, 0 dropped"), "{text}");
-    let s = stats(&gw);
+    let s = gw.report();
     assert_eq!((s.queries, s.counters.forwarded, s.counters.cached, s.counters.blocked), (6, 2, 2, 2));
     assert_eq!(s.upstreams[0].answers, 2);
 
@@ -400,10 +393,10 @@ fn locked_database_costs_entries_then_recovers() {
     assert!(t.elapsed() < Duration::from_secs(2), "DNS did not wait for the lock");
     locker.join().unwrap();
     let end = Instant::now() + Duration::from_secs(10);
-    while stats(&gw).querylog.lost == 0 && Instant::now() < end {
+    while gw.report().querylog.lost == 0 && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(stats(&gw).querylog.lost, 5, "the batch that met the lock is counted as lost");
+    assert_eq!(gw.report().querylog.lost, 5, "the batch that met the lock is counted as lost");
     // After the lock is gone the writer reopens (within 5 s) and logs again.
     udp(gw.addr, "after.example", A);
     let end = Instant::now() + Duration::from_secs(10);

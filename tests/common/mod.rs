@@ -578,6 +578,14 @@ impl Gateway {
             .collect()
     }
 
+    /// The live report `hydradns stats --json` reads over the control socket.
+    pub fn report(&self) -> hydradns::stats::Report {
+        use nanoserde::DeJson;
+        let (code, out, err) = cli(&["stats", "-c", self.config.to_str().unwrap(), "--json"]);
+        assert_eq!(code, 0, "{err}");
+        hydradns::stats::Report::deserialize_json(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+    }
+
     /// Replaces the config file and sends SIGHUP; waits for the reload to be logged.
     pub fn reload(&self, config_text: &str) {
         let before = self.log().matches("reload").count();
@@ -640,6 +648,11 @@ pub fn cli(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Are the tests running as root (as in CI)?
+pub fn is_root() -> bool {
+    Command::new("id").arg("-u").output().unwrap().stdout == b"0\n"
 }
 
 pub fn localhost() -> IpAddr {
