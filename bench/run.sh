@@ -8,22 +8,11 @@
 #   bench/run.sh [--quick]          (full run: about 25 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-missing=()
-for tool in dnsperf:dnsperf dnsmasq:dnsmasq-base unbound:unbound taskset:util-linux; do
-    command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
-    $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-# The binary measured is the one routers run: static musl (its allocator,
-# not glibc's, sets the memory figures). HYDRADNS_BIN picks another build.
-if [ -z "${HYDRADNS_BIN:-}" ]; then
-    scripts/build-release.sh x86_64-unknown-linux-musl >/dev/null
-    version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-    HYDRADNS_BIN=dist/hydradns-$version-x86_64-unknown-linux-musl
-fi
+# shellcheck disable=SC1091  # bench/lib.sh is checked on its own (bench/*.sh)
+. bench/lib.sh
+need dnsperf:dnsperf dnsmasq:dnsmasq-base unbound:unbound taskset:util-linux
+# HYDRADNS_BIN picks another build than the static musl one.
+release_binary
 cargo build --release --locked --quiet --example synth-list --example list-export \
     --example echo-responder --example bench-upstream
 out=docs/benchmarks.md

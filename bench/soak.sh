@@ -9,20 +9,10 @@
 #   (default 10 minutes at 5,000 UDP QPS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-missing=()
-for tool in dnsperf:dnsperf taskset:util-linux; do
-    command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
-    $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
-if [ -z "${HYDRADNS_BIN:-}" ]; then
-    scripts/build-release.sh x86_64-unknown-linux-musl >/dev/null
-    version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-    HYDRADNS_BIN=dist/hydradns-$version-x86_64-unknown-linux-musl
-fi
+# shellcheck disable=SC1091  # bench/lib.sh is checked on its own (bench/*.sh)
+. bench/lib.sh
+need dnsperf:dnsperf taskset:util-linux
+release_binary
 cargo build --release --locked --quiet --example synth-list --example bench-upstream
 out=(--out docs/soak.md)
 if [ "${1:-}" = "--quick" ]; then
