@@ -354,7 +354,8 @@ impl Engine {
                 let n = wire::reversed_key(q.qname, &mut name_key);
                 let group = snap.group_for(&name_key[..n]);
                 let reply = group.resolve(&q, snap.timeout).await;
-                let resolved = reply.and_then(|(r, upstream)| self.vet_reply(&q, snap, &r, upstream, stats));
+                let resolved =
+                    reply.and_then(|(r, upstream)| self.vet_reply(&q, &name_key[..n], snap, &r, upstream, stats));
                 if let Some(r) = &resolved {
                     snap.cache.insert(&miss.key, miss.hash, r.stored.clone());
                 }
@@ -393,10 +394,12 @@ impl Engine {
 
     /// Turns a reply that [`crate::upstream::is_reply_to`] accepted into what
     /// gets cached and answered: TTLs clamped, then CNAME cloaking and
-    /// rebinding checks. `None` if its records cannot be walked.
+    /// rebinding checks. `asked` is the reversed-label key of `q`'s name
+    /// ([`wire::reversed_key`]). `None` if its records cannot be walked.
     pub fn vet_reply(
         &self,
         q: &Query,
+        asked: &[u8],
         snap: &Snapshot,
         reply: &[u8],
         upstream: SocketAddr,
@@ -405,12 +408,10 @@ impl Engine {
         let stored = Arc::new(Stored::from_response(reply, snap.min_ttl, snap.max_ttl)?);
         let mut r = Resolved { stored, upstream, blocked_by: None };
         if snap.config.cname_inspection {
-            r = self.inspect_cnames(q, snap, r, stats)?;
+            r = self.inspect_cnames(q, asked, snap, r, stats)?;
         }
         if snap.config.rebind_protection && r.blocked_by.is_none() {
-            let mut name_key = [0u8; MAX_NAME_LEN];
-            let n = wire::reversed_key(q.qname, &mut name_key);
-            r = self.inspect_rebind(q, &name_key[..n], snap, r, stats)?;
+            r = self.inspect_rebind(q, asked, snap, r, stats)?;
         }
         Some(r)
     }
@@ -419,10 +420,15 @@ impl Engine {
     /// CNAME) into a blocked domain. If any CNAME target in the answer is
     /// blocked, the answer becomes the block answer, cached for `block_ttl`,
     /// unless an allow entry covers the name asked for.
-    fn inspect_cnames(&self, q: &Query, snap: &Snapshot, r: Resolved, stats: &Counters) -> Option<Resolved> {
+    fn inspect_cnames(
+        &self,
+        q: &Query,
+        asked: &[u8],
+        snap: &Snapshot,
+        r: Resolved,
+        stats: &Counters,
+    ) -> Option<Resolved> {
         let msg = r.stored.bytes();
-        let mut asked = [0u8; MAX_NAME_LEN];
-        let asked_len = wire::reversed_key(q.qname, &mut asked);
         let mut key = [0u8; MAX_NAME_LEN];
         let [_, an, _, _] = header::counts(msg);
         let mut pos = wire::skip_name(msg, wire::HEADER_LEN)? + 4;
@@ -432,7 +438,7 @@ impl Engine {
                 && let Some(n) = wire::name_key_at(msg, rr.rdata_pos, &mut key)
                 && let Verdict::Blocked { source } = snap.policy.check(&key[..n])
             {
-                if snap.policy.is_allowed(&asked[..asked_len]) {
+                if snap.policy.is_allowed(asked) {
                     return Some(r);
                 }
                 Counters::bump(&stats.cname_blocked);

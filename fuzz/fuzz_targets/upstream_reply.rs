@@ -25,7 +25,9 @@ fuzz_target!(|reply: &[u8]| {
         if reply.len() < wire::HEADER_LEN || !is_reply_to(reply, header::id(reply), &q) {
             continue;
         }
-        let Some(r) = engine.vet_reply(&q, &snap, reply, "127.0.0.1:53".parse().unwrap(), &stats) else {
+        let mut asked = [0u8; wire::MAX_NAME_LEN];
+        let n = wire::reversed_key(q.qname, &mut asked);
+        let Some(r) = engine.vet_reply(&q, &asked[..n], &snap, reply, "127.0.0.1:53".parse().unwrap(), &stats) else {
             continue;
         };
         let mut key = [0u8; MAX_KEY_LEN];
