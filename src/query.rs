@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use smol::channel::Receiver;
 
 use crate::access::{self, AccessList, DenyAction};
 use crate::cache::{self, Cache, Stored};
@@ -24,7 +25,7 @@ use crate::policy::{Policy, Verdict};
 use crate::querylog::{Entry, Logger, Outcome};
 use crate::ratelimit::RateLimiter;
 use crate::stats::Counters;
-use crate::upstream::{Group, Inflight, Join, Resolved, Server};
+use crate::upstream::{self, Failover, Group, Inflight, Join, Lead, Resolution, Resolved, Server, TryError};
 use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
 
 /// Everything a query consults, swapped whole on reload.
@@ -120,13 +121,19 @@ impl Snapshot {
         self.forwards.iter().any(|(d, _)| covers(d)) || self.rebind_allow.iter().any(|d| covers(d))
     }
 
-    /// The servers for a name: the most specific forward rule, else the defaults.
-    fn group_for(&self, key: &[u8]) -> &Group {
+    /// The most specific forward rule covering a name, by index.
+    fn forward_for(&self, key: &[u8]) -> Option<usize> {
         self.forwards
             .iter()
-            .filter(|(d, _)| key.starts_with(d) && (key.len() == d.len() || key[d.len()] == SEP))
-            .max_by_key(|(d, _)| d.len())
-            .map_or(&self.upstreams, |(_, g)| g)
+            .enumerate()
+            .filter(|(_, (d, _))| key.starts_with(d) && (key.len() == d.len() || key[d.len()] == SEP))
+            .max_by_key(|(_, (d, _))| d.len())
+            .map(|(i, _)| i)
+    }
+
+    /// The servers of forward rule `forward`, or the defaults.
+    fn group(&self, forward: Option<usize>) -> &Group {
+        forward.and_then(|i| self.forwards.get(i)).map_or(&self.upstreams, |(_, g)| g)
     }
 }
 
@@ -158,6 +165,66 @@ pub struct Miss {
 impl std::fmt::Debug for Miss {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Miss").field("msg", &self.msg).field("hash", &self.hash).finish_non_exhaustive()
+    }
+}
+
+/// What [`Engine::begin`] made of a miss.
+pub enum Begin {
+    /// This thread resolves it: try upstreams, then [`Engine::finish`].
+    Lead(Led),
+    /// The same key is in flight: its outcome arrives on the channel ([`Engine::wait`]).
+    Wait(Miss, Receiver<Resolution>),
+    /// The answer (SERVFAIL: too many misses in flight) is already written.
+    Answered,
+}
+
+/// A miss this thread leads, with what its upstream tries need.
+pub struct Led {
+    miss: Miss,
+    /// Completes the in-flight entry other askers wait on (on drop: SERVFAIL to them).
+    lead: Lead,
+    /// The `config forward` rule whose servers resolve it, if any.
+    forward: Option<usize>,
+    /// The servers tried so far.
+    failover: Failover,
+    /// Our query, built once; each try writes its own ID into the first two bytes.
+    query: Vec<u8>,
+}
+
+impl Led {
+    /// The servers that resolve this miss.
+    pub fn group(&self) -> &Group {
+        self.miss.snapshot.group(self.forward)
+    }
+
+    /// How long one try may take.
+    pub fn timeout(&self) -> Duration {
+        self.miss.snapshot.timeout
+    }
+
+    /// The client's message.
+    pub fn msg(&self) -> &[u8] {
+        &self.miss.msg
+    }
+
+    /// Records the outcome of a try of server `idx` (see [`Failover::record`]).
+    pub fn record(
+        &mut self,
+        idx: usize,
+        outcome: Result<Vec<u8>, TryError>,
+        started: Instant,
+    ) -> Option<(Vec<u8>, SocketAddr)> {
+        self.failover.record(self.miss.snapshot.group(self.forward), idx, outcome, started)
+    }
+
+    /// The best error reply seen, once every server has been tried.
+    pub fn fallback(&mut self) -> Option<(Vec<u8>, SocketAddr)> {
+        self.failover.fallback()
+    }
+
+    /// The servers, with the failover state and query to try the next one (borrowed together).
+    pub fn next_try(&mut self) -> (&Group, &mut Failover, &mut [u8]) {
+        (self.miss.snapshot.group(self.forward), &mut self.failover, &mut self.query)
     }
 }
 
@@ -206,7 +273,7 @@ pub struct Engine {
     /// Current configuration and lists.
     pub snapshot: ArcSwap<Snapshot>,
     /// Misses being resolved, for coalescing.
-    inflight: Inflight,
+    inflight: Arc<Inflight>,
     /// The query log, when enabled.
     log: Option<Logger>,
 }
@@ -214,7 +281,7 @@ pub struct Engine {
 impl Engine {
     /// An engine serving `snapshot`, recording answers into `log` if given.
     pub fn new(snapshot: Snapshot, log: Option<Logger>) -> Engine {
-        Engine { snapshot: ArcSwap::from_pointee(snapshot), inflight: Inflight::default(), log }
+        Engine { snapshot: ArcSwap::from_pointee(snapshot), inflight: Arc::default(), log }
     }
 
     /// The query log handle, if logging is on.
@@ -339,37 +406,92 @@ impl Engine {
     /// writes the answer into `out`. Always produces an answer: SERVFAIL when
     /// nothing usable came back in time.
     pub async fn resolve(&self, miss: Miss, out: &mut Vec<u8>, stats: &Counters) {
-        let origin = &miss.origin;
+        match self.begin(miss, out, stats) {
+            Begin::Lead(led) => self.resolve_led(led, None, out, stats).await,
+            Begin::Wait(miss, rx) => self.wait(miss, rx, out, stats).await,
+            Begin::Answered => {}
+        }
+    }
+
+    /// Finishes a miss this thread leads through the async upstream path;
+    /// `truncated` is a server whose UDP reply had TC set (see [`Group::resolve_from`]).
+    pub async fn resolve_led(&self, mut led: Led, truncated: Option<usize>, out: &mut Vec<u8>, stats: &Counters) {
+        let Led { miss, failover, forward, .. } = &mut led;
+        let reply = match wire::parse_query(&miss.msg) {
+            Ok(q) => {
+                let snap = &miss.snapshot;
+                snap.group(*forward).resolve_from(&q, snap.timeout, failover, truncated).await
+            }
+            Err(_) => None,
+        };
+        self.finish(led, reply, out, stats);
+    }
+
+    /// Waits for the miss someone else leads, then answers from its outcome.
+    pub async fn wait(&self, miss: Miss, rx: Receiver<Resolution>, out: &mut Vec<u8>, stats: &Counters) {
+        let resolution = rx.recv().await.ok().flatten();
+        self.answer(&miss, resolution, out, stats);
+    }
+
+    /// The first step of a miss: lead it, join the one in flight for the same
+    /// key, or (too many in flight) answer SERVFAIL into `out` at once.
+    pub fn begin(&self, miss: Miss, out: &mut Vec<u8>, stats: &Counters) -> Begin {
         // The message parsed in `handle`; parsing again cannot fail, but stay total.
         let Ok(q) = wire::parse_query(&miss.msg) else {
             wire::build::header_only(out, &miss.msg, rcode::FORMERR);
-            self.done(origin, Answered::unparsed(), out, stats);
-            return;
+            self.done(&miss.origin, Answered::unparsed(), out, stats);
+            return Begin::Answered;
         };
         let snap = &miss.snapshot;
-        let resolution = match self.inflight.join(&miss.key, snap.config.forward_max) {
+        match self.inflight.join(&miss.key, snap.config.forward_max) {
             Join::Lead(lead) => {
                 Counters::bump(&stats.forwarded);
                 let mut name_key = [0u8; MAX_NAME_LEN];
                 let n = wire::reversed_key(q.qname, &mut name_key);
-                let group = snap.group_for(&name_key[..n]);
-                let reply = group.resolve(&q, snap.timeout).await;
-                let resolved =
-                    reply.and_then(|(r, upstream)| self.vet_reply(&q, &name_key[..n], snap, &r, upstream, stats));
-                if let Some(r) = &resolved {
-                    snap.cache.insert(&miss.key, miss.hash, r.stored.clone());
-                }
-                lead.complete(resolved.clone());
-                resolved
+                let forward = snap.forward_for(&name_key[..n]);
+                let group = snap.group(forward);
+                let query = upstream::build_query(&q, 0);
+                Begin::Lead(Led { failover: group.failover(), forward, query, lead, miss })
             }
             Join::Wait(rx) => {
                 Counters::bump(&stats.coalesced);
-                rx.recv().await.ok().flatten()
+                Begin::Wait(miss, rx)
             }
             Join::Full => {
-                self.overloaded(origin, &q, out, stats);
-                return;
+                self.overloaded(&miss.origin, &q, out, stats);
+                Begin::Answered
             }
+        }
+    }
+
+    /// Ends a miss this thread led with the reply its upstreams gave (`None`:
+    /// none usable in time): vets and caches it, hands it to the clients
+    /// waiting on the same key and writes the answer into `out`.
+    pub fn finish(&self, led: Led, reply: Option<(Vec<u8>, SocketAddr)>, out: &mut Vec<u8>, stats: &Counters) {
+        let Led { miss, lead, .. } = led;
+        let resolved = match wire::parse_query(&miss.msg) {
+            Ok(q) => {
+                let snap = &miss.snapshot;
+                let mut name_key = [0u8; MAX_NAME_LEN];
+                let n = wire::reversed_key(q.qname, &mut name_key);
+                reply.and_then(|(r, upstream)| self.vet_reply(&q, &name_key[..n], snap, &r, upstream, stats))
+            }
+            Err(_) => None,
+        };
+        if let Some(r) = &resolved {
+            miss.snapshot.cache.insert(&miss.key, miss.hash, r.stored.clone());
+        }
+        lead.complete(resolved.clone());
+        self.answer(&miss, resolved, out, stats);
+    }
+
+    /// Writes a miss's answer from its outcome (`None`: SERVFAIL) and records it.
+    fn answer(&self, miss: &Miss, resolution: Resolution, out: &mut Vec<u8>, stats: &Counters) {
+        let origin = &miss.origin;
+        let Ok(q) = wire::parse_query(&miss.msg) else {
+            wire::build::header_only(out, &miss.msg, rcode::FORMERR);
+            self.done(origin, Answered::unparsed(), out, stats);
+            return;
         };
         let mut a = Answered::of(&q, Outcome::Forwarded);
         match resolution {

@@ -152,8 +152,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
                 let ex = Rc::new(LocalExecutor::new());
                 let slots = Rc::new(udp::TaskSlots::default());
                 for (sock, jobs) in udp {
-                    let task =
-                        udp::resolve_misses(sock, jobs, engine.clone(), stats.clone(), ex.clone(), slots.clone());
+                    let task = udp::run_jobs(sock, jobs, engine.clone(), stats.clone(), ex.clone(), slots.clone());
                     ex.spawn(task).detach();
                 }
                 for l in tcp {

@@ -1,6 +1,11 @@
 //! Forwarding: sending a miss to upstream servers and judging their replies.
 //!
-//! Each try uses a UDP socket of its own (the kernel picks a random source
+//! Two drivers share the rules here: UDP receive threads forward their own
+//! misses through a [`mux::Mux`] (many tries over a few sockets, one
+//! `epoll`), and the async path ([`Group::resolve`]) serves TCP clients and
+//! the retries over TCP. Both go through [`Failover`] for the server order.
+//!
+//! In the async path each try uses a UDP socket of its own (the kernel picks a random source
 //! port) connected to the server, and a random ID from the kernel's CSPRNG. A
 //! reply counts only if it comes from that server (the connected socket
 //! filters the rest), carries our ID, our question, and parses; anything else
@@ -17,6 +22,8 @@
 //! takes longer than `timeout × servers` (plus one TCP retry).
 //!
 //! [`Inflight`] makes identical concurrent misses share one upstream query.
+
+pub mod mux;
 
 use std::cell::RefCell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
@@ -121,7 +128,7 @@ pub struct Group {
 
 /// Why a try produced no reply.
 #[derive(Debug)]
-enum TryError {
+pub enum TryError {
     /// The timer ran out.
     Timeout,
     /// The socket failed (e.g. ICMP port unreachable).
@@ -142,52 +149,118 @@ impl Group {
     /// last error reply (SERVFAIL, REFUSED…) if any server gave one, else
     /// `None`; with the address of the server that sent it.
     pub async fn resolve(&self, q: &Query<'_>, timeout: Duration) -> Option<(Vec<u8>, SocketAddr)> {
-        let n = self.servers.len();
-        let first = self.preferred.load(Relaxed) % n.max(1);
-        let mut fallback = None;
-        for i in 0..n {
-            let idx = (first + i) % n;
+        self.resolve_from(q, timeout, &mut self.failover(), None).await
+    }
+
+    /// Goes on with a resolution another driver started (see [`mux`]):
+    /// `truncated` is the server whose UDP reply had TC set, asked again over TCP first.
+    pub async fn resolve_from(
+        &self,
+        q: &Query<'_>,
+        timeout: Duration,
+        failover: &mut Failover,
+        mut truncated: Option<usize>,
+    ) -> Option<(Vec<u8>, SocketAddr)> {
+        loop {
+            let (idx, over_tcp) = match truncated.take() {
+                Some(idx) => (idx, true),
+                None => match failover.next(self) {
+                    Some(idx) => (idx, false),
+                    None => return failover.fallback(),
+                },
+            };
             let server = &self.servers[idx];
-            let id = random_id();
-            let query = build_query(q, id);
+            let query = build_query(q, random_id());
             let started = Instant::now();
-            let mut reply = try_udp(server, &query, q, timeout).await;
+            let mut reply = if over_tcp {
+                try_tcp(server, &query, q, timeout).await
+            } else {
+                try_udp(server, &query, q, timeout).await
+            };
             if let Ok(r) = &reply
                 && header::flags(r) & flags::TC != 0
+                && !over_tcp
             {
                 reply = try_tcp(server, &query, q, timeout).await;
             }
-            match reply {
-                Ok(r) => {
-                    server.answers.fetch_add(1, Relaxed);
-                    server.latency_us.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
-                    let rc = header::rcode(&r);
-                    if rc == rcode::SERVFAIL || rc == rcode::REFUSED || rc == rcode::NOTIMP {
-                        fallback = Some((r, server.addr));
-                        continue;
-                    }
-                    if idx != first {
-                        self.preferred.store(idx, Relaxed);
-                    }
-                    return Some((r, server.addr));
-                }
-                Err(TryError::Timeout) => {
-                    server.timeouts.fetch_add(1, Relaxed);
-                }
-                Err(TryError::Io) => {
-                    server.errors.fetch_add(1, Relaxed);
-                }
-            }
-            if idx == first && n > 1 {
-                self.preferred.store((idx + 1) % n, Relaxed);
+            if let Some(done) = failover.record(self, idx, reply, started) {
+                return Some(done);
             }
         }
-        fallback
+    }
+
+    /// A fresh resolution's place in the server order.
+    pub fn failover(&self) -> Failover {
+        let n = self.servers.len();
+        Failover { first: self.preferred.load(Relaxed) % n.max(1), tried: 0, fallback: None }
+    }
+}
+
+/// Where one resolution stands: which servers it has tried and the error
+/// reply to fall back on. Both drivers (the async one above and the UDP
+/// loop's [`mux`]) go through it, so they fail over alike: servers in order
+/// from the last one that answered; SERVFAIL, REFUSED or NOTIMP moves on but
+/// is kept in case no one does better; a timeout or error moves on and, on
+/// the preferred server, makes the next one preferred.
+#[derive(Debug)]
+pub struct Failover {
+    first: usize,
+    tried: usize,
+    fallback: Option<(Vec<u8>, SocketAddr)>,
+}
+
+impl Failover {
+    /// The next server to try, or `None` when every one has been tried.
+    pub fn next(&mut self, group: &Group) -> Option<usize> {
+        let n = group.servers.len();
+        (self.tried < n).then(|| {
+            self.tried += 1;
+            (self.first + self.tried - 1) % n
+        })
+    }
+
+    /// Records a try of server `idx` that began at `started`. Returns the
+    /// reply when it ends the resolution.
+    pub fn record(
+        &mut self,
+        group: &Group,
+        idx: usize,
+        outcome: Result<Vec<u8>, TryError>,
+        started: Instant,
+    ) -> Option<(Vec<u8>, SocketAddr)> {
+        let server = &group.servers[idx];
+        let n = group.servers.len();
+        match outcome {
+            Ok(r) => {
+                server.answers.fetch_add(1, Relaxed);
+                server.latency_us.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+                let rc = header::rcode(&r);
+                if rc == rcode::SERVFAIL || rc == rcode::REFUSED || rc == rcode::NOTIMP {
+                    self.fallback = Some((r, server.addr));
+                    return None;
+                }
+                if idx != self.first {
+                    group.preferred.store(idx, Relaxed);
+                }
+                return Some((r, server.addr));
+            }
+            Err(TryError::Timeout) => server.timeouts.fetch_add(1, Relaxed),
+            Err(TryError::Io) => server.errors.fetch_add(1, Relaxed),
+        };
+        if idx == self.first && n > 1 {
+            group.preferred.store((idx + 1) % n, Relaxed);
+        }
+        None
+    }
+
+    /// The best error reply seen, once every server has been tried.
+    pub fn fallback(&mut self) -> Option<(Vec<u8>, SocketAddr)> {
+        self.fallback.take()
     }
 }
 
 /// Our query for `q`: fresh ID, RD, the client's question and CD, our EDNS size and its DO bit.
-fn build_query(q: &Query, id: u16) -> Vec<u8> {
+pub fn build_query(q: &Query, id: u16) -> Vec<u8> {
     let mut m = Vec::with_capacity(q.question_end + 11);
     m.extend_from_slice(&id.to_be_bytes());
     m.extend_from_slice(&(flags::RD | (q.flags & flags::CD)).to_be_bytes());
@@ -342,9 +415,9 @@ pub struct Inflight {
 }
 
 /// The caller's part in resolving a key.
-pub enum Join<'a> {
+pub enum Join {
     /// First asker: resolve it and hand the outcome to [`Lead::complete`].
-    Lead(Lead<'a>),
+    Lead(Lead),
     /// Someone is already asking: wait for their outcome.
     Wait(Receiver<Resolution>),
     /// Too many misses in flight: answer SERVFAIL now.
@@ -353,14 +426,14 @@ pub enum Join<'a> {
 
 /// The right (and duty) to complete one in-flight key. Dropping it without
 /// completing (e.g. at shutdown) releases the waiters with SERVFAIL.
-pub struct Lead<'a> {
-    inflight: &'a Inflight,
+pub struct Lead {
+    inflight: Arc<Inflight>,
     key: Option<Box<[u8]>>,
 }
 
 impl Inflight {
     /// Registers interest in `key`; at most `limit` distinct keys are in flight.
-    pub fn join(&self, key: &[u8], limit: usize) -> Join<'_> {
+    pub fn join(self: &Arc<Self>, key: &[u8], limit: usize) -> Join {
         let Ok(mut map) = self.map.lock() else {
             return Join::Full;
         };
@@ -376,7 +449,7 @@ impl Inflight {
             return Join::Full;
         }
         map.insert(key.into(), Vec::new());
-        Join::Lead(Lead { inflight: self, key: Some(key.into()) })
+        Join::Lead(Lead { inflight: self.clone(), key: Some(key.into()) })
     }
 
     /// Keys in flight now.
@@ -390,7 +463,7 @@ impl Inflight {
     }
 }
 
-impl Lead<'_> {
+impl Lead {
     /// Hands `outcome` to every waiter and forgets the key.
     pub fn complete(mut self, outcome: Resolution) {
         self.finish(outcome);
@@ -405,7 +478,7 @@ impl Lead<'_> {
     }
 }
 
-impl Drop for Lead<'_> {
+impl Drop for Lead {
     fn drop(&mut self) {
         self.finish(None);
     }
@@ -453,7 +526,7 @@ mod tests {
 
     #[test]
     fn inflight_coalesces_and_releases() {
-        let inf = Inflight::default();
+        let inf = Arc::new(Inflight::default());
         let Join::Lead(lead) = inf.join(b"k", 10) else { panic!() };
         let Join::Wait(rx) = inf.join(b"k", 10) else { panic!() };
         assert!(matches!(inf.join(b"other", 10), Join::Lead(_)));

@@ -1,0 +1,405 @@
+//! Many upstream tries at once from one thread that waits in `epoll`: how a
+//! UDP receive thread forwards its own misses (server/udp.rs says why).
+//!
+//! Tries to one server share a connected socket, a "port", until it has
+//! carried [`SOCKET_USES`] of them, as the async path's pooled sockets do;
+//! then it takes no new ones and closes when its last try ends. A port that
+//! sits unused through an idle wait is closed too, so a server dropped by a
+//! reload keeps no socket open. A try is known by (port, ID); the ID is
+//! random and unique among the port's tries in flight. A datagram that
+//! matches no try (late, stray or forged) is counted as mismatched and
+//! dropped. One that matches goes to the caller, which checks it against the
+//! question and ends the try only if it fits, so a forgery cannot end a try.
+//! A send or receive error on a port (ICMP port unreachable) fails every try
+//! on it, as they all went to the same server.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+use rustix::event::Timespec;
+use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
+use rustix::io::Errno;
+use rustix::net::{RecvFlags, SendFlags};
+
+use super::{SOCKET_USES, Server, UDP_REPLY_BUF, random_id, unspecified_for};
+use crate::wire::header;
+
+/// Token of the caller's own socket in the epoll set; ports use their index.
+pub const LISTENER: u64 = u64::MAX;
+/// Events taken per wait.
+pub const EVENTS: usize = 32;
+
+/// One try in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Try {
+    port: u32,
+    id: u16,
+}
+
+/// What [`Mux::recv`] found on a port.
+#[derive(Debug)]
+pub enum Recv {
+    /// A datagram with the ID of a try in flight, for the caller to check.
+    Reply { slot: u32, t: Try, reply: Vec<u8> },
+    /// A datagram that matched no try; counted and dropped.
+    Stray,
+    /// Nothing (more) to read.
+    Empty,
+    /// The port failed; these slots' tries ended with an error.
+    Failed(Vec<u32>),
+}
+
+#[derive(Debug)]
+struct Port {
+    server: Arc<Server>,
+    sock: UdpSocket,
+    uses: u32,
+    in_flight: u32,
+    /// Still takes new tries.
+    current: bool,
+    /// Used since the last idle sweep.
+    busy: bool,
+}
+
+/// The tries of one thread and the ports they use.
+#[derive(Debug)]
+pub struct Mux {
+    epoll: rustix::fd::OwnedFd,
+    ports: Vec<Option<Port>>,
+    free_ports: Vec<u32>,
+    /// (port, ID) → (caller's slot, try number).
+    tries: FxHashMap<(u32, u16), (u32, u32)>,
+    /// Deadlines by try number; entries of tries that ended stay until they
+    /// come up or the heap is compacted.
+    deadlines: BinaryHeap<Reverse<(Instant, u32, u32, u16)>>,
+    max_tries: usize,
+    seq: u32,
+    buf: Box<[u8]>,
+}
+
+impl Mux {
+    /// A mux for at most `max_tries` tries in flight.
+    pub fn new(max_tries: usize) -> io::Result<Mux> {
+        Ok(Mux {
+            epoll: epoll::create(CreateFlags::CLOEXEC)?,
+            ports: Vec::new(),
+            free_ports: Vec::new(),
+            tries: FxHashMap::default(),
+            deadlines: BinaryHeap::new(),
+            max_tries,
+            seq: 0,
+            buf: vec![0u8; UDP_REPLY_BUF].into_boxed_slice(),
+        })
+    }
+
+    /// Adds the caller's socket to the wait set under [`LISTENER`].
+    pub fn watch(&self, fd: impl AsFd) -> io::Result<()> {
+        epoll::add(&self.epoll, fd, EventData::new_u64(LISTENER), EventFlags::IN)?;
+        Ok(())
+    }
+
+    /// Tries in flight.
+    pub fn in_flight(&self) -> usize {
+        self.tries.len()
+    }
+
+    /// Waits for a readable socket or `timeout`; returns how many events were written.
+    pub fn wait(&self, events: &mut [Event; EVENTS], timeout: Duration) -> usize {
+        let ts = Timespec { tv_sec: timeout.as_secs() as _, tv_nsec: timeout.subsec_nanos() as _ };
+        epoll::wait(&self.epoll, &mut events[..], Some(&ts)).unwrap_or(0)
+    }
+
+    /// Sends `query` to `server` as a try for `slot` that expires after
+    /// `timeout`, writing the try's ID into its first two bytes. `None` if it
+    /// could not be sent.
+    pub fn send(&mut self, server: &Arc<Server>, query: &mut [u8], slot: u32, timeout: Duration) -> Option<Try> {
+        if self.tries.len() >= self.max_tries || query.len() < 2 {
+            return None;
+        }
+        let port = self.port_for(server)?;
+        let mut id = random_id();
+        while self.tries.contains_key(&(port, id)) {
+            id = random_id();
+        }
+        query[..2].copy_from_slice(&id.to_be_bytes());
+        let p = self.ports[port as usize].as_mut()?;
+        p.uses += 1;
+        p.busy = true;
+        if p.uses >= SOCKET_USES {
+            p.current = false;
+        }
+        if rustix::net::send(&p.sock, query, SendFlags::DONTWAIT).is_err() {
+            p.current = false;
+            self.close_if_done(port);
+            return None;
+        }
+        p.in_flight += 1;
+        self.seq = self.seq.wrapping_add(1);
+        self.tries.insert((port, id), (slot, self.seq));
+        self.deadlines.push(Reverse((Instant::now() + timeout, self.seq, port, id)));
+        if self.deadlines.len() > 4 * self.max_tries {
+            let tries = &self.tries;
+            self.deadlines.retain(|Reverse((_, seq, port, id))| tries.get(&(*port, *id)).is_some_and(|t| t.1 == *seq));
+        }
+        Some(Try { port, id })
+    }
+
+    /// Reads one datagram from port `port` (an epoll token).
+    pub fn recv(&mut self, port: u64) -> Recv {
+        let Some(p) = u32::try_from(port).ok().and_then(|i| self.ports.get(i as usize)?.as_ref()) else {
+            return Recv::Empty;
+        };
+        let port = port as u32;
+        match rustix::net::recv(&p.sock, &mut self.buf[..], RecvFlags::DONTWAIT) {
+            Ok((n, _)) => {
+                let reply = &self.buf[..n.min(self.buf.len())];
+                if reply.len() >= 2
+                    && let Some(&(slot, _)) = self.tries.get(&(port, header::id(reply)))
+                {
+                    return Recv::Reply { slot, t: Try { port, id: header::id(reply) }, reply: reply.to_vec() };
+                }
+                p.server.mismatched.fetch_add(1, Relaxed);
+                Recv::Stray
+            }
+            Err(Errno::AGAIN | Errno::INTR) => Recv::Empty,
+            Err(_) => {
+                let slots = self.fail_port(port);
+                Recv::Failed(slots)
+            }
+        }
+    }
+
+    /// Ends a try whose reply the caller accepted.
+    pub fn end(&mut self, t: Try) {
+        if self.tries.remove(&(t.port, t.id)).is_some() {
+            if let Some(p) = self.ports.get_mut(t.port as usize).and_then(Option::as_mut) {
+                p.in_flight -= 1;
+            }
+            self.close_if_done(t.port);
+        }
+    }
+
+    /// The slot of a try whose deadline passed by `now`, ended; `None` when there is none.
+    pub fn expired(&mut self, now: Instant) -> Option<u32> {
+        while let Some(Reverse((at, seq, port, id))) = self.deadlines.peek().copied() {
+            if at > now {
+                return None;
+            }
+            self.deadlines.pop();
+            if let Some(&(slot, s)) = self.tries.get(&(port, id))
+                && s == seq
+            {
+                // A port whose try timed out may carry a late reply into a
+                // later try's ID space; let it take no more.
+                if let Some(p) = self.ports.get_mut(port as usize).and_then(Option::as_mut) {
+                    p.current = false;
+                }
+                self.end(Try { port, id });
+                return Some(slot);
+            }
+        }
+        None
+    }
+
+    /// Time until the next deadline, if any try is in flight.
+    pub fn next_deadline(&mut self, now: Instant) -> Option<Duration> {
+        while let Some(Reverse((at, seq, port, id))) = self.deadlines.peek().copied() {
+            if self.tries.get(&(port, id)).is_some_and(|t| t.1 == seq) {
+                return Some(at.saturating_duration_since(now));
+            }
+            self.deadlines.pop();
+        }
+        None
+    }
+
+    /// Closes ports that carried nothing since the last sweep.
+    pub fn sweep_idle(&mut self) {
+        for i in 0..self.ports.len() {
+            if let Some(p) = self.ports[i].as_mut() {
+                if !p.busy && p.in_flight == 0 {
+                    p.current = false;
+                    self.close_if_done(i as u32);
+                } else {
+                    p.busy = false;
+                }
+            }
+        }
+    }
+
+    /// The port that takes new tries to `server`, opened if there is none.
+    fn port_for(&mut self, server: &Arc<Server>) -> Option<u32> {
+        let found =
+            self.ports.iter().position(|p| p.as_ref().is_some_and(|p| p.current && Arc::ptr_eq(&p.server, server)));
+        if let Some(i) = found {
+            return Some(i as u32);
+        }
+        let sock = UdpSocket::bind(unspecified_for(&server.addr)).ok()?;
+        sock.connect(server.addr).ok()?;
+        let index = match self.free_ports.pop() {
+            Some(i) => i,
+            None => {
+                self.ports.push(None);
+                (self.ports.len() - 1) as u32
+            }
+        };
+        if epoll::add(&self.epoll, &sock, EventData::new_u64(index.into()), EventFlags::IN).is_err() {
+            self.free_ports.push(index);
+            return None;
+        }
+        self.ports[index as usize] =
+            Some(Port { server: server.clone(), sock, uses: 0, in_flight: 0, current: true, busy: true });
+        Some(index)
+    }
+
+    /// Ends every try on a failed port; returns their slots.
+    fn fail_port(&mut self, port: u32) -> Vec<u32> {
+        let ended: Vec<(u16, u32)> =
+            self.tries.iter().filter(|((p, _), _)| *p == port).map(|(&(_, id), &(slot, _))| (id, slot)).collect();
+        if let Some(p) = self.ports.get_mut(port as usize).and_then(Option::as_mut) {
+            p.current = false;
+        }
+        for &(id, _) in &ended {
+            self.end(Try { port, id });
+        }
+        self.close_if_done(port);
+        ended.into_iter().map(|(_, slot)| slot).collect()
+    }
+
+    fn close_if_done(&mut self, port: u32) {
+        let done =
+            self.ports.get(port as usize).and_then(Option::as_ref).is_some_and(|p| !p.current && p.in_flight == 0);
+        if done && let Some(p) = self.ports[port as usize].take() {
+            let _ = epoll::delete(&self.epoll, &p.sock);
+            self.free_ports.push(port);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::tests::upstream_answer;
+
+    /// A loopback server that answers each query (after `forge` stray
+    /// replies with other IDs) and records the source ports.
+    fn server(answer: bool, forge: usize) -> (Arc<Server>, Arc<std::sync::Mutex<Vec<u16>>>) {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = sock.local_addr().unwrap();
+        let ports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = ports.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1500];
+            while let Ok((n, peer)) = sock.recv_from(&mut buf) {
+                seen.lock().unwrap().push(peer.port());
+                let good = upstream_answer(&buf[..n], &[60], true);
+                for i in 0..forge {
+                    let mut bad = good.clone();
+                    bad[..2].copy_from_slice(&(header::id(&good) ^ (i as u16 + 1)).to_be_bytes());
+                    let _ = sock.send_to(&bad, peer);
+                }
+                if answer {
+                    let _ = sock.send_to(&good, peer);
+                }
+            }
+        });
+        (Arc::new(Server::new(addr)), ports)
+    }
+
+    fn query() -> Vec<u8> {
+        let m = crate::wire::tests::query(5, "www.example", crate::wire::rtype::A, None);
+        super::super::build_query(&crate::wire::parse_query(&m).unwrap(), 0)
+    }
+
+    /// Waits for events and collects (slot, id) of every reply.
+    fn collect(mux: &mut Mux, want: usize) -> Vec<(u32, u16)> {
+        let mut got = Vec::new();
+        let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < want && Instant::now() < deadline {
+            let n = mux.wait(&mut events, Duration::from_millis(100));
+            for ev in &events[..n] {
+                loop {
+                    match mux.recv(ev.data.u64()) {
+                        Recv::Reply { slot, t, reply } => {
+                            assert_eq!(header::id(&reply), t.id);
+                            mux.end(t);
+                            got.push((slot, t.id));
+                        }
+                        Recv::Stray => {}
+                        Recv::Empty => break,
+                        Recv::Failed(slots) => panic!("failed {slots:?}"),
+                    }
+                }
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn many_tries_share_ports_and_each_reply_finds_its_slot() {
+        let (server, ports) = server(true, 2);
+        let mut mux = Mux::new(1024).unwrap();
+        let mut q = query();
+        let n = SOCKET_USES as usize * 2 + 10;
+        for slot in 0..n as u32 {
+            assert!(mux.send(&server, &mut q, slot, Duration::from_secs(5)).is_some());
+        }
+        assert_eq!(mux.in_flight(), n);
+        let mut got: Vec<u32> = collect(&mut mux, n).into_iter().map(|(s, _)| s).collect();
+        got.sort_unstable();
+        assert_eq!(got, (0..n as u32).collect::<Vec<_>>(), "every slot answered once");
+        assert_eq!(mux.in_flight(), 0);
+        assert!(server.mismatched.load(Relaxed) >= 2 * n as u64 - 8, "forged IDs counted, not taken");
+        let mut distinct = ports.lock().unwrap().clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3, "a fresh port every {SOCKET_USES} tries");
+        assert_eq!(mux.ports.iter().flatten().count(), 1, "used-up ports closed once their tries ended");
+        mux.sweep_idle();
+        mux.sweep_idle();
+        assert_eq!(mux.ports.iter().flatten().count(), 0, "an idle port is closed");
+    }
+
+    #[test]
+    fn unanswered_tries_expire_in_deadline_order() {
+        let (server, _) = server(false, 0);
+        let mut mux = Mux::new(8).unwrap();
+        let mut q = query();
+        assert!(mux.send(&server, &mut q, 7, Duration::from_millis(40)).is_some());
+        assert!(mux.send(&server, &mut q, 3, Duration::from_millis(20)).is_some());
+        assert!(mux.next_deadline(Instant::now()).unwrap() <= Duration::from_millis(20));
+        assert_eq!(mux.expired(Instant::now()), None);
+        let later = Instant::now() + Duration::from_millis(50);
+        assert_eq!(mux.expired(later), Some(3));
+        assert_eq!(mux.expired(later), Some(7));
+        assert_eq!(mux.expired(later), None);
+        assert_eq!(mux.in_flight(), 0);
+        for slot in 0..8 {
+            assert!(mux.send(&server, &mut q, slot, Duration::from_secs(1)).is_some());
+        }
+        assert!(mux.send(&server, &mut q, 8, Duration::from_secs(1)).is_none(), "bounded");
+    }
+
+    #[test]
+    fn a_refused_port_fails_its_tries() {
+        let addr = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let server = Arc::new(Server::new(addr));
+        let mut mux = Mux::new(8).unwrap();
+        let mut q = query();
+        assert!(mux.send(&server, &mut q, 1, Duration::from_secs(5)).is_some());
+        let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
+        let n = mux.wait(&mut events, Duration::from_secs(2));
+        assert_eq!(n, 1, "ICMP port unreachable wakes the wait");
+        match mux.recv(events[0].data.u64()) {
+            Recv::Failed(slots) => assert_eq!(slots, vec![1]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(mux.in_flight(), 0);
+    }
+}
