@@ -79,6 +79,10 @@ const UNBOUND_BLOCKING_ZONES: &[&str] =
 pub fn parse_line(line: &str, stats: &mut ParseStats, emit: &mut impl FnMut(Rule, &str) -> bool) {
     stats.lines += 1;
     let line = line.trim();
+    if plain_name(line) {
+        // Most lines of most lists: one name, nothing else to recognise.
+        return emit_counted(Rule::Block, line, stats, emit);
+    }
     if line.is_empty() || line.starts_with(['#', '!', ';']) || (line.starts_with('[') && line.ends_with(']')) {
         return;
     }
@@ -144,13 +148,35 @@ fn hosts<'a>(names: impl Iterator<Item = &'a str>, stats: &mut ParseStats, emit:
 /// One name with an optional `*.` or `.` prefix, both meaning "this domain
 /// and everything under it" (wildcard lists, AdBlock, Squid).
 fn single(name: &str, rule: Rule, stats: &mut ParseStats, emit: &mut impl FnMut(Rule, &str) -> bool) {
+    if plain_name(name) {
+        return emit_counted(rule, name, stats, emit);
+    }
     let dotted = name.strip_prefix('.');
     let name = name.strip_prefix("*.").or(dotted).unwrap_or(name);
     // `.300x250.` and `%2Fevent.gif%3F` are URL fragments from browser lists, not names.
     let fragment = (dotted.is_some() && name.ends_with('.')) || name.contains('%');
     if fragment || looks_like_ip(name) || name.contains(['*', '/', ':', '?', '=', '&']) {
         stats.unsupported += 1;
-    } else if emit(rule, name) {
+    } else {
+        emit_counted(rule, name, stats, emit);
+    }
+}
+
+/// Only letters, digits, `-`, `_` and dots, not starting with a dot, and not
+/// all digits and dots (an address): a name as it stands, which [`single`]
+/// would pass on unchanged. Telling that costs one pass over the bytes,
+/// where the general path tries each format and parses an address.
+fn plain_name(s: &str) -> bool {
+    let mut letters = false;
+    let ok = s.bytes().all(|b| {
+        letters |= b.is_ascii_alphabetic() || b == b'-' || b == b'_';
+        b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.'
+    });
+    ok && letters && !s.starts_with('.')
+}
+
+fn emit_counted(rule: Rule, name: &str, stats: &mut ParseStats, emit: &mut impl FnMut(Rule, &str) -> bool) {
+    if emit(rule, name) {
         match rule {
             Rule::Block => stats.blocks += 1,
             Rule::Allow => stats.allows += 1,

@@ -75,6 +75,15 @@ impl Policy {
     pub fn load(lists: &[ListSource], mode: BlockMode, ttl: u32) -> Policy {
         let mut block = SetBuilder::new();
         let mut allow = SetBuilder::new();
+        for src in lists {
+            let bytes: u64 =
+                src.paths.iter().chain(&src.saved).filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum();
+            let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+            match src.kind {
+                ListKind::Block => block.expect(bytes),
+                ListKind::Allow => allow.expect(bytes),
+            }
+        }
         let sources = lists
             .iter()
             .enumerate()
@@ -246,25 +255,44 @@ fn load_source(src: &ListSource, tag: u16, block: &mut SetBuilder, allow: &mut S
 }
 
 /// Feeds a list file line by line; a line that is not UTF-8 counts as invalid.
+/// Lines are parsed where they lie in the read buffer; only one that spans
+/// two reads is copied.
 pub fn read_list_file(
     path: &Path,
     stats: &mut ParseStats,
     emit: &mut impl FnMut(Rule, &str) -> bool,
 ) -> std::io::Result<()> {
-    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
-    let mut line = Vec::with_capacity(256);
+    let mut reader = BufReader::with_capacity(256 * 1024, File::open(path)?);
+    let mut spanning = Vec::new();
+    let mut one = |line: &[u8], stats: &mut ParseStats| match std::str::from_utf8(line) {
+        Ok(text) => formats::parse_line(text, stats, emit),
+        Err(_) => {
+            stats.lines += 1;
+            stats.invalid += 1;
+        }
+    };
     loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            if !spanning.is_empty() {
+                one(&spanning, stats);
+            }
             return Ok(());
         }
-        match std::str::from_utf8(&line) {
-            Ok(text) => formats::parse_line(text, stats, emit),
-            Err(_) => {
-                stats.lines += 1;
-                stats.invalid += 1;
+        let mut rest = buf;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+            if spanning.is_empty() {
+                one(&rest[..i], stats);
+            } else {
+                spanning.extend_from_slice(&rest[..i]);
+                one(&spanning, stats);
+                spanning.clear();
             }
+            rest = &rest[i + 1..];
         }
+        spanning.extend_from_slice(rest);
+        let n = buf.len();
+        reader.consume(n);
     }
 }
 
