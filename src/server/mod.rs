@@ -1,8 +1,10 @@
 //! The running gateway: sockets, worker threads, signals.
 //!
-//! One worker thread per core, each with its own single-threaded executor and
-//! its own `SO_REUSEPORT` sockets, so the hot path shares nothing between
-//! cores but lock-free reads of the engine's snapshot and cache. The main
+//! One worker per core, each with its own `SO_REUSEPORT` sockets: a receive
+//! thread per UDP socket, which answers and forwards its own queries (see
+//! udp.rs), and a single-threaded executor for TCP and the UDP jobs that
+//! have to wait. The hot path shares nothing between cores but lock-free
+//! reads of the engine's snapshot and cache. The main
 //! thread waits for signals and serves the control socket: SIGHUP reloads
 //! config and lists (built here, off the workers, then swapped in whole),
 //! SIGUSR1 logs the counters, SIGTERM/SIGINT stop (the query log is drained
@@ -125,14 +127,14 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
     let mut threads = Vec::new();
     let mut udp_counters = Vec::new();
     for (w, stats) in counters.iter().enumerate() {
-        // Each UDP socket gets a receive thread; its misses and the TCP
-        // listeners go to the worker's executor thread.
+        // Each UDP socket gets a receive thread; the TCP listeners and the
+        // jobs the receive threads hand over go to the worker's executor thread.
         let mut udp = Vec::new();
         for sock in listeners.iter_mut().filter_map(|l| l.udp.pop()) {
             let sock = Arc::new(sock);
             let (tx, rx) = smol::channel::bounded(udp::MISS_QUEUE);
             // Counters have one writer each (see stats.rs): the receive thread
-            // gets its own; the misses it hands over count on the worker's.
+            // gets its own; the jobs it hands over count on the worker's.
             let own = Arc::new(Counters::default());
             udp_counters.push(own.clone());
             let (engine, stats, stop) = (engine.clone(), own, udp_stop.clone());
