@@ -429,6 +429,13 @@ forward-zone:
 ORDER = ["hydradns", "hydradns+log", "dnsmasq", "unbound", "echo"]
 
 
+def commit():
+    """The checkout the binary was built from, marked when it had local changes."""
+    r = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.abspath(__file__)))
+    return r.stdout.strip() or "unknown"
+
+
 def report(args, results, elapsed):
     cpu = "unknown"
     with open("/proc/cpuinfo") as f:
@@ -450,7 +457,8 @@ def report(args, results, elapsed):
              f"({elapsed / 60:.0f} min).\n")
     L.append(f"Machine: {cpu}, {os.cpu_count()} cores, Linux {platform.release()}, "
              f"{platform.machine()}. Compared: {vers['dnsmasq'].split('  ')[0]}; Unbound {vers['unbound'].split()[-1]}; "
-             f"load from dnsperf {vers['dnsperf']}. HydraDNS: `{os.path.basename(args.hydradns)}`.\n")
+             f"load from dnsperf {vers['dnsperf']}. HydraDNS: `{os.path.basename(args.hydradns)}` "
+             f"(commit {commit()}).\n")
     L.append("Setup: each server pinned to CPU 0 with one worker thread; dnsperf (one thread, one socket, "
              "500 queries outstanding) and the benchmark's upstream (`examples/bench-upstream.rs`) on CPU 1. "
              f"Saturation: median of {args.rounds} × {args.sat_secs} s per scenario, servers interleaved. "
