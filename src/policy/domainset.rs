@@ -352,11 +352,15 @@ fn write_key(name: &str, out: &mut [u8]) -> Option<usize> {
         if label.is_empty() || label.len() > 63 || label[0] == b'-' || label[label.len() - 1] == b'-' {
             return None;
         }
+        // Branch-free: the whole label, then one check.
+        let mut ok = true;
         for (dst, &b) in out[pos..pos + label.len()].iter_mut().zip(label) {
-            if !(b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
-                return None;
-            }
-            *dst = b.to_ascii_lowercase();
+            let v = KEY_BYTE[b as usize];
+            ok &= v != 0;
+            *dst = v;
+        }
+        if !ok {
+            return None;
         }
         pos += label.len();
         if start == 0 {
@@ -367,6 +371,20 @@ fn write_key(name: &str, out: &mut [u8]) -> Option<usize> {
         end = start - 1;
     }
 }
+
+/// What a name's byte becomes in a key: lowercased, or 0 where it may not appear.
+const KEY_BYTE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            t[i] = b.to_ascii_lowercase();
+        }
+        i += 1;
+    }
+    t
+};
 
 /// Appends the reversed-label key of `name` to `out`; returns its length.
 fn push_key(out: &mut Vec<u8>, name: &str) -> Option<usize> {

@@ -167,13 +167,34 @@ fn single(name: &str, rule: Rule, stats: &mut ParseStats, emit: &mut impl FnMut(
 /// would pass on unchanged. Telling that costs one pass over the bytes,
 /// where the general path tries each format and parses an address.
 fn plain_name(s: &str) -> bool {
-    let mut letters = false;
-    let ok = s.bytes().all(|b| {
-        letters |= b.is_ascii_alphabetic() || b == b'-' || b == b'_';
-        b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.'
-    });
-    ok && letters && !s.starts_with('.')
+    // No early exit: a branch-free pass is faster on names this short.
+    let (mut all, mut any) = (1u8, 0u8);
+    for &b in s.as_bytes() {
+        let c = PLAIN[b as usize];
+        all &= c;
+        any |= c;
+    }
+    all & 1 == 1 && any & 2 == 2 && !s.starts_with('.')
 }
+
+/// Byte classes for [`plain_name`]: bit 0, allowed in a plain name; bit 1,
+/// neither a digit nor a dot.
+const PLAIN: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = if b.is_ascii_alphabetic() || b == b'-' || b == b'_' {
+            3
+        } else if b.is_ascii_digit() || b == b'.' {
+            1
+        } else {
+            0
+        };
+        i += 1;
+    }
+    t
+};
 
 fn emit_counted(rule: Rule, name: &str, stats: &mut ParseStats, emit: &mut impl FnMut(Rule, &str) -> bool) {
     if emit(rule, name) {

@@ -264,35 +264,46 @@ pub fn read_list_file(
 ) -> std::io::Result<()> {
     let mut reader = BufReader::with_capacity(256 * 1024, File::open(path)?);
     let mut spanning = Vec::new();
-    let mut one = |line: &[u8], stats: &mut ParseStats| match std::str::from_utf8(line) {
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            if !spanning.is_empty() {
+                parse_bytes(&spanning, stats, emit);
+            }
+            return Ok(());
+        }
+        // The whole lines of this read, each ending in a newline.
+        let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let (mut whole, rest) = buf.split_at(end);
+        if !spanning.is_empty()
+            && let Some(i) = whole.iter().position(|&b| b == b'\n')
+        {
+            spanning.extend_from_slice(&whole[..i]);
+            parse_bytes(&spanning, stats, emit);
+            spanning.clear();
+            whole = &whole[i + 1..];
+        }
+        if let Some(lines) = whole.strip_suffix(b"\n") {
+            match std::str::from_utf8(lines) {
+                // One UTF-8 check for all of them, usually.
+                Ok(text) => text.split('\n').for_each(|line| formats::parse_line(line, stats, emit)),
+                Err(_) => lines.split(|&b| b == b'\n').for_each(|line| parse_bytes(line, stats, emit)),
+            }
+        }
+        spanning.extend_from_slice(rest);
+        let n = buf.len();
+        reader.consume(n);
+    }
+}
+
+/// One line as read; one that is not UTF-8 counts as invalid.
+fn parse_bytes(line: &[u8], stats: &mut ParseStats, emit: &mut impl FnMut(Rule, &str) -> bool) {
+    match std::str::from_utf8(line) {
         Ok(text) => formats::parse_line(text, stats, emit),
         Err(_) => {
             stats.lines += 1;
             stats.invalid += 1;
         }
-    };
-    loop {
-        let buf = reader.fill_buf()?;
-        if buf.is_empty() {
-            if !spanning.is_empty() {
-                one(&spanning, stats);
-            }
-            return Ok(());
-        }
-        let mut rest = buf;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            if spanning.is_empty() {
-                one(&rest[..i], stats);
-            } else {
-                spanning.extend_from_slice(&rest[..i]);
-                one(&spanning, stats);
-                spanning.clear();
-            }
-            rest = &rest[i + 1..];
-        }
-        spanning.extend_from_slice(rest);
-        let n = buf.len();
-        reader.consume(n);
     }
 }
 
@@ -367,6 +378,37 @@ mod tests {
     use super::*;
     use crate::wire::{MAX_NAME_LEN, parse_query, reversed_key, tests::query};
     use std::net::Ipv4Addr;
+
+    #[test]
+    fn list_files_are_read_line_by_line_across_read_boundaries() {
+        // Lines of every length around the 256 KiB read size, one that is
+        // not UTF-8, CRLF endings, and a last line without a newline.
+        let mut text = Vec::new();
+        let mut want = Vec::new();
+        for i in 0..40_000 {
+            let name = format!("n{i}.{}.example", "x".repeat(i % 23));
+            text.extend_from_slice(name.as_bytes());
+            text.extend_from_slice(if i % 7 == 0 { b"\r\n" } else { b"\n" });
+            want.push(name);
+            if i == 20_000 {
+                text.extend_from_slice(b"bad\xff.example\n");
+            }
+        }
+        text.extend_from_slice(b"last.example");
+        want.push("last.example".into());
+        let path = std::env::temp_dir().join(format!("hydradns-read-list-{}", std::process::id()));
+        std::fs::write(&path, &text).unwrap();
+        let (mut stats, mut got) = (ParseStats::default(), Vec::new());
+        read_list_file(&path, &mut stats, &mut |_, name| {
+            got.push(name.to_string());
+            true
+        })
+        .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(text.len() > 2 * 256 * 1024);
+        assert_eq!(got, want);
+        assert_eq!((stats.lines, stats.invalid), (40_002, 1));
+    }
 
     fn source(name: &str, kind: ListKind, domains: &[&str]) -> ListSource {
         ListSource {
