@@ -544,9 +544,10 @@ mod tests {
         assert!(matches!(inf.join(b"a", 2), Join::Wait(_)), "joining a key in flight is not limited by it");
     }
 
-    /// A server on loopback that answers every query (or none) and records
-    /// the source port of each.
-    fn fake_server(answer: bool) -> (SocketAddr, Arc<Mutex<Vec<u16>>>) {
+    /// A server on loopback that answers every query (or none), first
+    /// sending `forge` replies with other IDs, and records the source port of
+    /// each query. Also serves the mux's tests.
+    pub(super) fn fake_server(answer: bool, forge: usize) -> (SocketAddr, Arc<Mutex<Vec<u16>>>) {
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = sock.local_addr().unwrap();
         let ports = Arc::new(Mutex::new(Vec::new()));
@@ -555,8 +556,14 @@ mod tests {
             let mut buf = [0u8; 1500];
             while let Ok((n, peer)) = sock.recv_from(&mut buf) {
                 seen.lock().unwrap().push(peer.port());
+                let good = upstream_answer(&buf[..n], &[60], true);
+                for i in 0..forge {
+                    let mut bad = good.clone();
+                    bad[..2].copy_from_slice(&(header::id(&good) ^ (i as u16 + 1)).to_be_bytes());
+                    let _ = sock.send_to(&bad, peer);
+                }
                 if answer {
-                    let _ = sock.send_to(&upstream_answer(&buf[..n], &[60], true), peer);
+                    let _ = sock.send_to(&good, peer);
                 }
             }
         });
@@ -565,7 +572,7 @@ mod tests {
 
     #[test]
     fn sockets_are_reused_a_bounded_number_of_times() {
-        let (addr, ports) = fake_server(true);
+        let (addr, ports) = fake_server(true, 0);
         let group = Group::new(&[addr], &[]);
         let m = query(5, "www.example", rtype::A, None);
         let q = parse_query(&m).unwrap();
@@ -581,7 +588,7 @@ mod tests {
 
     #[test]
     fn a_socket_that_timed_out_is_not_reused() {
-        let (addr, ports) = fake_server(false);
+        let (addr, ports) = fake_server(false, 0);
         let group = Group::new(&[addr], &[]);
         let m = query(5, "www.example", rtype::A, None);
         let q = parse_query(&m).unwrap();

@@ -285,30 +285,9 @@ impl Mux {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::tests::upstream_answer;
 
-    /// A loopback server that answers each query (after `forge` stray
-    /// replies with other IDs) and records the source ports.
     fn server(answer: bool, forge: usize) -> (Arc<Server>, Arc<std::sync::Mutex<Vec<u16>>>) {
-        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let addr = sock.local_addr().unwrap();
-        let ports = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let seen = ports.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 1500];
-            while let Ok((n, peer)) = sock.recv_from(&mut buf) {
-                seen.lock().unwrap().push(peer.port());
-                let good = upstream_answer(&buf[..n], &[60], true);
-                for i in 0..forge {
-                    let mut bad = good.clone();
-                    bad[..2].copy_from_slice(&(header::id(&good) ^ (i as u16 + 1)).to_be_bytes());
-                    let _ = sock.send_to(&bad, peer);
-                }
-                if answer {
-                    let _ = sock.send_to(&good, peer);
-                }
-            }
-        });
+        let (addr, ports) = super::super::tests::fake_server(answer, forge);
         (Arc::new(Server::new(addr)), ports)
     }
 
