@@ -430,16 +430,17 @@ impl Engine {
     /// Waits for the miss someone else leads, then answers from its outcome.
     pub async fn wait(&self, miss: Miss, rx: Receiver<Resolution>, out: &mut Vec<u8>, stats: &Counters) {
         let resolution = rx.recv().await.ok().flatten();
-        self.answer(&miss, resolution, out, stats);
+        match wire::parse_query(&miss.msg) {
+            Ok(q) => self.answer(&miss.origin, &q, resolution, out, stats),
+            Err(_) => self.unparsable(&miss, out, stats),
+        }
     }
 
     /// The first step of a miss: lead it, join the one in flight for the same
     /// key, or (too many in flight) answer SERVFAIL into `out` at once.
     pub fn begin(&self, miss: Miss, out: &mut Vec<u8>, stats: &Counters) -> Begin {
-        // The message parsed in `handle`; parsing again cannot fail, but stay total.
         let Ok(q) = wire::parse_query(&miss.msg) else {
-            wire::build::header_only(out, &miss.msg, rcode::FORMERR);
-            self.done(&miss.origin, Answered::unparsed(), out, stats);
+            self.unparsable(&miss, out, stats);
             return Begin::Answered;
         };
         let snap = &miss.snapshot;
@@ -469,34 +470,34 @@ impl Engine {
     /// waiting on the same key and writes the answer into `out`.
     pub fn finish(&self, led: Led, reply: Option<(Vec<u8>, SocketAddr)>, out: &mut Vec<u8>, stats: &Counters) {
         let Led { miss, lead, .. } = led;
-        let resolved = match wire::parse_query(&miss.msg) {
-            Ok(q) => {
-                let snap = &miss.snapshot;
-                let mut name_key = [0u8; MAX_NAME_LEN];
-                let n = wire::reversed_key(q.qname, &mut name_key);
-                reply.and_then(|(r, upstream)| self.vet_reply(&q, &name_key[..n], snap, &r, upstream, stats))
-            }
-            Err(_) => None,
+        let Ok(q) = wire::parse_query(&miss.msg) else {
+            lead.complete(None);
+            return self.unparsable(&miss, out, stats);
         };
+        let snap = &miss.snapshot;
+        let mut name_key = [0u8; MAX_NAME_LEN];
+        let n = wire::reversed_key(q.qname, &mut name_key);
+        let resolved = reply.and_then(|(r, upstream)| self.vet_reply(&q, &name_key[..n], snap, &r, upstream, stats));
         if let Some(r) = &resolved {
-            miss.snapshot.cache.insert(&miss.key, miss.hash, r.stored.clone());
+            snap.cache.insert(&miss.key, miss.hash, r.stored.clone());
         }
         lead.complete(resolved.clone());
-        self.answer(&miss, resolved, out, stats);
+        self.answer(&miss.origin, &q, resolved, out, stats);
+    }
+
+    /// Answers a miss whose message no longer parses. It parsed in `handle`,
+    /// so this cannot happen, but the miss path stays total: FORMERR.
+    fn unparsable(&self, miss: &Miss, out: &mut Vec<u8>, stats: &Counters) {
+        wire::build::header_only(out, &miss.msg, rcode::FORMERR);
+        self.done(&miss.origin, Answered::unparsed(), out, stats);
     }
 
     /// Writes a miss's answer from its outcome (`None`: SERVFAIL) and records it.
-    fn answer(&self, miss: &Miss, resolution: Resolution, out: &mut Vec<u8>, stats: &Counters) {
-        let origin = &miss.origin;
-        let Ok(q) = wire::parse_query(&miss.msg) else {
-            wire::build::header_only(out, &miss.msg, rcode::FORMERR);
-            self.done(origin, Answered::unparsed(), out, stats);
-            return;
-        };
-        let mut a = Answered::of(&q, Outcome::Forwarded);
+    fn answer(&self, origin: &Origin, q: &Query, resolution: Resolution, out: &mut Vec<u8>, stats: &Counters) {
+        let mut a = Answered::of(q, Outcome::Forwarded);
         match resolution {
             Some(r) => {
-                r.stored.write_answer(&q, 0, out);
+                r.stored.write_answer(q, 0, out);
                 a.upstream = Some(r.upstream);
                 if r.blocked_by.is_some() {
                     a.outcome = Outcome::Blocked;
@@ -505,12 +506,12 @@ impl Engine {
             }
             None => {
                 Counters::bump(&stats.failed);
-                wire::build::start(out, &q, rcode::SERVFAIL);
+                wire::build::start(out, q, rcode::SERVFAIL);
                 wire::build::finish(out, q.edns, [0, 0, 0], false);
                 a.outcome = Outcome::Failed;
             }
         }
-        fit(out, &q, origin.transport, stats);
+        fit(out, q, origin.transport, stats);
         self.done(origin, a, out, stats);
     }
 

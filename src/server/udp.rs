@@ -406,14 +406,16 @@ pub async fn run_jobs(
     while let Ok(job) = jobs.recv().await {
         let Some(slot) = slots.take(MAX_MISS_TASKS) else {
             let mut out = Vec::new();
-            let (miss_led, peer) = match job {
-                Job::Wait(miss, _, peer) => (Ok(miss), peer),
-                Job::Truncated(led, _, peer) => (Err(led), peer),
+            let peer = match job {
+                Job::Wait(miss, _, peer) => {
+                    engine.refuse_miss(&miss, &mut out, &stats);
+                    peer
+                }
+                Job::Truncated(led, _, peer) => {
+                    engine.finish(led, None, &mut out, &stats);
+                    peer
+                }
             };
-            match miss_led {
-                Ok(miss) => engine.refuse_miss(&miss, &mut out, &stats),
-                Err(led) => engine.finish(led, None, &mut out, &stats),
-            }
             send(&sock, &out, &peer, &stats);
             continue;
         };
