@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Instructions per query, counted by callgrind: a figure a noisy machine
+cannot move, printed beside the wall-clock table of bench/redline.py.
+
+Each server runs under `valgrind --tool=callgrind` twice per scenario, with
+the same start-up and warm-up and then N or 2N queries from the same file at
+a fixed rate; (instructions of the second run - the first) / N is what one
+more query costs. Start-up, list loading and warm-up cancel out. Only user
+space is counted: the kernel's UDP work, most of a fast server's CPU, is in
+the wall-clock table's CPU/query column instead. All threads are counted, so
+`hydradns+log` includes the query-log writer.
+
+    bench/instructions.py --bin target/release [--hydradns BIN] [--quick]
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import redline
+
+SCENARIOS = [("blocked", "blocked"), ("hits", "hits"), ("mix", "mix0"), ("mix, log on", "mix0")]
+
+
+def callgrind_total(path):
+    """Instructions of a finished callgrind run (all threads)."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("totals:", "summary:")):
+                return int(line.split()[1])
+    raise RuntimeError(f"no totals in {path}")
+
+
+def run_once(args, server, base_cmd, warm, queries, n, log):
+    """Starts the server under callgrind, warms it, sends n queries; returns its instruction count."""
+    out = os.path.join(args.work, f"callgrind-{server.name}.out")
+    if os.path.exists(out):
+        os.remove(out)
+    # Each run starts with an empty query log, as the first did.
+    shutil.rmtree(args.logdir, ignore_errors=True)
+    os.makedirs(args.logdir)
+    server.cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] + base_cmd
+    server.start(log)
+    try:
+        if warm:
+            redline.dnsperf(server.port, warm, 120, qps=args.qps, outstanding=100, runs=1)
+        head = os.path.join(args.work, f"head-{n}.txt")
+        with open(queries) as src, open(head, "w") as dst:
+            for _, line in zip(range(n), src):
+                dst.write(line)
+        r = redline.dnsperf(server.port, head, 120, qps=args.qps, outstanding=100, runs=1)
+        if r["completed"] != n:
+            raise SystemExit(f"FAIL {server.name}: {r['completed']} of {n} queries answered under callgrind")
+    finally:
+        server.stop()
+    return callgrind_total(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory with the examples (and hydradns)")
+    ap.add_argument("--hydradns", help="the gateway binary (default BIN/hydradns)")
+    ap.add_argument("--quick", action="store_true", help="fewer queries, HydraDNS and echo only")
+    ap.add_argument("--servers", help="comma-separated subset of " + ",".join(redline.ORDER))
+    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    args = ap.parse_args()
+    args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")
+    args.echo = os.path.join(args.bin, "examples", "echo-responder")
+    # callgrind runs a server about 50 times slower: a low rate keeps every query answered.
+    args.qps, n = 2000, (1000 if args.quick else 4000)
+    args.servers = args.servers or ("hydradns,hydradns+log,echo" if args.quick else ",".join(redline.ORDER))
+    args.work = tempfile.mkdtemp(prefix="hydradns-instr-")
+    args.logdir = os.path.join(args.work, "log")
+    log = open(os.path.join(args.work, "servers.log"), "w")
+    upstream_port = redline.free_port()
+    args.upstream_proc = subprocess.Popen(
+        ["taskset", "-c", "1", os.path.join(args.bin, "examples", "bench-upstream"), f"127.0.0.1:{upstream_port}"])
+    rows = {}
+    try:
+        path = os.path.join(args.work, "100k.list")
+        subprocess.run([os.path.join(args.bin, "examples", "synth-list"), "100000", path], check=True)
+        with open(path, "a") as f:
+            f.write(redline.CANARY + "\n")
+        names = redline.read_names(path)
+        popular = [line.strip().split(",", 1)[1] for line in
+                   open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
+        sc = redline.Scenarios(args.work, "100k", names, popular, 1, 2 * n)
+        servers = redline.make_servers(args, args.work, upstream_port, "500ms")(path, names)
+        servers.pop("_upstream")
+        for scen, file in SCENARIOS:
+            for name, server in servers.items():
+                if (name == "hydradns+log") != (scen == "mix, log on"):
+                    continue
+                base_cmd = list(server.cmd)
+                warm = sc.files["warm"] if name != "echo" else None
+                one = run_once(args, server, base_cmd, warm, sc.files[file], n, log)
+                two = run_once(args, server, base_cmd, warm, sc.files[file], 2 * n, log)
+                server.cmd = base_cmd
+                rows[(scen, name)] = (two - one) / n
+                print(f"  {scen:12} {name:13} {rows[(scen, name)]:>9,.0f} instructions/query", file=sys.stderr,
+                      flush=True)
+    finally:
+        args.upstream_proc.terminate()
+        log.close()
+    names = [s for s in redline.ORDER if s in args.servers.split(",") and s != "hydradns+log"]
+    print("\n## Instructions per query (callgrind, user space)\n")
+    print(f"Synthetic 100k list, {n:,} queries at {args.qps:,} QPS after the warm-up, command "
+          f"`bench/instructions.py{' --quick' if args.quick else ''}`. `mix, log on` is HydraDNS with its query "
+          "log, writer thread included. Kernel time is not counted (see CPU/query above).\n")
+    print("| scenario | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for scen, _ in SCENARIOS:
+        cells = [rows.get((scen, "hydradns+log" if scen == "mix, log on" and s == "hydradns" else s)) for s in names]
+        if all(c is None for c in cells):
+            continue
+        print(f"| {scen} | " + " | ".join("" if c is None else f"{c:,.0f}" for c in cells) + " |")
+    if ("mix", "hydradns") in rows and ("mix, log on", "hydradns+log") in rows:
+        print(f"\nThe query log costs {rows[('mix, log on', 'hydradns+log')] - rows[('mix', 'hydradns')]:,.0f} "
+              "instructions per logged query.")
+    shutil.rmtree(args.work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
