@@ -5,16 +5,23 @@
 # data deterministically, prints a markdown table and writes it, with the
 # machine and the date, to docs/benchmarks.md (--quick: a short pass on the
 # 100k list that proves the script works; it writes nothing, judges nothing).
-#   bench/run.sh [--quick]          (full run: about 25 minutes on 2 cores)
+# Then bench/instructions.py adds instructions per query counted by
+# callgrind, which a noisy machine cannot move.
+#   bench/run.sh [--quick]          (full run: about 30 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck disable=SC1091  # bench/lib.sh is checked on its own (bench/*.sh)
 . bench/lib.sh
-need dnsperf:dnsperf dnsmasq:dnsmasq-base unbound:unbound taskset:util-linux
+need dnsperf:dnsperf dnsmasq:dnsmasq-base unbound:unbound taskset:util-linux valgrind:valgrind
 # HYDRADNS_BIN picks another build than the static musl one.
 release_binary
 cargo build --release --locked --quiet --example synth-list --example list-export \
     --example echo-responder --example bench-upstream
 out=docs/benchmarks.md
 [ "${1:-}" = "--quick" ] && out=
-exec python3 bench/redline.py --bin target/release --hydradns "$HYDRADNS_BIN" ${out:+--out "$out"} "$@"
+python3 bench/redline.py --bin target/release --hydradns "$HYDRADNS_BIN" ${out:+--out "$out"} "$@"
+if [ -n "$out" ]; then
+    python3 bench/instructions.py --bin target/release --hydradns "$HYDRADNS_BIN" | tee -a "$out"
+else
+    python3 bench/instructions.py --bin target/release --hydradns "$HYDRADNS_BIN" --quick
+fi
