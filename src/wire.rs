@@ -273,7 +273,7 @@ pub fn simple_dns_knows(t: u16) -> bool {
 }
 
 /// Do the options of an OPT record (RDATA at `rdata..end`) tile it exactly?
-fn opt_options_ok(msg: &[u8], rdata: usize, end: usize) -> bool {
+pub fn opt_options_ok(msg: &[u8], rdata: usize, end: usize) -> bool {
     let mut p = rdata;
     while p < end {
         match u16_at(msg, p + 2) {
@@ -369,6 +369,35 @@ pub fn reversed_key(qname: &[u8], buf: &mut [u8; MAX_NAME_LEN]) -> usize {
         out += len;
     }
     out
+}
+
+/// Is the name at `pos` in `msg` well formed, compression pointers and all?
+/// The walk of [`name_key_at`] without writing the key, and stricter: every
+/// pointer must lead backwards.
+pub fn name_ok_at(msg: &[u8], mut pos: usize) -> bool {
+    let mut total = 0;
+    for _ in 0..128 {
+        let Some(&len) = msg.get(pos) else { return false };
+        match len & 0xC0 {
+            0x00 if len == 0 => return true,
+            0x00 => {
+                total += len as usize + 1;
+                if total > MAX_NAME_LEN - 1 || msg.len() < pos + 1 + len as usize {
+                    return false;
+                }
+                pos += 1 + len as usize;
+            }
+            // A pointer leads back to an earlier name (RFC 1035 4.1.4), as simple-dns requires.
+            0xC0 => match msg.get(pos + 1) {
+                Some(&lo) if (((len as usize & 0x3F) << 8) | lo as usize) < pos => {
+                    pos = ((len as usize & 0x3F) << 8) | lo as usize
+                }
+                _ => return false,
+            },
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Writes the lowercase blocklist key of the name at `pos` in `msg`,
