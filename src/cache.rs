@@ -132,42 +132,87 @@ impl Stored {
     /// Writes this answer for client query `q`, `elapsed` seconds after it
     /// was stored. The UDP size limit is the caller's to enforce.
     pub fn write_answer(&self, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(&self.msg);
-        header::set_id(out, q.id);
-        // Same key means same name up to case: echo the client's spelling (0x20-safe).
-        if let Some(name) = out.get_mut(HEADER_LEN..HEADER_LEN + q.qname.len()) {
-            name.copy_from_slice(q.qname);
-        }
-        let upstream = header::flags(out);
-        let mut f = (upstream & (flags::OPCODE_MASK | flags::RCODE_MASK | flags::AA))
-            | flags::QR
-            | flags::RA
-            | (q.flags & (flags::RD | flags::CD));
-        // RFC 6840 §5.8: AD only for clients that asked for DNSSEC information.
-        if q.flags & flags::AD != 0 || q.edns.is_some_and(|e| e.dnssec_ok) {
-            f |= upstream & flags::AD;
-        }
-        header::set_flags(out, f);
-        for &(pos, ttl) in self.ttls.iter() {
-            wire::put_u32(out, pos as usize, ttl.saturating_sub(elapsed));
-        }
-        let [_, an, ns, ar] = header::counts(out);
-        wire::build::finish(out, q.edns, [an, ns, ar], false);
+        replay(&self.msg, self.ttls.iter().copied(), q, elapsed, out);
     }
 }
 
-/// One cached answer.
+/// Writes stored answer `msg` for client query `q`, `elapsed` seconds after
+/// it was stored, counting down the TTLs at `ttls` (offset, stored value).
+#[inline]
+fn replay(msg: &[u8], ttls: impl Iterator<Item = (u16, u32)>, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(msg);
+    header::set_id(out, q.id);
+    // Same key means same name up to case: echo the client's spelling (0x20-safe).
+    if let Some(name) = out.get_mut(HEADER_LEN..HEADER_LEN + q.qname.len()) {
+        name.copy_from_slice(q.qname);
+    }
+    let upstream = header::flags(out);
+    let mut f = (upstream & (flags::OPCODE_MASK | flags::RCODE_MASK | flags::AA))
+        | flags::QR
+        | flags::RA
+        | (q.flags & (flags::RD | flags::CD));
+    // RFC 6840 §5.8: AD only for clients that asked for DNSSEC information.
+    if q.flags & flags::AD != 0 || q.edns.is_some_and(|e| e.dnssec_ok) {
+        f |= upstream & flags::AD;
+    }
+    header::set_flags(out, f);
+    for (pos, ttl) in ttls {
+        wire::put_u32(out, pos as usize, ttl.saturating_sub(elapsed));
+    }
+    let [_, an, ns, ar] = header::counts(out);
+    wire::build::finish(out, q.edns, [an, ns, ar], false);
+}
+
+/// One cached answer, in two allocations: this and `buf`.
+///
+/// A hit follows every pointer on its way, each a likely cache miss after
+/// the kernel's packet work has run through the caches. Holding the key and
+/// an `Arc<Stored>` (message and TTL table apart) made five such steps per
+/// hit; one buffer with all three makes two.
 #[derive(Debug)]
 struct Entry {
-    /// Full cache key, checked on every hit (the hash only picks the set).
-    key: Box<[u8]>,
-    /// The answer.
-    stored: Arc<Stored>,
     /// Clock second it was stored.
     stored_at: u32,
     /// Clock second it stops being served.
     expires: u32,
+    /// Length of the key at the start of `buf`.
+    key_len: u16,
+    /// Length of the message after the key.
+    msg_len: u16,
+    /// The full cache key (checked on every hit: the hash only picks the
+    /// set), the answer as [`Stored`] keeps it, then each TTL's offset (u16)
+    /// and stored value (u32), little-endian.
+    buf: Box<[u8]>,
+}
+
+impl Entry {
+    fn new(key: &[u8], stored: &Stored, stored_at: u32, expires: u32) -> Option<Entry> {
+        let key_len = u16::try_from(key.len()).ok()?;
+        let msg_len = u16::try_from(stored.msg.len()).ok()?;
+        let mut buf = Vec::with_capacity(key.len() + stored.msg.len() + 6 * stored.ttls.len());
+        buf.extend_from_slice(key);
+        buf.extend_from_slice(&stored.msg);
+        for &(pos, ttl) in stored.ttls.iter() {
+            buf.extend_from_slice(&pos.to_le_bytes());
+            buf.extend_from_slice(&ttl.to_le_bytes());
+        }
+        Some(Entry { stored_at, expires, key_len, msg_len, buf: buf.into_boxed_slice() })
+    }
+
+    #[inline]
+    fn key(&self) -> &[u8] {
+        &self.buf[..self.key_len as usize]
+    }
+
+    #[inline]
+    fn write_answer(&self, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
+        let (msg, ttls) = self.buf[self.key_len as usize..].split_at(self.msg_len as usize);
+        let ttls = ttls
+            .chunks_exact(6)
+            .map(|t| (u16::from_le_bytes([t[0], t[1]]), u32::from_le_bytes([t[2], t[3], t[4], t[5]])));
+        replay(msg, ttls, q, elapsed, out);
+    }
 }
 
 /// One cache slot.
@@ -269,20 +314,20 @@ impl Cache {
             let slot = set.start + i;
             let guard = self.entries[slot].load();
             let Some(e) = guard.as_ref() else { continue };
-            if &*e.key != key || now >= e.expires {
+            if e.key() != key || now >= e.expires {
                 continue;
             }
             if self.used[slot].load(Relaxed) != now {
                 self.used[slot].store(now, Relaxed);
             }
-            e.stored.write_answer(q, now - e.stored_at, out);
+            e.write_answer(q, now - e.stored_at, out);
             return true;
         }
         false
     }
 
     /// Stores an answer under `key` if it is cacheable.
-    pub fn insert(&self, key: &[u8], hash: u64, stored: Arc<Stored>) {
+    pub fn insert(&self, key: &[u8], hash: u64, stored: &Stored) {
         let Some(ttl) = stored.cache_ttl else { return };
         if self.sets == 0 {
             return;
@@ -292,17 +337,13 @@ impl Cache {
         let victim = set
             .clone()
             .find(|&i| {
-                self.hashes[i].load(Relaxed) == hash && self.entries[i].load().as_ref().is_some_and(|e| &*e.key == key)
+                self.hashes[i].load(Relaxed) == hash && self.entries[i].load().as_ref().is_some_and(|e| e.key() == key)
             })
             .or_else(|| set.clone().find(|&i| self.entries[i].load().as_ref().is_none_or(|e| now >= e.expires)))
             .or_else(|| set.min_by_key(|&i| self.used[i].load(Relaxed)));
         let Some(slot) = victim else { return };
-        self.entries[slot].store(Some(Arc::new(Entry {
-            key: key.into(),
-            stored,
-            stored_at: now,
-            expires: now.saturating_add(ttl),
-        })));
+        let Some(entry) = Entry::new(key, stored, now, now.saturating_add(ttl)) else { return };
+        self.entries[slot].store(Some(Arc::new(entry)));
         self.hashes[slot].store(hash, Relaxed);
         self.used[slot].store(now, Relaxed);
     }
@@ -371,6 +412,33 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn cache_replays_what_stored_writes() {
+        // The entry packs key, message and TTL table into one buffer; a hit
+        // must read back exactly what `Stored` holds.
+        let q1 = query(1, "www.example", rtype::A, Some((1232, false)));
+        let s = Stored::from_response(&upstream_answer(&q1, &[300, 200, 250], true), 0, 86400).unwrap();
+        let cache = Cache::new(64);
+        let q2 = query(77, "WwW.ExAmple", rtype::A, Some((1232, true)));
+        let q = parse_query(&q2).unwrap();
+        let mut kb = [0u8; MAX_KEY_LEN];
+        let k = key(&q, &mut kb);
+        let other = query(78, "www.example", rtype::AAAA, None);
+        let mut ok = [0u8; MAX_KEY_LEN];
+        let ok_len = key(&parse_query(&other).unwrap(), &mut ok);
+        cache.insert(&kb[..k], cache.hash(&kb[..k]), &s);
+        let mut hit = Vec::new();
+        assert!(cache.answer(&kb[..k], cache.hash(&kb[..k]), &q, &mut hit));
+        assert!(!cache.answer(&ok[..ok_len], cache.hash(&ok[..ok_len]), &q, &mut Vec::new()));
+        // The one-second clock may tick between insert and hit.
+        let expect = |elapsed| {
+            let mut out = Vec::new();
+            s.write_answer(&q, elapsed, &mut out);
+            out
+        };
+        assert!(hit == expect(0) || hit == expect(1), "{hit:?}");
+    }
+
+    #[test]
     fn stored_answer_patches_id_case_ttl_and_opt() {
         let q1 = query(1, "www.example", rtype::A, Some((1232, false)));
         let s = Stored::from_response(&upstream_answer(&q1, &[300, 200], true), 0, 86400).unwrap();
@@ -420,7 +488,7 @@ pub(crate) mod tests {
         let mut kb = [0u8; MAX_KEY_LEN];
         let k = key(&q, &mut kb);
         let s = Stored::from_response(&upstream_answer(&m, &[ttl], false), 0, 86400).unwrap();
-        cache.insert(&kb[..k], cache.hash(&kb[..k]), Arc::new(s));
+        cache.insert(&kb[..k], cache.hash(&kb[..k]), &s);
         m
     }
 

@@ -479,7 +479,7 @@ impl Engine {
         let n = wire::reversed_key(q.qname, &mut name_key);
         let resolved = reply.and_then(|(r, upstream)| self.vet_reply(&q, &name_key[..n], snap, &r, upstream, stats));
         if let Some(r) = &resolved {
-            snap.cache.insert(&miss.key, miss.hash, r.stored.clone());
+            snap.cache.insert(&miss.key, miss.hash, &r.stored);
         }
         lead.complete(resolved.clone());
         self.answer(&miss.origin, &q, resolved, out, stats);

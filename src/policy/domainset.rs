@@ -10,8 +10,8 @@
 //! allocation and no walk over the query's parents.
 //!
 //! Layout: entries `[key len: u8][tag: u16 LE][key]` back to back, plus the
-//! offset and first 8 key bytes of every 8th entry. Per name that is its
-//! bytes + 4.6, against 40+ bytes for a `HashSet<String>`.
+//! first 8 key bytes and offset of every 8th entry, side by side. Per name
+//! that is its bytes + 4.6, against 40+ bytes for a `HashSet<String>`.
 
 use std::cmp::Ordering;
 
@@ -28,18 +28,46 @@ const BLOCK: usize = 8;
 /// Prefixes per `top` slot.
 const FANOUT: usize = 16;
 
+/// One index slot: where a block starts and its first key's first 8 bytes.
+///
+/// The prefix and the offset share a slot (not two arrays) so that the
+/// offset the search ends on is in the cache line it last compared: with
+/// separate arrays, loading it was 13 % of a lookup's cycles, a cache miss of
+/// its own (perf, cache hits with 100k names). Packed to 12 bytes, the size
+/// of the two arrays it replaces.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, packed(4))]
+struct Slot {
+    /// First 8 key bytes, big-endian: the binary search compares these and
+    /// touches `data` only on a tie.
+    prefix: u64,
+    /// Offset in `data` of the block's first entry.
+    offset: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Slot>() == 12);
+
+impl Slot {
+    #[inline]
+    fn prefix(&self) -> u64 {
+        self.prefix
+    }
+
+    #[inline]
+    fn offset(&self) -> usize {
+        self.offset as usize
+    }
+}
+
 /// An immutable, sorted, parent-collapsed set of domain names.
 #[derive(Clone, Default)]
 pub struct DomainSet {
     /// Entries `[len][tag lo][tag hi][key…]`, sorted by key.
     data: Box<[u8]>,
-    /// Offset in `data` of every `BLOCK`-th entry.
-    index: Box<[u32]>,
-    /// First 8 key bytes of every `BLOCK`-th entry, big-endian: the binary
-    /// search compares these in one dense array and touches `data` only on a tie.
-    prefixes: Box<[u64]>,
-    /// Every `FANOUT`-th prefix: small enough to stay in L1, it narrows the
-    /// search in `prefixes` to one or two cache lines.
+    /// One slot for every `BLOCK`-th entry.
+    slots: Box<[Slot]>,
+    /// Every `FANOUT`-th slot's prefix: small enough to stay in L1, it
+    /// narrows the search in `slots` to a few cache lines.
     top: Box<[u64]>,
     /// Number of entries.
     len: usize,
@@ -104,9 +132,7 @@ impl DomainSet {
 
     /// Heap bytes held by the set.
     pub fn heap_bytes(&self) -> usize {
-        self.data.len()
-            + self.index.len() * std::mem::size_of::<u32>()
-            + (self.prefixes.len() + self.top.len()) * std::mem::size_of::<u64>()
+        self.data.len() + self.slots.len() * std::mem::size_of::<Slot>() + self.top.len() * std::mem::size_of::<u64>()
     }
 
     #[inline]
@@ -124,20 +150,19 @@ impl DomainSet {
         let kp = prefix(key);
         let t = self.top.partition_point(|&p| p < kp);
         let start = t.saturating_sub(1) * FANOUT;
-        let end = (t * FANOUT).min(self.prefixes.len());
-        let block = start + self.prefixes[start..end.max(start)].partition_point(|&p| p < kp);
+        let end = (t * FANOUT).min(self.slots.len());
+        let block = start + self.slots[start..end.max(start)].partition_point(|s| s.prefix() < kp);
         // Blocks from `block` on whose prefix ties with the key need the full comparison.
         let block = block
-            + self.index[block..]
+            + self.slots[block..]
                 .iter()
-                .zip(&self.prefixes[block..])
-                .take_while(|&(&off, &p)| p == kp && key_cmp(self.entry_at(off as usize).0, key).is_le())
+                .take_while(|s| s.prefix() == kp && key_cmp(self.entry_at(s.offset()).0, key).is_le())
                 .count();
         if block == 0 {
             return None;
         }
-        let mut pos = self.index[block - 1] as usize;
-        let end = self.index.get(block).map_or(self.data.len(), |&o| o as usize);
+        let mut pos = self.slots[block - 1].offset();
+        let end = self.slots.get(block).map_or(self.data.len(), Slot::offset);
         let mut best = None;
         while pos < end {
             let (k, tag, next) = self.entry_at(pos);
@@ -310,8 +335,7 @@ impl SetBuilder {
         let total: usize = self.buckets.iter().map(Vec::len).sum();
         // Reserved, not touched: pages count as memory only as they fill.
         let mut data = Vec::with_capacity(total);
-        let mut index = Vec::with_capacity(self.count / BLOCK + 1);
-        let mut prefixes = Vec::with_capacity(self.count / BLOCK + 1);
+        let mut slots = Vec::with_capacity(self.count / BLOCK + 1);
         let mut last: Vec<u8> = Vec::with_capacity(256);
         let mut have_last = false;
         let mut len = 0;
@@ -341,8 +365,7 @@ impl SetBuilder {
                     continue;
                 }
                 if len % BLOCK == 0 {
-                    index.push(data.len() as u32);
-                    prefixes.push(prefix(k));
+                    slots.push(Slot { prefix: prefix(k), offset: data.len() as u32 });
                 }
                 data.push(k.len() as u8);
                 data.extend_from_slice(&tag.to_le_bytes());
@@ -356,9 +379,8 @@ impl SetBuilder {
         }
         DomainSet {
             data: data.into_boxed_slice(),
-            index: index.into_boxed_slice(),
-            top: prefixes.iter().step_by(FANOUT).copied().collect(),
-            prefixes: prefixes.into_boxed_slice(),
+            top: slots.iter().step_by(FANOUT).map(Slot::prefix).collect(),
+            slots: slots.into_boxed_slice(),
             len,
         }
     }
