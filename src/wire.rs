@@ -199,7 +199,11 @@ impl Rr {
 
 /// Reads the record starting at `pos`.
 pub fn read_rr(msg: &[u8], pos: usize) -> Option<Rr> {
-    let p = skip_name(msg, pos)?;
+    rr_after_name(msg, skip_name(msg, pos)?)
+}
+
+/// Reads the rest of a record whose owner name ends at `p`.
+pub fn rr_after_name(msg: &[u8], p: usize) -> Option<Rr> {
     let rtype = u16_at(msg, p)?;
     let class = u16_at(msg, p + 2)?;
     let rdlen = u16_at(msg, p + 8)? as usize;
@@ -371,76 +375,65 @@ pub fn reversed_key(qname: &[u8], buf: &mut [u8; MAX_NAME_LEN]) -> usize {
     out
 }
 
-/// Is the name at `pos` in `msg` well formed, compression pointers and all?
-/// The walk of [`name_key_at`] without writing the key, and stricter: every
-/// pointer must lead backwards.
-pub fn name_ok_at(msg: &[u8], mut pos: usize) -> bool {
-    let mut total = 0;
-    for _ in 0..128 {
-        let Some(&len) = msg.get(pos) else { return false };
-        match len & 0xC0 {
-            0x00 if len == 0 => return true,
-            0x00 => {
-                total += len as usize + 1;
-                if total > MAX_NAME_LEN - 1 || msg.len() < pos + 1 + len as usize {
-                    return false;
-                }
-                pos += 1 + len as usize;
-            }
-            // A pointer leads back to an earlier name (RFC 1035 4.1.4), as simple-dns requires.
-            0xC0 => match msg.get(pos + 1) {
-                Some(&lo) if (((len as usize & 0x3F) << 8) | lo as usize) < pos => {
-                    pos = ((len as usize & 0x3F) << 8) | lo as usize
-                }
-                _ => return false,
-            },
-            _ => return false,
-        }
-    }
-    false
-}
-
-/// Writes the lowercase blocklist key of the name at `pos` in `msg`,
-/// following compression pointers (at most 128 labels and jumps, so a
-/// pointer loop costs nothing). Returns the key length, or `None` if the name
-/// is malformed.
-pub fn name_key_at(msg: &[u8], mut pos: usize, buf: &mut [u8; MAX_NAME_LEN]) -> Option<usize> {
-    // Label positions in wire order; the key wants them reversed.
-    let mut labels = [(0usize, 0u8); 128];
-    let mut n = 0;
+/// Walks the name at `pos` in `msg` through its compression pointers,
+/// calling `label(start, len)` for each label in wire order. Returns the
+/// position just past the name where it starts (as [`skip_name`] does), or
+/// `None` if it is malformed: cut off, over 255 bytes, or with a pointer that
+/// does not lead backwards (RFC 1035 4.1.4; simple-dns requires the same,
+/// and it makes a pointer loop impossible).
+pub fn walk_name(msg: &[u8], mut pos: usize, mut label: impl FnMut(usize, u8)) -> Option<usize> {
+    let mut end = None;
     let mut total = 0;
     for _ in 0..128 {
         let len = *msg.get(pos)?;
         match len & 0xC0 {
-            0x00 if len == 0 => {
-                let mut out = 0;
-                for (i, &(start, len)) in labels[..n].iter().rev().enumerate() {
-                    if i > 0 {
-                        buf[out] = crate::policy::domainset::SEP;
-                        out += 1;
-                    }
-                    for (dst, b) in buf[out..out + len as usize].iter_mut().zip(&msg[start..start + len as usize]) {
-                        *dst = b.to_ascii_lowercase();
-                    }
-                    out += len as usize;
-                }
-                return Some(out);
-            }
+            0x00 if len == 0 => return Some(end.unwrap_or(pos + 1)),
             0x00 => {
-                msg.get(pos + 1..pos + 1 + len as usize)?;
                 total += len as usize + 1;
-                if total > MAX_NAME_LEN - 1 || n == labels.len() {
+                if total > MAX_NAME_LEN - 1 || msg.len() < pos + 1 + len as usize {
                     return None;
                 }
-                labels[n] = (pos + 1, len);
-                n += 1;
+                label(pos + 1, len);
                 pos += 1 + len as usize;
             }
-            0xC0 => pos = ((len as usize & 0x3F) << 8) | *msg.get(pos + 1)? as usize,
+            0xC0 => {
+                let target = ((len as usize & 0x3F) << 8) | *msg.get(pos + 1)? as usize;
+                if target >= pos {
+                    return None;
+                }
+                end.get_or_insert(pos + 2);
+                pos = target;
+            }
             _ => return None,
         }
     }
     None
+}
+
+/// Writes the lowercase blocklist key of the name at `pos` in `msg`,
+/// following compression pointers (see [`walk_name`]). Returns the key
+/// length, or `None` if the name is malformed.
+pub fn name_key_at(msg: &[u8], pos: usize, buf: &mut [u8; MAX_NAME_LEN]) -> Option<usize> {
+    // Label positions in wire order; the key wants them reversed. At most
+    // 127 labels fit in 255 bytes.
+    let mut labels = [(0usize, 0u8); 128];
+    let mut n = 0;
+    walk_name(msg, pos, |start, len| {
+        labels[n] = (start, len);
+        n += 1;
+    })?;
+    let mut out = 0;
+    for (i, &(start, len)) in labels[..n].iter().rev().enumerate() {
+        if i > 0 {
+            buf[out] = crate::policy::domainset::SEP;
+            out += 1;
+        }
+        for (dst, b) in buf[out..out + len as usize].iter_mut().zip(&msg[start..start + len as usize]) {
+            *dst = b.to_ascii_lowercase();
+        }
+        out += len as usize;
+    }
+    Some(out)
 }
 
 /// Builds answers in a reused buffer.
@@ -646,6 +639,23 @@ pub(crate) mod tests {
         assert_eq!(&buf[..n], b"com\0example\0www");
         assert_eq!(name_key_at(b"\xc0\x00", 0, &mut buf), None, "pointer loop");
         assert_eq!(name_key_at(b"\x05ab", 0, &mut buf), None);
+    }
+
+    #[test]
+    fn name_walks_follow_pointers_backwards_only() {
+        // "example.com" at 0, "WWW" + pointer to it at 13, then a pointer forwards.
+        let msg = b"\x07example\x03com\x00\x03WWW\xc0\x00\xc0\x16\x00";
+        let mut labels = Vec::new();
+        assert_eq!(walk_name(msg, 13, |start, len| labels.push(&msg[start..start + len as usize])), Some(19));
+        assert_eq!(labels, [&b"WWW"[..], b"example", b"com"]);
+        assert_eq!(walk_name(msg, 0, |_, _| {}), Some(13), "an uncompressed name ends at its zero");
+        assert_eq!(walk_name(msg, 19, |_, _| {}), None, "pointer forwards");
+        assert_eq!(walk_name(b"\x01a\xc0\x02", 0, |_, _| {}), None, "pointer to itself");
+        assert_eq!(walk_name(b"\x01a\xc0", 0, |_, _| {}), None, "cut-off pointer");
+        let long = [[63u8].as_slice(), &[b'a'; 63]].concat().repeat(4);
+        assert_eq!(walk_name(&[long.as_slice(), &[0]].concat(), 0, |_, _| {}), None, "256 bytes");
+        let mut buf = [0u8; MAX_NAME_LEN];
+        assert_eq!(name_key_at(msg, 19, &mut buf), None);
     }
 
     #[test]

@@ -326,10 +326,10 @@ fn records_walk(r: &[u8]) -> Walk {
     let Some(mut pos) = wire::skip_name(r, HEADER_LEN).map(|p| p + 4) else { return Walk::Bad };
     let mut walk = Walk::Checked;
     for _ in 0..(an as usize + ns as usize + ar as usize) {
-        let Some(rr) = wire::read_rr(r, pos) else { return Walk::Bad };
-        if !wire::name_ok_at(r, pos) {
+        // The owner name walked once, for its end and its pointers together.
+        let Some(rr) = wire::walk_name(r, pos, |_, _| {}).and_then(|p| wire::rr_after_name(r, p)) else {
             return Walk::Bad;
-        }
+        };
         match rdata_ok(r, &rr) {
             Some(false) => return Walk::Bad,
             Some(true) => {}
@@ -350,9 +350,7 @@ fn rdata_ok(msg: &[u8], rr: &wire::Rr) -> Option<bool> {
         (rtype::A, _) => Some(len == 4),
         (rtype::AAAA, _) => Some(len == 16),
         // One name filling the RDATA, whose compression pointers lead somewhere valid.
-        (rtype::CNAME, _) => {
-            Some(wire::skip_name(msg, rr.rdata_pos) == Some(rr.end) && wire::name_ok_at(msg, rr.rdata_pos))
-        }
+        (rtype::CNAME, _) => Some(wire::walk_name(msg, rr.rdata_pos, |_, _| {}) == Some(rr.end)),
         _ => None,
     }
 }
