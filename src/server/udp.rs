@@ -238,6 +238,9 @@ impl Loop {
     /// says DONTWAIT) and answers or forwards each; returns how many it took.
     fn receive(&mut self, mut flags: RecvFlags) -> usize {
         let mut taken = 0;
+        // One clock read per batch: the queries in it arrived together, and
+        // a later one's latency includes its wait behind the earlier ones.
+        let mut received = None;
         while taken < BATCH {
             let (n, peer) = match rustix::net::recvfrom(&*self.sock, &mut self.buf[..], flags) {
                 Ok((n, _, Some(peer))) => (n.min(RECV_BUF), peer),
@@ -254,7 +257,8 @@ impl Loop {
             taken += 1;
             let Ok(client) = SocketAddr::try_from(peer.clone()) else { continue };
             Counters::bump(&self.stats.udp_queries);
-            let origin = Origin { client: client.ip(), received: Instant::now(), transport: Transport::Udp };
+            let received = *received.get_or_insert_with(Instant::now);
+            let origin = Origin { client: client.ip(), received, transport: Transport::Udp };
             if self.out.len == BATCH {
                 self.flush();
             }
