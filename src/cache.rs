@@ -17,6 +17,8 @@
 use std::hash::Hasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use arc_swap::Guard;
 use std::time::Instant;
 
 use arc_swap::ArcSwapOption;
@@ -172,6 +174,9 @@ fn replay(msg: &[u8], ttls: impl Iterator<Item = (u16, u32)>, q: &Query, elapsed
 /// hit; one buffer with all three makes two.
 #[derive(Debug)]
 struct Entry {
+    /// The policy generation whose lists last passed this name, shifted
+    /// left one, with bit 0 set when an allowlist passed it (see [`Hit`]).
+    checked: AtomicU64,
     /// Clock second it was stored.
     stored_at: u32,
     /// Clock second it stops being served.
@@ -187,7 +192,7 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(key: &[u8], stored: &Stored, stored_at: u32, expires: u32) -> Option<Entry> {
+    fn new(key: &[u8], stored: &Stored, stored_at: u32, expires: u32, checked: u64) -> Option<Entry> {
         let key_len = u16::try_from(key.len()).ok()?;
         let msg_len = u16::try_from(stored.msg.len()).ok()?;
         let mut buf = Vec::with_capacity(key.len() + stored.msg.len() + 6 * stored.ttls.len());
@@ -197,7 +202,14 @@ impl Entry {
             buf.extend_from_slice(&pos.to_le_bytes());
             buf.extend_from_slice(&ttl.to_le_bytes());
         }
-        Some(Entry { stored_at, expires, key_len, msg_len, buf: buf.into_boxed_slice() })
+        Some(Entry {
+            checked: AtomicU64::new(checked),
+            stored_at,
+            expires,
+            key_len,
+            msg_len,
+            buf: buf.into_boxed_slice(),
+        })
     }
 
     #[inline]
@@ -279,7 +291,13 @@ impl Cache {
     /// Seconds since the cache was created: the clock for TTLs and LRU.
     #[inline]
     pub fn now(&self) -> u32 {
-        self.epoch.elapsed().as_secs() as u32
+        self.clock_at(Instant::now())
+    }
+
+    /// The cache clock at `at`.
+    #[inline]
+    fn clock_at(&self, at: Instant) -> u32 {
+        at.saturating_duration_since(self.epoch).as_secs() as u32
     }
 
     /// Hash of a key.
@@ -300,12 +318,22 @@ impl Cache {
     }
 
     /// Writes the cached answer for `q` into `out` if there is a live one.
-    #[inline]
+    #[cfg(test)]
     pub fn answer(&self, key: &[u8], hash: u64, q: &Query, out: &mut Vec<u8>) -> bool {
+        self.find(key, hash, Instant::now()).is_some_and(|hit| {
+            hit.write_answer(q, out);
+            true
+        })
+    }
+
+    /// The entry for `key` live at `at` (when the query arrived: the
+    /// caller's clock read serves here too, so a lookup reads no clock).
+    #[inline]
+    pub fn find(&self, key: &[u8], hash: u64, at: Instant) -> Option<Hit> {
         if self.sets == 0 {
-            return false;
+            return None;
         }
-        let now = self.now();
+        let now = self.clock_at(at);
         let set = self.set(hash);
         for (i, h) in self.hashes[set.clone()].iter().enumerate() {
             if h.load(Relaxed) != hash {
@@ -320,14 +348,15 @@ impl Cache {
             if self.used[slot].load(Relaxed) != now {
                 self.used[slot].store(now, Relaxed);
             }
-            e.write_answer(q, now - e.stored_at, out);
-            return true;
+            return Some(Hit { entry: guard, now });
         }
-        false
+        None
     }
 
-    /// Stores an answer under `key` if it is cacheable.
-    pub fn insert(&self, key: &[u8], hash: u64, stored: &Stored) {
+    /// Stores an answer under `key` if it is cacheable. `checked` is what
+    /// [`Hit::checked`] will return: the generation of the lists that passed
+    /// the name, shifted left one, bit 0 set if an allowlist passed it.
+    pub fn insert(&self, key: &[u8], hash: u64, stored: &Stored, checked: u64) {
         let Some(ttl) = stored.cache_ttl else { return };
         if self.sets == 0 {
             return;
@@ -342,10 +371,45 @@ impl Cache {
             .or_else(|| set.clone().find(|&i| self.entries[i].load().as_ref().is_none_or(|e| now >= e.expires)))
             .or_else(|| set.min_by_key(|&i| self.used[i].load(Relaxed)));
         let Some(slot) = victim else { return };
-        let Some(entry) = Entry::new(key, stored, now, now.saturating_add(ttl)) else { return };
+        let Some(entry) = Entry::new(key, stored, now, now.saturating_add(ttl), checked) else { return };
         self.entries[slot].store(Some(Arc::new(entry)));
         self.hashes[slot].store(hash, Relaxed);
         self.used[slot].store(now, Relaxed);
+    }
+}
+
+/// A live cache entry, found.
+///
+/// Beside the answer it carries which lists last passed its name: a hit
+/// under the same lists needs no blocklist lookup, the dearest step of a
+/// hit (perf: 7-10 % of the server's cycles at saturation, most of them
+/// cache misses in a set of 100k-1M names).
+pub struct Hit {
+    entry: Guard<Option<Arc<Entry>>>,
+    now: u32,
+}
+
+impl Hit {
+    /// See [`Cache::insert`].
+    #[inline]
+    pub fn checked(&self) -> u64 {
+        self.entry.as_ref().map_or(0, |e| e.checked.load(Relaxed))
+    }
+
+    /// Records that newer lists passed the name too.
+    #[inline]
+    pub fn set_checked(&self, checked: u64) {
+        if let Some(e) = self.entry.as_ref() {
+            e.checked.store(checked, Relaxed);
+        }
+    }
+
+    /// Writes the answer for client query `q` into `out`, TTLs counted down.
+    #[inline]
+    pub fn write_answer(&self, q: &Query, out: &mut Vec<u8>) {
+        if let Some(e) = self.entry.as_ref() {
+            e.write_answer(q, self.now - e.stored_at, out);
+        }
     }
 }
 
@@ -425,7 +489,7 @@ pub(crate) mod tests {
         let other = query(78, "www.example", rtype::AAAA, None);
         let mut ok = [0u8; MAX_KEY_LEN];
         let ok_len = key(&parse_query(&other).unwrap(), &mut ok);
-        cache.insert(&kb[..k], cache.hash(&kb[..k]), &s);
+        cache.insert(&kb[..k], cache.hash(&kb[..k]), &s, 0);
         let mut hit = Vec::new();
         assert!(cache.answer(&kb[..k], cache.hash(&kb[..k]), &q, &mut hit));
         assert!(!cache.answer(&ok[..ok_len], cache.hash(&ok[..ok_len]), &q, &mut Vec::new()));
@@ -488,7 +552,7 @@ pub(crate) mod tests {
         let mut kb = [0u8; MAX_KEY_LEN];
         let k = key(&q, &mut kb);
         let s = Stored::from_response(&upstream_answer(&m, &[ttl], false), 0, 86400).unwrap();
-        cache.insert(&kb[..k], cache.hash(&kb[..k]), &s);
+        cache.insert(&kb[..k], cache.hash(&kb[..k]), &s, 0);
         m
     }
 

@@ -12,6 +12,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -28,9 +29,15 @@ use crate::stats::Counters;
 use crate::upstream::{self, Failover, Group, Inflight, Join, Lead, Resolution, Resolved, Server, TryError};
 use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
 
+/// Source of [`Snapshot::generation`].
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
 /// Everything a query consults, swapped whole on reload.
 #[derive(Debug)]
 pub struct Snapshot {
+    /// Unique to this snapshot: a cache entry whose name these lists passed
+    /// carries it, and a hit on it skips the blocklist lookup.
+    pub generation: u64,
     /// Block and allow lists and the block answer style.
     pub policy: Arc<Policy>,
     /// The answer cache (kept across reloads unless its size changes).
@@ -87,6 +94,7 @@ impl Snapshot {
             }),
         };
         Snapshot {
+            generation: GENERATIONS.fetch_add(1, Relaxed),
             ratelimit,
             rebind_ranges: access::rebind_ranges(),
             policy,
@@ -158,6 +166,8 @@ pub struct Miss {
     key: Box<[u8]>,
     /// Hash of the key.
     hash: u64,
+    /// An allowlist passed the name (cached with the answer, see [`Snapshot::generation`]).
+    allowed: bool,
     /// The snapshot the query started on, so a reload mid-flight changes nothing for it.
     snapshot: Arc<Snapshot>,
 }
@@ -325,9 +335,24 @@ impl Engine {
             wire::build::finish(out, q.edns, [0, 0, 0], true);
             return self.done(origin, Answered::of(&q, Outcome::Local), out, stats);
         }
+        let mut key_buf = [0u8; cache::MAX_KEY_LEN];
+        let k = cache::key(&q, &mut key_buf);
+        let key = &key_buf[..k];
+        let hash = snap.cache.hash(key);
+        let hit = snap.cache.find(key, hash, origin.received);
+        // A name these very lists passed when it was cached needs no lookup.
+        let passed = snap.generation << 1;
+        if let Some(hit) = &hit
+            && hit.checked() | 1 == passed | 1
+        {
+            if hit.checked() & 1 != 0 {
+                Counters::bump(&stats.allowed);
+            }
+            return self.cached(hit, &q, origin, out, stats);
+        }
         let mut name_key = [0u8; MAX_NAME_LEN];
         let n = wire::reversed_key(q.qname, &mut name_key);
-        match snap.policy.check(&name_key[..n]) {
+        let allowed = match snap.policy.check(&name_key[..n]) {
             Verdict::Blocked { source } => {
                 Counters::bump(&stats.blocked);
                 snap.policy.write_block_answer(&q, out);
@@ -336,9 +361,12 @@ impl Engine {
                 a.list = snap.policy.source_arc(source);
                 return self.done(origin, a, out, stats);
             }
-            Verdict::Allowed { .. } => Counters::bump(&stats.allowed),
-            Verdict::Pass => {}
-        }
+            Verdict::Allowed { .. } => {
+                Counters::bump(&stats.allowed);
+                true
+            }
+            Verdict::Pass => false,
+        };
         if q.qtype == wire::rtype::ANY && !snap.config.any_forward {
             // RFC 8482: one small synthesized HINFO instead of everything the
             // name has, so ANY cannot turn a small spoofed query into a large
@@ -349,22 +377,27 @@ impl Engine {
             fit(out, &q, origin.transport, stats);
             return self.done(origin, Answered::of(&q, Outcome::Local), out, stats);
         }
-        let mut key_buf = [0u8; cache::MAX_KEY_LEN];
-        let k = cache::key(&q, &mut key_buf);
-        let key = &key_buf[..k];
-        let hash = snap.cache.hash(key);
-        if snap.cache.answer(key, hash, &q, out) {
-            Counters::bump(&stats.cached);
-            fit(out, &q, origin.transport, stats);
-            return self.done(origin, Answered::of(&q, Outcome::Cached), out, stats);
+        if let Some(hit) = &hit {
+            // Cached under older lists, and these pass it too.
+            hit.set_checked(passed | allowed as u64);
+            return self.cached(hit, &q, origin, out, stats);
         }
         Step::Resolve(Miss {
             origin: *origin,
             msg: msg.into(),
             key: key.into(),
             hash,
+            allowed,
             snapshot: arc_swap::Guard::into_inner(snap),
         })
+    }
+
+    /// Answers from the cache.
+    fn cached(&self, hit: &cache::Hit, q: &Query, origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Step {
+        Counters::bump(&stats.cached);
+        hit.write_answer(q, out);
+        fit(out, q, origin.transport, stats);
+        self.done(origin, Answered::of(q, Outcome::Cached), out, stats)
     }
 
     /// Answers a client we will not serve (outside `allow_client`, over its
@@ -479,7 +512,7 @@ impl Engine {
         let n = wire::reversed_key(q.qname, &mut name_key);
         let resolved = reply.and_then(|(r, upstream)| self.vet_reply(&q, &name_key[..n], snap, &r, upstream, stats));
         if let Some(r) = &resolved {
-            snap.cache.insert(&miss.key, miss.hash, &r.stored);
+            snap.cache.insert(&miss.key, miss.hash, &r.stored, snap.generation << 1 | miss.allowed as u64);
         }
         lead.complete(resolved.clone());
         self.answer(&miss.origin, &q, resolved, out, stats);

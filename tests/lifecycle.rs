@@ -145,6 +145,7 @@ fn sighup_swaps_lists_without_dropping_queries() {
     std::fs::write(&list, "new.example\n").unwrap();
     gw.reload(&base);
     assert_eq!(udp(gw.addr, "sub.new.example", A).ips(), ["0.0.0.0"], "new list in effect");
+    assert_eq!(udp(gw.addr, "new.example", A).ips(), ["0.0.0.0"], "cached before the reload, blocked after it");
     assert_eq!(udp(gw.addr, "old.example", A).ips(), ["192.0.2.1"], "old list gone");
     // Reload with a bigger real list while the client keeps going.
     let big = format!(
