@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use hydradns::cache::{self, MAX_KEY_LEN};
 use hydradns::stats::Counters;
 use hydradns::upstream::is_reply_to;
