@@ -12,7 +12,8 @@
 //!
 //! Entries keep the upstream answer as bytes (OPT removed) and the offset of
 //! every TTL; a hit copies the bytes, patches ID, question case, flags and
-//! counted-down TTLs, and needs no parse.
+//! counted-down TTLs, and needs no parse. Each entry also records which
+//! lists last passed its name (see [`Hit`]).
 
 use std::hash::Hasher;
 use std::sync::Arc;

@@ -1,4 +1,9 @@
-//! One query's journey: parse → policy → cache → upstream → answer.
+//! One query's journey: parse → cache → policy → upstream → answer.
+//!
+//! The cache comes first, but a hit skips the policy only when the lists
+//! that passed its name are still the current ones (see
+//! [`Snapshot::generation`]); otherwise the policy decides as if there were
+//! no cache.
 //!
 //! [`Engine::handle`] runs synchronously on the worker that received the
 //! packet and finishes every query that needs no network (errors, blocks,
