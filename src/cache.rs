@@ -17,7 +17,7 @@
 
 use std::hash::Hasher;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use arc_swap::Guard;
 use std::time::Instant;
@@ -236,6 +236,12 @@ pub struct Cache {
     /// Key hash of each entry, kept apart so a lookup scans one set's hashes
     /// (two cache lines at 16 ways) without touching the entries.
     hashes: Box<[AtomicU64]>,
+    /// One byte of each entry's hash (0: empty). A lookup scans these first:
+    /// a set's tags fill a quarter of one cache line and all of them an
+    /// eighth of the hashes' memory, so a name that is not cached (every
+    /// blocked name, which is looked up here before the lists) touches one
+    /// line that is likely still in cache, not two that are likely not.
+    tags: Box<[AtomicU8]>,
     /// Clock second of each entry's last hit or insert, for LRU within the set.
     used: Box<[AtomicU32]>,
     /// Number of sets.
@@ -266,6 +272,7 @@ impl Cache {
         Cache {
             entries: (0..n).map(|_| ArcSwapOption::empty()).collect(),
             hashes: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            tags: (0..n).map(|_| AtomicU8::new(0)).collect(),
             used: (0..n).map(|_| AtomicU32::new(0)).collect(),
             sets,
             ways,
@@ -336,11 +343,12 @@ impl Cache {
         }
         let now = self.clock_at(at);
         let set = self.set(hash);
-        for (i, h) in self.hashes[set.clone()].iter().enumerate() {
-            if h.load(Relaxed) != hash {
+        let tag = tag(hash);
+        for (i, t) in self.tags[set.clone()].iter().enumerate() {
+            let slot = set.start + i;
+            if t.load(Relaxed) != tag || self.hashes[slot].load(Relaxed) != hash {
                 continue;
             }
-            let slot = set.start + i;
             let guard = self.entries[slot].load();
             let Some(e) = guard.as_ref() else { continue };
             if e.key() != key || now >= e.expires {
@@ -375,8 +383,16 @@ impl Cache {
         let Some(entry) = Entry::new(key, stored, now, now.saturating_add(ttl), checked) else { return };
         self.entries[slot].store(Some(Arc::new(entry)));
         self.hashes[slot].store(hash, Relaxed);
+        self.tags[slot].store(tag(hash), Relaxed);
         self.used[slot].store(now, Relaxed);
     }
+}
+
+/// The tag of a hash: bits the set index does not use (it comes from the
+/// top ones), never 0 (an empty slot's tag).
+#[inline]
+fn tag(hash: u64) -> u8 {
+    (hash >> 8) as u8 | 0x80
 }
 
 /// A live cache entry, found.
