@@ -171,6 +171,8 @@ struct Loop {
     free: Vec<u32>,
     out: Outbox,
     buf: Vec<u8>,
+    /// Slots whose queued upstream query the kernel refused.
+    failed: Vec<u32>,
 }
 
 /// Serves one UDP socket on the calling thread until `stop` is set.
@@ -202,6 +204,7 @@ pub fn receive_loop(
         free: Vec::new(),
         out: Outbox::new(),
         buf: vec![0u8; RECV_BUF],
+        failed: Vec::new(),
     };
     let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
     while !stop.load(Ordering::Relaxed) {
@@ -260,7 +263,7 @@ impl Loop {
             let received = *received.get_or_insert_with(Instant::now);
             let origin = Origin { client: client.ip(), received, transport: Transport::Udp };
             if self.out.len == BATCH {
-                self.flush();
+                self.flush_replies();
             }
             let reply = &mut self.out.replies[self.out.len];
             match self.engine.handle(&self.buf[..n], &origin, reply, &self.stats) {
@@ -309,9 +312,9 @@ impl Loop {
         let Some(p) = self.pending.get_mut(slot as usize).and_then(Option::as_mut) else { return };
         let timeout = p.led.timeout();
         let (group, failover, query) = p.led.next_try();
+        let started = Instant::now();
         while let Some(idx) = failover.next(group) {
-            let started = Instant::now();
-            if let Some(t) = self.mux.send(&group.servers[idx], query, slot, timeout) {
+            if let Some(t) = self.mux.send(&group.servers[idx], query, slot, started, timeout) {
                 p.current = Some((t, idx, started));
                 return;
             }
@@ -385,13 +388,26 @@ impl Loop {
         let Some(p) = self.pending.get_mut(slot as usize).and_then(Option::take) else { return };
         self.free.push(slot);
         if self.out.len == BATCH {
-            self.flush();
+            self.flush_replies();
         }
         self.engine.finish(p.led, reply, &mut self.out.replies[self.out.len], &self.stats);
         self.out.push(p.peer);
     }
 
+    /// Sends what the batch queued: upstream queries first, so misses
+    /// start as early as they can, then the answers.
     fn flush(&mut self) {
+        while self.mux.queued() > 0 {
+            self.mux.flush(&mut self.failed);
+            // Refused: the next server's try is queued, or the miss ends.
+            while let Some(slot) = self.failed.pop() {
+                self.try_failed(slot, TryError::Io);
+            }
+        }
+        self.flush_replies();
+    }
+
+    fn flush_replies(&mut self) {
         if self.out.len > 0 {
             self.out.flush(&self.sock, &self.stats);
         }
