@@ -68,6 +68,14 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// What a cache entry records when these lists pass its name, `allowed`
+    /// when an allowlist did: the generation shifted left one, that flag in
+    /// bit 0 (see [`cache::Hit`]).
+    #[inline]
+    pub fn passed(&self, allowed: bool) -> u64 {
+        self.generation << 1 | allowed as u64
+    }
+
     /// Builds a snapshot, reusing `previous`'s cache (if the size is unchanged)
     /// and upstream counters.
     pub fn new(config: Arc<Config>, policy: Arc<Policy>, previous: Option<&Snapshot>) -> Snapshot {
@@ -346,14 +354,14 @@ impl Engine {
         let hash = snap.cache.hash(key);
         let hit = snap.cache.find(key, hash, origin.received);
         // A name these very lists passed when it was cached needs no lookup.
-        let passed = snap.generation << 1;
-        if let Some(hit) = &hit
-            && hit.checked() | 1 == passed | 1
-        {
-            if hit.checked() & 1 != 0 {
-                Counters::bump(&stats.allowed);
+        if let Some(hit) = &hit {
+            let checked = hit.checked();
+            if checked >> 1 == snap.generation {
+                if checked & 1 != 0 {
+                    Counters::bump(&stats.allowed);
+                }
+                return self.cached(hit, &q, origin, out, stats);
             }
-            return self.cached(hit, &q, origin, out, stats);
         }
         let mut name_key = [0u8; MAX_NAME_LEN];
         let n = wire::reversed_key(q.qname, &mut name_key);
@@ -384,7 +392,7 @@ impl Engine {
         }
         if let Some(hit) = &hit {
             // Cached under older lists, and these pass it too.
-            hit.set_checked(passed | allowed as u64);
+            hit.set_checked(snap.passed(allowed));
             return self.cached(hit, &q, origin, out, stats);
         }
         Step::Resolve(Miss {
@@ -517,7 +525,7 @@ impl Engine {
         let n = wire::reversed_key(q.qname, &mut name_key);
         let resolved = reply.and_then(|(r, upstream)| self.vet_reply(&q, &name_key[..n], snap, &r, upstream, stats));
         if let Some(r) = &resolved {
-            snap.cache.insert(&miss.key, miss.hash, &r.stored, snap.generation << 1 | miss.allowed as u64);
+            snap.cache.insert(&miss.key, miss.hash, &r.stored, snap.passed(miss.allowed));
         }
         lead.complete(resolved.clone());
         self.answer(&miss.origin, &q, resolved, out, stats);
