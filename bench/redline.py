@@ -93,6 +93,17 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / HZ
 
 
+def core_busy(cpu):
+    """Busy seconds of one CPU so far, from /proc/stat (everything but idle and iowait)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            w = line.split()
+            if w[0] == f"cpu{cpu}":
+                t = [int(x) for x in w[1:]]
+                return (sum(t) - t[3] - t[4]) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
 def proc_rss(pid):
     with open(f"/proc/{pid}/statm") as f:
         return int(f.read().split()[1]) * PAGE
@@ -264,18 +275,20 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
             cpu = {s.name: [] for s in who}
             lost = {s.name: 0 for s in who}
             util = {s.name: [] for s in who}
+            load_util = {s.name: [] for s in who}
             up_util = []
             for k in range(args.rounds):
                 for s in who:
                     datafile = sc.files[f"mix{k}"] if kind == "mix" else sc.files[kind]
-                    c0, u0 = proc_cpu(s.proc.pid), proc_cpu(upstream.pid)
+                    c0, u0, l0 = proc_cpu(s.proc.pid), proc_cpu(upstream.pid), core_busy(1)
                     r = dnsperf(s.port, datafile, args.sat_secs)
-                    c1, u1 = proc_cpu(s.proc.pid), proc_cpu(upstream.pid)
+                    c1, u1, l1 = proc_cpu(s.proc.pid), proc_cpu(upstream.pid), core_busy(1)
                     # Shares of the time dnsperf was sending (not of its start-up).
                     w0, w1 = 0.0, r["runtime"]
                     qps[s.name].append(r["qps"])
                     cpu[s.name].append((c1 - c0) / max(1, r["completed"]) * 1e6)
                     util[s.name].append(100 * (c1 - c0) / (w1 - w0))
+                    load_util[s.name].append(min(100.0, 100 * (l1 - l0) / (w1 - w0)))
                     lost[s.name] += r["lost"]
                     if kind == "mix":
                         up_util.append(100 * (u1 - u0) / (w1 - w0))
@@ -288,6 +301,7 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                     "qps": statistics.median(qps[s.name]),
                     "cpu_us": statistics.median(cpu[s.name]),
                     "util": statistics.median(util[s.name]),
+                    "load_util": statistics.median(load_util[s.name]),
                     "lost": lost[s.name],
                     "p50": percentile(lat, 50) * 1e3,
                     "p99": percentile(lat, 99) * 1e3,
@@ -311,7 +325,7 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                                          f"the server counted only {row['counted']} queries")
                 table[(scen, s.name)] = row
                 print(f"  {scen:12} {s.name:13} {row['qps']:>9,.0f} QPS  cpu {row['cpu_us']:.2f} µs/q "
-                      f"({row['util']:.0f} %)  lost {row['lost']}  p50/p99/p99.9 {row['p50']:.3f}/"
+                      f"({row['util']:.0f} %, load core {row['load_util']:.0f} %)  lost {row['lost']}  p50/p99/p99.9 {row['p50']:.3f}/"
                       f"{row['p99']:.3f}/{row['p999']:.3f} ms  lost at fixed rate {row['lat_lost']}"
                       + (f" (never reached the server: {row['unseen']})" if row["unseen"] is not None else ""),
                       flush=True)
@@ -469,7 +483,9 @@ def report(args, results, elapsed):
              "`echo` answers each packet with itself: the ceiling of one packet in, one out on this box.\n")
     L.append("Columns: QPS at saturation and its share of echo's; queries dnsperf lost at saturation (over all "
              "rounds; each run ends with up to 500 queries in flight, which dnsperf counts as lost); "
-             "server CPU per answered query and the server's share of its core; latency at the fixed rate. "
+             "server CPU per answered query and the server's share of its core; how busy the load core was "
+             "(CPU 1: dnsperf, and the upstream in the mix; near 100 % the load, not the server, set the rate); "
+             "latency at the fixed rate. "
              "`hydradns+log` is the mix with the query log on; its last column is entries logged / dropped "
              "at the fixed rate, from the server's own counters.\n")
     for label, n, servers, table in results:
@@ -481,9 +497,9 @@ def report(args, results, elapsed):
             if s is not None and hasattr(s, "start_secs"):
                 L.append(f"| {name} | {s.start_secs:.2f} s | {mib(s.rss_loaded)} | {mib(s.peak)} |")
         L.append("")
-        L.append("| scenario | server | QPS | % of echo | lost | CPU/query | CPU share | p50 | p99 | p99.9 "
-                 "| lost at fixed rate | log |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        L.append("| scenario | server | QPS | % of echo | lost | CPU/query | CPU share | load core | p50 | p99 "
+                 "| p99.9 | lost at fixed rate | log |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for scen in ["blocked", "hits", "mix", "mix, log on"]:
             echo = table.get(("mix" if scen.startswith("mix") else scen, "echo"))
             for name in ORDER:
@@ -493,7 +509,7 @@ def report(args, results, elapsed):
                 share = f"{100 * r['qps'] / echo['qps']:.0f} %" if echo else ""
                 logcol = f"{r['logged']:,} / {r['dropped']:,}" if name == "hydradns+log" else ""
                 L.append(f"| {scen} | {name} | {r['qps']:,.0f} | {share} | {r['lost']:,} | {r['cpu_us']:.2f} µs | "
-                         f"{r['util']:.0f} % | {r['p50']:.3f} ms | {r['p99']:.3f} ms | {r['p999']:.3f} ms | {r['lat_lost']:,} "
+                         f"{r['util']:.0f} % | {r.get('load_util', 0):.0f} % | {r['p50']:.3f} ms | {r['p99']:.3f} ms | {r['p999']:.3f} ms | {r['lat_lost']:,} "
                          f"of {r['lat_sent']:,} | {logcol} |")
         ups = [r["upstream_util"] for (scen, _), r in table.items() if r.get("upstream_util") is not None]
         if ups:
