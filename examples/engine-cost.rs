@@ -81,7 +81,7 @@ fn main() {
         let mut kb = [0u8; cache::MAX_KEY_LEN];
         let k = cache::key(&pq, &mut kb);
         let stored = Stored::from_response(&answer(q), 0, 86400).expect("answer");
-        snap.cache.insert(&kb[..k], snap.cache.hash(&kb[..k]), &stored, snap.generation << 1);
+        snap.cache.insert(&kb[..k], snap.cache.hash(&kb[..k]), &stored, snap.passed(false));
     }
     let mut out = Vec::with_capacity(4096);
     println!("| path ({n} listed names) | ns per query |");

@@ -1,4 +1,10 @@
-//! Small process-level helpers shared by the background threads.
+//! Small process- and socket-level helpers shared across threads.
+
+use std::io::IoSlice;
+use std::os::fd::AsFd;
+
+use rustix::io::Errno;
+use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny};
 
 /// Nice value of background threads (query log writer and flusher, list
 /// downloads and rebuilds). On a core shared with a worker the scheduler
@@ -11,6 +17,36 @@
 /// slices). Short waits at normal load come from the writer yielding between
 /// statements instead.
 pub const BACKGROUND_NICE: i32 = 10;
+
+/// One `sendmmsg` of `datagrams` on `sock`, each to its address in `peers`,
+/// or all to the socket's connected peer when `peers` is `None`; how many
+/// went. One datagram goes with a plain `send`/`sendto` (the common case
+/// below saturation: no setup); for more, the headers borrow the datagrams,
+/// so they are built per call (three small allocations shared by them all).
+pub fn sendmmsg<'a>(
+    sock: impl AsFd,
+    datagrams: impl Iterator<Item = &'a [u8]>,
+    peers: Option<&[SocketAddrAny]>,
+    flags: SendFlags,
+) -> Result<usize, Errno> {
+    let iovs: Vec<[IoSlice<'_>; 1]> = datagrams.map(|d| [IoSlice::new(d)]).collect();
+    if let [[one]] = iovs.as_slice() {
+        let sent = match peers.and_then(<[_]>::first) {
+            Some(peer) => rustix::net::sendto(sock, one, flags, peer),
+            None => rustix::net::send(sock, one, flags),
+        };
+        return sent.map(|_| 1);
+    }
+    let mut controls: Vec<SendAncillaryBuffer<'_, '_, '_>> = iovs.iter().map(|_| Default::default()).collect();
+    let headers = iovs.iter().zip(controls.iter_mut());
+    let mut msgs: Vec<MMsgHdr<'_>> = match peers {
+        Some(peers) => {
+            headers.zip(peers).map(|((iov, control), peer)| MMsgHdr::new_with_addr(peer, iov, control)).collect()
+        }
+        None => headers.map(|(iov, control)| MMsgHdr::new(iov, control)).collect(),
+    };
+    rustix::net::sendmmsg(sock, &mut msgs, flags)
+}
 
 /// Lowers the calling thread's priority to [`BACKGROUND_NICE`] (Linux nice is per thread).
 pub fn lower_thread_priority() {

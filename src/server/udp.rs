@@ -25,7 +25,6 @@
 //! (the retry over TCP).
 
 use std::cell::Cell;
-use std::io::IoSlice;
 use std::net::{SocketAddr, UdpSocket};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -34,12 +33,13 @@ use std::time::{Duration, Instant};
 
 use rustix::event::epoll::{Event, EventData, EventFlags};
 use rustix::io::Errno;
-use rustix::net::{MMsgHdr, RecvFlags, SendAncillaryBuffer, SendFlags, SocketAddrAny};
+use rustix::net::{RecvFlags, SendFlags, SocketAddrAny};
 use smol::LocalExecutor;
 use smol::channel::{Receiver, Sender, TrySendError};
 
 use crate::query::{Begin, Engine, Led, Miss, Origin, Step, Transport};
 use crate::stats::Counters;
+use crate::sys;
 use crate::upstream::mux::{EVENTS, LISTENER, Mux, Recv, Try};
 use crate::upstream::{self, Resolution, TryError};
 use crate::wire::{self, flags, header};
@@ -115,29 +115,10 @@ impl Outbox {
     /// Sends every queued answer; what the kernel refuses is dropped, as UDP
     /// may, and counted.
     fn flush(&mut self, sock: &UdpSocket, stats: &Counters) {
-        if self.len == 1 {
-            // The common case below saturation: one query, one plain send, no setup.
-            if rustix::net::sendto(sock, &self.replies[0], SendFlags::empty(), &self.peers[0]).is_err() {
-                Counters::bump(&stats.udp_send_failed);
-            }
-            self.len = 0;
-            self.peers.clear();
-            return;
-        }
-        // The headers borrow the replies, so they are built per batch (three
-        // small allocations shared by its 2..=BATCH answers).
         let mut sent = 0;
         while sent < self.len {
-            let iovs: Vec<[IoSlice<'_>; 1]> = self.replies[sent..self.len].iter().map(|r| [IoSlice::new(r)]).collect();
-            let mut controls: Vec<SendAncillaryBuffer<'_, '_, '_>> =
-                (sent..self.len).map(|_| SendAncillaryBuffer::default()).collect();
-            let mut msgs: Vec<MMsgHdr<'_>> = iovs
-                .iter()
-                .zip(controls.iter_mut())
-                .zip(&self.peers[sent..self.len])
-                .map(|((iov, control), peer)| MMsgHdr::new_with_addr(peer, iov, control))
-                .collect();
-            match rustix::net::sendmmsg(sock, &mut msgs, SendFlags::empty()) {
+            let replies = self.replies[sent..self.len].iter().map(Vec::as_slice);
+            match sys::sendmmsg(sock, replies, Some(&self.peers[sent..self.len]), SendFlags::empty()) {
                 Ok(n) if n > 0 => sent += n,
                 Err(Errno::INTR) => {}
                 // The first message failed (e.g. an unreachable peer): skip it.

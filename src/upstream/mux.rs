@@ -21,7 +21,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
 use std::sync::Arc;
@@ -32,7 +32,7 @@ use rustc_hash::FxHashMap;
 use rustix::event::Timespec;
 use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
 use rustix::io::Errno;
-use rustix::net::{MMsgHdr, RecvFlags, SendAncillaryBuffer, SendFlags};
+use rustix::net::{RecvFlags, SendFlags};
 
 use super::{SOCKET_USES, Server, UDP_REPLY_BUF, random_id, unspecified_for};
 use crate::wire::header;
@@ -218,15 +218,8 @@ impl Mux {
         let Some(p) = self.ports.get(run[0].t.port as usize).and_then(Option::as_ref) else {
             return Err(Errno::BADF);
         };
-        let bytes = |q: &Queued| &self.queued_bytes[q.start..q.start + q.len];
-        if let [q] = run {
-            return rustix::net::send(&p.sock, bytes(q), SendFlags::DONTWAIT).map(|_| 1);
-        }
-        let iovs: Vec<[IoSlice<'_>; 1]> = run.iter().map(|q| [IoSlice::new(bytes(q))]).collect();
-        let mut controls: Vec<SendAncillaryBuffer<'_, '_, '_>> = run.iter().map(|_| Default::default()).collect();
-        let mut msgs: Vec<MMsgHdr<'_>> =
-            iovs.iter().zip(controls.iter_mut()).map(|(iov, control)| MMsgHdr::new(iov, control)).collect();
-        rustix::net::sendmmsg(&p.sock, &mut msgs, SendFlags::DONTWAIT)
+        let bytes = run.iter().map(|q| &self.queued_bytes[q.start..q.start + q.len]);
+        crate::sys::sendmmsg(&p.sock, bytes, None, SendFlags::DONTWAIT)
     }
 
     /// Ends try `t`, whose query the kernel refused, and reports its slot.
@@ -379,6 +372,12 @@ mod tests {
         (Arc::new(Server::new(addr)), ports)
     }
 
+    /// A server on a port nobody listens on: its queries draw ICMP port unreachable.
+    fn closed_server() -> Arc<Server> {
+        let addr = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        Arc::new(Server::new(addr))
+    }
+
     fn query() -> Vec<u8> {
         let m = crate::wire::tests::query(5, "www.example", crate::wire::rtype::A, None);
         super::super::build_query(&crate::wire::parse_query(&m).unwrap(), 0)
@@ -459,8 +458,7 @@ mod tests {
 
     #[test]
     fn a_refused_port_fails_its_tries() {
-        let addr = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let server = Arc::new(Server::new(addr));
+        let server = closed_server();
         let mut mux = Mux::new(8).unwrap();
         let mut q = query();
         assert!(mux.send(&server, &mut q, 1, Instant::now(), Duration::from_secs(5)).is_some());
@@ -477,8 +475,7 @@ mod tests {
 
     #[test]
     fn a_query_the_kernel_refuses_fails_its_try_at_the_flush() {
-        let addr = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let server = Arc::new(Server::new(addr));
+        let server = closed_server();
         let mut mux = Mux::new(8).unwrap();
         let mut q = query();
         let mut failed = Vec::new();
