@@ -262,7 +262,7 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
             running.append(s)
             print(f"  {s.name}: first answer after {s.start_secs:.2f} s, RSS {mib(s.rss_loaded)}", flush=True)
         for s in servers.values():
-            if s.name != "echo":
+            if not s.name.startswith("echo"):
                 dnsperf(s.port, sc.files["warm"], 30, qps=20000, outstanding=100, runs=1)
         wanted = args.scenarios.split(",")
         scenarios = [(scen, kind) for key, scen, kind in
@@ -270,7 +270,9 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                       ("mix-log", "mix, log on", "mix")] if key in wanted]
         table = {}
         for scen, kind in scenarios:
-            who = [s for s in servers.values() if (s.name == "hydradns+log") == (scen == "mix, log on")]
+            # echo+fwd is the mix's like-for-like ceiling; elsewhere it is just echo.
+            who = [s for s in servers.values() if (s.name == "hydradns+log") == (scen == "mix, log on")
+                   and (s.name != "echo+fwd" or scen == "mix")]
             qps = {s.name: [] for s in who}
             cpu = {s.name: [] for s in who}
             lost = {s.name: 0 for s in who}
@@ -433,6 +435,11 @@ forward-zone:
         s.port = free_port()
         s.cmd.append(f"127.0.0.1:{s.port}")
         out["echo"] = s
+
+        s = Server("echo+fwd", [args.forward_echo], blocked_canary=False)
+        s.port = free_port()
+        s.cmd += [f"127.0.0.1:{s.port}", f"127.0.0.1:{upstream_port}"]
+        out["echo+fwd"] = s
         out = {n: s for n, s in out.items() if n in args.servers.split(",")}
         out["_upstream"] = args.upstream_proc
         return out
@@ -440,7 +447,7 @@ forward-zone:
     return servers_for
 
 
-ORDER = ["hydradns", "hydradns+log", "dnsmasq", "unbound", "echo"]
+ORDER = ["hydradns", "hydradns+log", "dnsmasq", "unbound", "echo", "echo+fwd"]
 
 
 def commit():
@@ -480,7 +487,9 @@ def report(args, results, elapsed):
              "dnsmasq as `address=/name/` lines, Unbound as `local-zone: \"name.\" always_nxdomain`, "
              "HydraDNS as a plain list with `block_mode nxdomain`; caches 10,000 entries; HydraDNS's query log on "
              "tmpfs, as on a router. "
-             "`echo` answers each packet with itself: the ceiling of one packet in, one out on this box.\n")
+             "`echo` answers each packet with itself: the ceiling of one packet in, one out on this box. "
+             "`echo+fwd` (`examples/forward-echo.rs`, mix only) does the same but relays the mix's misses to the "
+             "upstream and back: the ceiling of a forwarder doing the mix's work, upstream traffic included.\n")
     L.append("Columns: QPS at saturation and its share of echo's; queries dnsperf lost at saturation (over all "
              "rounds; each run ends with up to 500 queries in flight, which dnsperf counts as lost); "
              "server CPU per answered query and the server's share of its core; how busy the load core was "
@@ -514,6 +523,18 @@ def report(args, results, elapsed):
         ups = [r["upstream_util"] for (scen, _), r in table.items() if r.get("upstream_util") is not None]
         if ups:
             L.append(f"\nThe upstream's CPU share in the mix runs peaked at {max(ups):.0f} % of its core.")
+    L.append("\n## The mix against a forwarder's ceiling\n")
+    L.append("Not a target of issue 6, which measures the mix against `echo`: `echo+fwd` pays for the same "
+             "upstream round trips as HydraDNS (one more packet pair per miss, and the upstream's share of the "
+             "load core), so this is the gateway's own overhead in the mix.\n")
+    L.append("| list | HydraDNS QPS | echo+fwd QPS | share | HydraDNS CPU/query | echo+fwd CPU/query | ratio |")
+    L.append("|---|---|---|---|---|---|---|")
+    for label, n, servers, table in results:
+        h, f = table.get(("mix", "hydradns")), table.get(("mix", "echo+fwd"))
+        if h and f:
+            L.append(f"| {label} | {h['qps']:,.0f} | {f['qps']:,.0f} | {100 * h['qps'] / f['qps']:.0f} % | "
+                     f"{h['cpu_us']:.2f} µs | {f['cpu_us']:.2f} µs | {h['cpu_us'] / f['cpu_us']:.2f}× |")
+
     def verdict(ok):
         return "pass" if ok else "**miss**"
 
@@ -573,6 +594,7 @@ def main():
     args = ap.parse_args()
     args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")
     args.echo = os.path.join(args.bin, "examples", "echo-responder")
+    args.forward_echo = os.path.join(args.bin, "examples", "forward-echo")
     if args.quick:
         args.rounds, args.sat_secs, args.lat_secs, args.lat_qps, args.lists = 1, 1, 1, 2000, "100k"
         args.batch_wait = 1.0

@@ -16,7 +16,7 @@ need dnsperf:dnsperf dnsmasq:dnsmasq-base unbound:unbound taskset:util-linux val
 # HYDRADNS_BIN picks another build than the static musl one.
 release_binary
 cargo build --release --locked --quiet --example synth-list --example list-export \
-    --example echo-responder --example bench-upstream
+    --example echo-responder --example forward-echo --example bench-upstream
 out=docs/benchmarks.md
 [ "${1:-}" = "--quick" ] && out=
 python3 bench/redline.py --bin target/release --hydradns "$HYDRADNS_BIN" ${out:+--out "$out"} "$@"
