@@ -69,9 +69,11 @@ def main():
     args = ap.parse_args()
     args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")
     args.echo = os.path.join(args.bin, "examples", "echo-responder")
+    args.forward_echo = os.path.join(args.bin, "examples", "forward-echo")
     # callgrind runs a server about 50 times slower: a low rate keeps every query answered.
     args.qps, n = 2000, (1000 if args.quick else 4000)
-    args.servers = args.servers or ("hydradns,hydradns+log,echo" if args.quick else ",".join(redline.ORDER))
+    args.servers = args.servers or ("hydradns,hydradns+log,echo" if args.quick else
+                                    ",".join(s for s in redline.ORDER if s != "echo+fwd"))
     args.work = tempfile.mkdtemp(prefix="hydradns-instr-")
     args.logdir = os.path.join(args.work, "log")
     log = open(os.path.join(args.work, "servers.log"), "w")
@@ -95,7 +97,7 @@ def main():
                 if (name == "hydradns+log") != (scen == "mix, log on"):
                     continue
                 base_cmd = list(server.cmd)
-                warm = sc.files["warm"] if name != "echo" else None
+                warm = sc.files["warm"] if not name.startswith("echo") else None
                 one = run_once(args, server, base_cmd, warm, sc.files[file], n, log)
                 two = run_once(args, server, base_cmd, warm, sc.files[file], 2 * n, log)
                 server.cmd = base_cmd
@@ -108,7 +110,7 @@ def main():
     names = [s for s in redline.ORDER if s in args.servers.split(",") and s != "hydradns+log"]
     print("\n## Instructions per query (callgrind, user space)\n")
     print(f"Synthetic 100k list, {n:,} queries at {args.qps:,} QPS after the warm-up, command "
-          f"`bench/instructions.py{' --quick' if args.quick else ''}`. `mix, log on` is HydraDNS with its query "
+          f"`bench/instructions.py{' --quick' if args.quick else ''}`, HydraDNS commit {redline.commit()}. `mix, log on` is HydraDNS with its query "
           "log, writer thread included. Kernel time is not counted (see CPU/query above).\n")
     print("| scenario | " + " | ".join(names) + " |")
     print("|---" * (len(names) + 1) + "|")
