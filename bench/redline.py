@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Redline benchmark: HydraDNS beside dnsmasq, Unbound and an echo responder.
+"""Redline benchmark: HydraDNS beside dnsmasq, Unbound and an echo responder
+(and, in the mix, a forwarding echo that relays the misses to the upstream).
 
 bench/run.sh installs the tools, builds the binaries and calls this. Every
 server runs pinned to CPU 0 (one worker/thread each), dnsperf with one thread

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The redline benchmark: HydraDNS beside dnsmasq, Unbound and an echo
-# responder, each driven to saturation by dnsperf. Installs what it needs from
+# responder (in the mix also a forwarding echo), each driven to saturation by
+# dnsperf. Installs what it needs from
 # Debian, builds the release binary and the benchmark's helpers, generates its
 # data deterministically, prints a markdown table and writes it, with the
 # machine and the date, to docs/benchmarks.md (--quick: a short pass on the
