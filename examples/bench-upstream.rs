@@ -9,23 +9,14 @@
 
 use std::net::UdpSocket;
 
+use hydradns::wire;
+
 /// End of the question section, or None when the packet is not one query.
 fn question_end(msg: &[u8]) -> Option<usize> {
     if msg.len() < 12 || msg[4..6] != [0, 1] {
         return None;
     }
-    let mut i = 12;
-    loop {
-        let len = *msg.get(i)? as usize;
-        if len == 0 {
-            break;
-        }
-        if len & 0xc0 != 0 {
-            return None;
-        }
-        i += 1 + len;
-    }
-    let end = i + 5;
+    let end = 12 + wire::plain_name_len(msg, 12)? + 4;
     (end <= msg.len()).then_some(end)
 }
 

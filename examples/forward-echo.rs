@@ -12,19 +12,13 @@
 
 use std::net::{SocketAddr, UdpSocket};
 
+use hydradns::wire;
+
 const MISS: &[u8] = b"\x04miss\x07example\x00";
 
-/// Whether the packet's one question is a name under `miss.example`.
+/// Whether the packet's question is a name under `miss.example`.
 fn is_miss(msg: &[u8]) -> bool {
-    let mut i = 12;
-    loop {
-        let Some(&len) = msg.get(i) else { return false };
-        if len == 0 || len & 0xc0 != 0 {
-            break;
-        }
-        i += 1 + len as usize;
-    }
-    msg.get(i) == Some(&0) && i + 1 >= MISS.len() && &msg[i + 1 - MISS.len()..=i] == MISS
+    wire::plain_name_len(msg, 12).is_some_and(|len| msg[12..12 + len].ends_with(MISS))
 }
 
 fn main() {
