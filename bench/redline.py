@@ -271,7 +271,7 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                       ("mix-log", "mix, log on", "mix")] if key in wanted]
         table = {}
         for scen, kind in scenarios:
-            # echo+fwd is the mix's like-for-like ceiling; elsewhere it is just echo.
+            # echo+fwd is the mix's like-for-like yardstick; elsewhere it is just echo.
             who = [s for s in servers.values() if (s.name == "hydradns+log") == (scen == "mix, log on")
                    and (s.name != "echo+fwd" or scen == "mix")]
             qps = {s.name: [] for s in who}
@@ -490,7 +490,7 @@ def report(args, results, elapsed):
              "tmpfs, as on a router. "
              "`echo` answers each packet with itself: the ceiling of one packet in, one out on this box. "
              "`echo+fwd` (`examples/forward-echo.rs`, mix only) does the same but relays the mix's misses to the "
-             "upstream and back: the ceiling of a forwarder doing the mix's work, upstream traffic included.\n")
+             "upstream and back: a bare forwarder, the least any forwarder does for the mix, upstream traffic included.\n")
     L.append("Columns: QPS at saturation and its share of echo's; queries dnsperf lost at saturation (over all "
              "rounds; each run ends with up to 500 queries in flight, which dnsperf counts as lost); "
              "server CPU per answered query and the server's share of its core; how busy the load core was "
@@ -524,7 +524,7 @@ def report(args, results, elapsed):
         ups = [r["upstream_util"] for (scen, _), r in table.items() if r.get("upstream_util") is not None]
         if ups:
             L.append(f"\nThe upstream's CPU share in the mix runs peaked at {max(ups):.0f} % of its core.")
-    L.append("\n## The mix against a forwarder's ceiling\n")
+    L.append("\n## The mix against a bare forwarder\n")
     L.append("Not a target of issue 6, which measures the mix against `echo`: `echo+fwd` pays for the same "
              "upstream round trips as HydraDNS (one more packet pair per miss, and the upstream's share of the "
              "load core), so this is the gateway's own overhead in the mix.\n")
