@@ -1,6 +1,7 @@
 //! Small process- and socket-level helpers shared across threads.
 
 use std::io::IoSlice;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsFd;
 
 use rustix::io::Errno;
@@ -57,5 +58,162 @@ pub fn lower_thread_priority() {
     let tid = rustix::thread::gettid();
     if let Err(e) = rustix::process::setpriority_process(Some(tid), BACKGROUND_NICE) {
         log::warn!("cannot lower the priority of a background thread: {e}");
+    }
+}
+
+/// Room for one sender's address, as the kernel writes it (a `sockaddr_in`
+/// or `sockaddr_in6`); read back byte by byte in [`RecvBatch::peer`].
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct SockName([u8; 128]);
+
+/// Datagrams taken with one `recvmmsg`. Receiving them one `recvfrom` each,
+/// plus the call that finds the socket empty, made the system calls' entry
+/// and exit most of the receive thread's own time at saturation (perf on the
+/// dev VM, all cache hits: 10.7 % of the server's samples on the instruction
+/// after `syscall` in the receive loop alone).
+pub struct RecvBatch {
+    bufs: Vec<u8>,
+    size: usize,
+    names: Vec<SockName>,
+    /// Bytes and name length of each datagram of the last call.
+    lens: Vec<(usize, u32)>,
+    iovs: Vec<libc::iovec>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+impl RecvBatch {
+    /// Room for `count` datagrams of up to `size` bytes each (a longer one is cut).
+    pub fn new(count: usize, size: usize) -> RecvBatch {
+        RecvBatch {
+            bufs: vec![0; count * size],
+            size,
+            names: vec![SockName([0; 128]); count],
+            lens: Vec::with_capacity(count),
+            iovs: Vec::with_capacity(count),
+            hdrs: Vec::with_capacity(count),
+        }
+    }
+
+    /// Takes what is queued on `sock`, up to the batch's room: waits for the
+    /// first datagram (as long as the socket's receive timeout) when `wait`,
+    /// else returns `EAGAIN` at once if there is none. How many came.
+    pub fn recv(&mut self, sock: impl AsFd, wait: bool) -> Result<usize, Errno> {
+        use std::os::fd::AsRawFd;
+        let count = self.names.len();
+        self.lens.clear();
+        // Headers are rebuilt per call, so no pointer outlives a borrow of the buffers.
+        self.iovs.clear();
+        self.iovs.extend(
+            self.bufs
+                .chunks_exact_mut(self.size)
+                .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }),
+        );
+        self.hdrs.clear();
+        for (iov, name) in self.iovs.iter_mut().zip(self.names.iter_mut()) {
+            // SAFETY: mmsghdr is plain old data; all-zero is a valid value (null pointers, zero lengths).
+            #[allow(unsafe_code)]
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_name = name.0.as_mut_ptr().cast();
+            h.msg_hdr.msg_namelen = name.0.len() as libc::socklen_t;
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            self.hdrs.push(h);
+        }
+        let flags = if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
+        // SAFETY: each header points at its own iovec and name buffer, which
+        // point into `self.bufs` and `self.names`; none of them moves or is
+        // touched until the call returns, and the kernel writes at most the
+        // lengths given. `count` is the number of headers. No timeout pointer.
+        #[allow(unsafe_code)]
+        let n = unsafe {
+            libc::recvmmsg(
+                sock.as_fd().as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                count as libc::c_uint,
+                flags as _,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO));
+        }
+        let n = (n as usize).min(count);
+        let size = self.size;
+        self.lens.extend(self.hdrs[..n].iter().map(|h| ((h.msg_len as usize).min(size), h.msg_hdr.msg_namelen)));
+        Ok(n)
+    }
+
+    /// Datagram `i` of the last call.
+    pub fn datagram(&self, i: usize) -> &[u8] {
+        let len = self.lens.get(i).map_or(0, |l| l.0);
+        &self.bufs[i * self.size..][..len]
+    }
+
+    /// Who sent datagram `i` of the last call, if an IPv4 or IPv6 address.
+    pub fn peer(&self, i: usize) -> Option<SocketAddr> {
+        let &(_, namelen) = self.lens.get(i)?;
+        let b = &self.names.get(i)?.0[..(namelen as usize).min(128)];
+        let family = i32::from(u16::from_ne_bytes([*b.first()?, *b.get(1)?]));
+        let port = u16::from_be_bytes([*b.get(2)?, *b.get(3)?]);
+        match family {
+            libc::AF_INET => {
+                let ip: [u8; 4] = b.get(4..8)?.try_into().ok()?;
+                Some(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(ip), port)))
+            }
+            libc::AF_INET6 => {
+                let flow = u32::from_ne_bytes(b.get(4..8)?.try_into().ok()?);
+                let ip: [u8; 16] = b.get(8..24)?.try_into().ok()?;
+                let scope = u32::from_ne_bytes(b.get(24..28)?.try_into().ok()?);
+                Some(SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::from(ip), port, flow, scope)))
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn recv_batch_takes_what_is_queued_with_senders() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        server.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut batch = RecvBatch::new(4, 8);
+        assert_eq!(batch.recv(&server, false), Err(Errno::AGAIN), "empty, no wait");
+        assert_eq!(batch.recv(&server, true), Err(Errno::AGAIN), "empty, waited out the timeout");
+        let to = server.local_addr().unwrap();
+        for (sock, msg) in [(&a, &b"one"[..]), (&b, b"two"), (&a, b"longer than eight"), (&b, b"4"), (&a, b"5")] {
+            sock.send_to(msg, to).unwrap();
+        }
+        assert_eq!(batch.recv(&server, true), Ok(4), "as many as there is room for");
+        assert_eq!(batch.datagram(0), b"one");
+        assert_eq!(batch.peer(0), Some(a.local_addr().unwrap()));
+        assert_eq!(batch.datagram(1), b"two");
+        assert_eq!(batch.peer(1), Some(b.local_addr().unwrap()));
+        assert_eq!(batch.datagram(2), b"longer t", "cut to the buffer");
+        assert_eq!(batch.datagram(3), b"4");
+        assert_eq!(batch.recv(&server, false), Ok(1));
+        assert_eq!(batch.datagram(0), b"5");
+        assert_eq!(batch.datagram(1), b"", "nothing past the last call's count");
+        assert_eq!(batch.peer(1), None);
+    }
+
+    #[test]
+    fn recv_batch_reads_ipv6_senders() {
+        let Ok(server) = UdpSocket::bind("[::1]:0") else { return }; // no IPv6 loopback here
+        let client = UdpSocket::bind("[::1]:0").unwrap();
+        client.send_to(b"six", server.local_addr().unwrap()).unwrap();
+        let mut batch = RecvBatch::new(2, 64);
+        server.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        assert_eq!(batch.recv(&server, true), Ok(1));
+        assert_eq!(batch.datagram(0), b"six");
+        assert_eq!(batch.peer(0), Some(client.local_addr().unwrap()));
     }
 }

@@ -1,15 +1,20 @@
 //! UDP: a receive thread per socket that answers, and forwards, its own queries.
 //!
-//! With nothing upstream in flight the thread blocks in `recvfrom` like the
-//! simplest echo server, so a packet wakes it straight from the kernel: no
-//! reactor, no cross-thread wake-up, no `epoll_ctl` per packet (measured with
-//! the reactor in the loop: about one futex, one `epoll_ctl` and a third of an
-//! `epoll_wait` per query at 5k QPS, and a p99 several times the echo
-//! server's). Blocked, cached and malformed queries are answered right there.
-//! Once a packet is in, the thread takes whatever else is already queued, up
-//! to [`BATCH`] packets, and sends all their answers with one `sendmmsg`, so
-//! under load a query costs one system call plus a share of one, fewer than
-//! an echo server's two.
+//! With nothing upstream in flight the thread blocks in `recvmmsg` like the
+//! simplest echo server blocks in `recvfrom`, so a packet wakes it straight
+//! from the kernel: no reactor, no cross-thread wake-up, no `epoll_ctl` per
+//! packet (measured with the reactor in the loop: about one futex, one
+//! `epoll_ctl` and a third of an `epoll_wait` per query at 5k QPS, and a p99
+//! several times the echo server's). Blocked, cached and malformed queries
+//! are answered right there. The call that wakes takes whatever else is
+//! already queued too, up to [`BATCH`] packets, and their answers go out
+//! with one `sendmmsg`, so under load a query costs a share of two system
+//! calls, where an echo server pays two. (Saturated by
+//! `examples/bench-load.rs` on the dev VM, 100k list, three rounds
+//! alternating: all blocked 128–147k QPS and 6.7–7.7 µs of CPU per query
+//! with a `recvfrom` per packet, 158–166k and 5.9–6.2 µs with `recvmmsg`,
+//! the echo responder 137–168k; all cache hits 139–160k and 172k, echo
+//! 145–166k.)
 //!
 //! A miss is sent upstream by this thread too, through a [`Mux`], and while
 //! any is in flight the thread waits in `epoll` on its socket and the
@@ -33,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::epoll::{Event, EventData, EventFlags};
 use rustix::io::Errno;
-use rustix::net::{RecvFlags, SendFlags, SocketAddrAny};
+use rustix::net::{SendFlags, SocketAddrAny};
 use smol::LocalExecutor;
 use smol::channel::{Receiver, Sender, TrySendError};
 
@@ -151,7 +156,8 @@ struct Loop {
     pending: Vec<Option<Pending>>,
     free: Vec<u32>,
     out: Outbox,
-    buf: Vec<u8>,
+    /// Queries taken from the socket, one batch at a time.
+    batch: sys::RecvBatch,
     /// Slots whose queued upstream query the kernel refused.
     failed: Vec<u32>,
 }
@@ -184,14 +190,14 @@ pub fn receive_loop(
         pending: Vec::new(),
         free: Vec::new(),
         out: Outbox::new(),
-        buf: vec![0u8; RECV_BUF],
+        batch: sys::RecvBatch::new(BATCH, RECV_BUF),
         failed: Vec::new(),
     };
     let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
     while !stop.load(Ordering::Relaxed) {
         if r.mux.in_flight() == 0 {
-            // Nothing upstream: block in recvfrom alone (see the module notes).
-            if r.receive(RecvFlags::empty()) == 0 {
+            // Nothing upstream: block in recvmmsg alone (see the module notes).
+            if r.receive(true) == 0 {
                 r.mux.sweep_idle();
             }
         } else {
@@ -210,7 +216,7 @@ pub fn receive_loop(
             }
             r.expire();
             if queries {
-                r.receive(RecvFlags::DONTWAIT);
+                r.receive(false);
             }
         }
         r.flush();
@@ -218,39 +224,34 @@ pub fn receive_loop(
 }
 
 impl Loop {
-    /// Takes up to [`BATCH`] queries (waiting for the first unless `flags`
-    /// says DONTWAIT) and answers or forwards each; returns how many it took.
-    fn receive(&mut self, mut flags: RecvFlags) -> usize {
-        let mut taken = 0;
+    /// Takes up to [`BATCH`] queries with one `recvmmsg` (waiting for the
+    /// first if `wait`) and answers or forwards each; returns how many it took.
+    fn receive(&mut self, wait: bool) -> usize {
+        let taken = match self.batch.recv(&*self.sock, wait) {
+            Ok(n) => n,
+            Err(Errno::AGAIN | Errno::INTR) => return 0,
+            Err(e) => {
+                // Transient (e.g. ENOMEM); don't spin on a persistent one.
+                log::debug!("udp receive error: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+                return 0;
+            }
+        };
         // One clock read per batch: the queries in it arrived together, and
         // a later one's latency includes its wait behind the earlier ones.
-        let mut received = None;
-        while taken < BATCH {
-            let (n, peer) = match rustix::net::recvfrom(&*self.sock, &mut self.buf[..], flags) {
-                Ok((n, _, Some(peer))) => (n.min(RECV_BUF), peer),
-                Ok(_) => continue,
-                Err(Errno::AGAIN | Errno::INTR) => break,
-                Err(e) => {
-                    // Transient (e.g. ENOMEM); don't spin on a persistent one.
-                    log::debug!("udp receive error: {e}");
-                    std::thread::sleep(Duration::from_millis(10));
-                    break;
-                }
-            };
-            flags = RecvFlags::DONTWAIT;
-            taken += 1;
-            let Ok(client) = SocketAddr::try_from(peer.clone()) else { continue };
+        let received = Instant::now();
+        for i in 0..taken {
+            let Some(client) = self.batch.peer(i) else { continue };
             Counters::bump(&self.stats.udp_queries);
-            let received = *received.get_or_insert_with(Instant::now);
             let origin = Origin { client: client.ip(), received, transport: Transport::Udp };
             if self.out.len == BATCH {
                 self.flush_replies();
             }
             let reply = &mut self.out.replies[self.out.len];
-            match self.engine.handle(&self.buf[..n], &origin, reply, &self.stats) {
-                Step::Reply => self.out.push(peer),
+            match self.engine.handle(self.batch.datagram(i), &origin, reply, &self.stats) {
+                Step::Reply => self.out.push(client.into()),
                 Step::Drop => {}
-                Step::Resolve(miss) => self.forward(miss, peer),
+                Step::Resolve(miss) => self.forward(miss, client.into()),
             }
         }
         taken
