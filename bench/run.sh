@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The redline benchmark: HydraDNS beside dnsmasq, Unbound and an echo
 # responder (in the mix also a forwarding echo), each driven to saturation by
-# dnsperf. Installs what it needs from
+# examples/bench-load.rs and measured at a fixed rate by dnsperf. Installs what it needs from
 # Debian, builds the release binary and the benchmark's helpers, generates its
 # data deterministically, prints a markdown table and writes it, with the
 # machine and the date, to docs/benchmarks.md (--quick: a short pass on the
@@ -17,7 +17,7 @@ need dnsperf:dnsperf dnsmasq:dnsmasq-base unbound:unbound taskset:util-linux val
 # HYDRADNS_BIN picks another build than the static musl one.
 release_binary
 cargo build --release --locked --quiet --example synth-list --example list-export \
-    --example echo-responder --example forward-echo --example bench-upstream
+    --example echo-responder --example forward-echo --example bench-upstream --example bench-load
 out=docs/benchmarks.md
 [ "${1:-}" = "--quick" ] && out=
 python3 bench/redline.py --bin target/release --hydradns "$HYDRADNS_BIN" ${out:+--out "$out"} "$@"
