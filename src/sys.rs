@@ -78,21 +78,43 @@ pub struct RecvBatch {
     names: Vec<SockName>,
     /// Bytes and name length of each datagram of the last call.
     lens: Vec<(usize, u32)>,
+    /// Built once: each points at its slice of `bufs`, which never moves
+    /// (no vector here is resized after `new`).
     iovs: Vec<libc::iovec>,
+    /// Built once: each points at its iovec and its name in `names`.
     hdrs: Vec<libc::mmsghdr>,
+}
+
+impl std::fmt::Debug for RecvBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBatch").field("count", &self.hdrs.len()).field("size", &self.size).finish()
+    }
 }
 
 impl RecvBatch {
     /// Room for `count` datagrams of up to `size` bytes each (a longer one is cut).
     pub fn new(count: usize, size: usize) -> RecvBatch {
-        RecvBatch {
+        let mut b = RecvBatch {
             bufs: vec![0; count * size],
             size,
             names: vec![SockName([0; 128]); count],
             lens: Vec::with_capacity(count),
             iovs: Vec::with_capacity(count),
             hdrs: Vec::with_capacity(count),
+        };
+        b.iovs.extend(
+            b.bufs.chunks_exact_mut(size).map(|c| libc::iovec { iov_base: c.as_mut_ptr().cast(), iov_len: c.len() }),
+        );
+        for (iov, name) in b.iovs.iter_mut().zip(b.names.iter_mut()) {
+            // SAFETY: mmsghdr is plain old data; all-zero is a valid value (null pointers, zero lengths).
+            #[allow(unsafe_code)]
+            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_name = name.0.as_mut_ptr().cast();
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            b.hdrs.push(h);
         }
+        b
     }
 
     /// Takes what is queued on `sock`, up to the batch's room: waits for the
@@ -100,31 +122,18 @@ impl RecvBatch {
     /// else returns `EAGAIN` at once if there is none. How many came.
     pub fn recv(&mut self, sock: impl AsFd, wait: bool) -> Result<usize, Errno> {
         use std::os::fd::AsRawFd;
-        let count = self.names.len();
         self.lens.clear();
-        // Headers are rebuilt per call, so no pointer outlives a borrow of the buffers.
-        self.iovs.clear();
-        self.iovs.extend(
-            self.bufs
-                .chunks_exact_mut(self.size)
-                .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }),
-        );
-        self.hdrs.clear();
-        for (iov, name) in self.iovs.iter_mut().zip(self.names.iter_mut()) {
-            // SAFETY: mmsghdr is plain old data; all-zero is a valid value (null pointers, zero lengths).
-            #[allow(unsafe_code)]
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            h.msg_hdr.msg_name = name.0.as_mut_ptr().cast();
-            h.msg_hdr.msg_namelen = name.0.len() as libc::socklen_t;
-            h.msg_hdr.msg_iov = iov;
-            h.msg_hdr.msg_iovlen = 1;
-            self.hdrs.push(h);
+        for h in &mut self.hdrs {
+            // The kernel wrote the last sender's length here.
+            h.msg_hdr.msg_namelen = std::mem::size_of::<SockName>() as libc::socklen_t;
         }
+        let count = self.hdrs.len();
         let flags = if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
-        // SAFETY: each header points at its own iovec and name buffer, which
-        // point into `self.bufs` and `self.names`; none of them moves or is
-        // touched until the call returns, and the kernel writes at most the
-        // lengths given. `count` is the number of headers. No timeout pointer.
+        // SAFETY: each header points at its own iovec and name buffer, set in
+        // `new` to point into `self.bufs` and `self.names`, heap blocks that
+        // have not moved since (never resized) and are not touched until the
+        // call returns; the kernel writes at most the lengths given. `count`
+        // is the number of headers. No timeout pointer.
         #[allow(unsafe_code)]
         let n = unsafe {
             libc::recvmmsg(
@@ -153,7 +162,7 @@ impl RecvBatch {
     /// Who sent datagram `i` of the last call, if an IPv4 or IPv6 address.
     pub fn peer(&self, i: usize) -> Option<SocketAddr> {
         let &(_, namelen) = self.lens.get(i)?;
-        let b = &self.names.get(i)?.0[..(namelen as usize).min(128)];
+        let b = &self.names.get(i)?.0[..(namelen as usize).min(std::mem::size_of::<SockName>())];
         let family = i32::from(u16::from_ne_bytes([*b.first()?, *b.get(1)?]));
         let port = u16::from_be_bytes([*b.get(2)?, *b.get(3)?]);
         match family {
