@@ -343,7 +343,8 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                         raise SystemExit(f"FAIL {s.name} {scen}: dnsperf got {r['completed']} answers, "
                                          f"the server counted only {row['counted']} queries")
                 table[(scen, s.name)] = row
-                print(f"  {scen:12} {s.name:13} {row['qps']:>9,.0f} QPS  cpu {row['cpu_us']:.2f} µs/q "
+                print(f"  {scen:12} {s.name:13} {row['qps']:>9,.0f} QPS "
+                      f"(rounds: {', '.join(f'{q:,.0f}' for q in qps[s.name])})  cpu {row['cpu_us']:.2f} µs/q "
                       f"({row['util']:.0f} %, load core {row['load_util']:.0f} %)  lost {row['lost']}  p50/p99/p99.9 {row['p50']:.3f}/"
                       f"{row['p99']:.3f}/{row['p999']:.3f} ms  lost at fixed rate {row['lat_lost']}"
                       + (f" (never reached the server: {row['unseen']})" if row["unseen"] is not None else ""),
