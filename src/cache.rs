@@ -7,7 +7,8 @@
 //! reader never waits for a writer: a writer builds the whole entry first and
 //! swaps the pointer in. Eviction: an insert replaces, within its set, the
 //! slot holding the same key, else an empty or expired slot, else the one
-//! least recently used (by a one-second clock). Memory is bounded by
+//! least recently used (by a one-second clock, a tie going to the entry
+//! not hit since it was stored: see [`Cache::used`]). Memory is bounded by
 //! `capacity × MAX_ENTRY_BYTES` whatever the load.
 //!
 //! Entries keep the upstream answer as bytes (OPT removed) and the offset of
@@ -242,7 +243,15 @@ pub struct Cache {
     /// blocked name, which is looked up here before the lists) touches one
     /// line that is likely still in cache, not two that are likely not.
     tags: Box<[AtomicU8]>,
-    /// Clock second of each entry's last hit or insert, for LRU within the set.
+    /// Clock second of each entry's last hit or insert, shifted left one,
+    /// bit 0 set once it has been hit: the LRU order within a set.
+    ///
+    /// The bit breaks ties within one second. A stream of names asked once
+    /// each (at 15k/s into a 10,000-entry cache in the benchmark's mix) fills
+    /// a set several times a second; by the clock alone, a name hit a
+    /// hundred times that second ties with one stored a moment ago, and the
+    /// tie went to slot order. It evicted popular names, and 12.3 % of the
+    /// mix went upstream where 10 % were misses.
     used: Box<[AtomicU32]>,
     /// Clock second each entry expires (0: empty), kept apart so an insert
     /// picks its victim from three small arrays without loading a set's
@@ -360,8 +369,11 @@ impl Cache {
             if e.key() != key || now >= e.expires {
                 continue;
             }
-            if self.used[slot].load(Relaxed) != now {
-                self.used[slot].store(now, Relaxed);
+            // At most one store per entry per second: a hit writes no shared
+            // cache line that another core is reading.
+            let mark = now << 1 | 1;
+            if self.used[slot].load(Relaxed) != mark {
+                self.used[slot].store(mark, Relaxed);
             }
             return Some(Hit { entry: guard, now });
         }
@@ -394,7 +406,7 @@ impl Cache {
         self.expires[slot].store(expires, Relaxed);
         self.hashes[slot].store(hash, Relaxed);
         self.tags[slot].store(tag(hash), Relaxed);
-        self.used[slot].store(now, Relaxed);
+        self.used[slot].store(now << 1, Relaxed);
     }
 }
 
@@ -635,6 +647,22 @@ pub(crate) mod tests {
         let newest = put(&c, "s4.example", 300);
         assert!(hit(&c, &newest));
         assert!(live.iter().all(|m| hit(&c, m)), "the expired slot was taken, no live one");
+    }
+
+    #[test]
+    fn names_asked_once_do_not_evict_names_in_use() {
+        // One set of sixteen: eight names in use, then a flood of names asked
+        // once, as fast as a test runs (within one or two clock seconds).
+        let c = Cache::new(16);
+        let hot: Vec<Vec<u8>> = (0..8).map(|i| put(&c, &format!("hot{i}.example"), 300)).collect();
+        for i in 0..400 {
+            if i % 4 == 0 {
+                assert!(hot.iter().all(|m| hit(&c, m)), "a name in use was evicted after {i} one-off names");
+            }
+            put(&c, &format!("once{i}.example"), 300);
+        }
+        let last = put(&c, "last.example", 300);
+        assert!(hit(&c, &last), "the newest one-off name has a slot");
     }
 
     #[test]
