@@ -17,6 +17,11 @@ answered query (/proc), latency p50/p99/p99.9 at a fixed 10k QPS, peak RSS
 under load. HydraDNS's own counters are checked against what dnsperf sent.
 
     bench/redline.py --bin DIR --out docs/benchmarks.md [--quick]
+
+A/B of HydraDNS builds (bench/ab.sh): `--ab old=BIN,new=BIN` runs those
+binaries beside the echo responder, rounds interleaved, saturation only, and
+prints each round, the median, the share of echo's rate and of queries the
+server forwarded (from its own counters, checked against what was answered).
 """
 
 import argparse
@@ -154,10 +159,11 @@ class Server:
             self.proc = None
 
     def counters(self, hydradns):
-        """HydraDNS's own figures (queries answered, log written/dropped)."""
+        """HydraDNS's own figures: queries answered, log written/dropped, sent upstream."""
         out = subprocess.run([hydradns, "stats", "-c", self.stats_conf, "--json"], capture_output=True, check=True)
         r = json.loads(out.stdout)
-        return r["queries"], r["querylog"]["written"], r["querylog"]["dropped"]
+        c = r["counters"]
+        return r["queries"], r["querylog"]["written"], r["querylog"]["dropped"], c["forwarded"] + c["coalesced"]
 
 
 def dnsperf(port, datafile, secs, qps=None, verbose=False, outstanding=500, runs=None):
@@ -296,6 +302,8 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
             util = {s.name: [] for s in who}
             load_util = {s.name: [] for s in who}
             up_util = []
+            sat_before = {s.name: s.counters(s.bin) for s in who if s.stats_conf}
+            completed = {s.name: 0 for s in who}
             for k in range(args.rounds):
                 for s in who:
                     datafile = sc.files[f"mix{k}"] if kind == "mix" else sc.files[kind]
@@ -309,10 +317,32 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                     util[s.name].append(100 * (c1 - c0) / (w1 - w0))
                     load_util[s.name].append(min(100.0, 100 * (l1 - l0) / (w1 - w0)))
                     lost[s.name] += r["lost"]
+                    completed[s.name] += r["completed"]
                     if kind == "mix":
                         up_util.append(100 * (u1 - u0) / (w1 - w0))
+            forwarded = {}
             for s in who:
-                before = s.counters(args.hydradns) if s.stats_conf else None
+                if s.stats_conf:
+                    q0, _, _, f0 = sat_before[s.name]
+                    q1, _, _, f1 = s.counters(s.bin)
+                    if q1 - q0 < completed[s.name]:
+                        raise SystemExit(f"FAIL {s.name} {scen}: bench-load got {completed[s.name]} answers, "
+                                         f"the server counted only {q1 - q0} queries")
+                    forwarded[s.name] = 100 * (f1 - f0) / max(1, q1 - q0)
+            if args.ab:
+                for s in who:
+                    row = {"qps": statistics.median(qps[s.name]), "rounds": qps[s.name],
+                           "cpu_us": statistics.median(cpu[s.name]), "util": statistics.median(util[s.name]),
+                           "lost": lost[s.name], "forwarded": forwarded.get(s.name)}
+                    table[(scen, s.name)] = row
+                    print(f"  {scen:12} {s.name:16} {row['qps']:>9,.0f} QPS "
+                          f"(rounds: {', '.join(f'{q:,.0f}' for q in qps[s.name])})  cpu {row['cpu_us']:.2f} µs/q "
+                          f"({row['util']:.0f} %)  lost {row['lost']}"
+                          + (f"  forwarded {row['forwarded']:.1f} %" if row["forwarded"] is not None else ""),
+                          flush=True)
+                continue
+            for s in who:
+                before = s.counters(s.bin) if s.stats_conf else None
                 r = dnsperf(s.port, sc.files["mixlat"] if kind == "mix" else sc.files[kind], args.lat_secs,
                             qps=args.lat_qps, verbose=True)
                 lat = sorted(r["latencies"])
@@ -332,7 +362,7 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                 }
                 if before:
                     time.sleep(args.batch_wait)  # one batch interval for the log writer
-                    after = s.counters(args.hydradns)
+                    after = s.counters(s.bin)
                     row["counted"] = after[0] - before[0]
                     row["logged"] = after[1] - before[1]
                     row["dropped"] = after[2] - before[2]
@@ -347,7 +377,8 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                       f"(rounds: {', '.join(f'{q:,.0f}' for q in qps[s.name])})  cpu {row['cpu_us']:.2f} µs/q "
                       f"({row['util']:.0f} %, load core {row['load_util']:.0f} %)  lost {row['lost']}  p50/p99/p99.9 {row['p50']:.3f}/"
                       f"{row['p99']:.3f}/{row['p999']:.3f} ms  lost at fixed rate {row['lat_lost']}"
-                      + (f" (never reached the server: {row['unseen']})" if row["unseen"] is not None else ""),
+                      + (f" (never reached the server: {row['unseen']})" if row["unseen"] is not None else "")
+                      + (f"  forwarded {forwarded[s.name]:.1f} %" if s.name in forwarded else ""),
                       flush=True)
         for s in servers.values():
             s.sample()
@@ -363,8 +394,9 @@ def make_servers(args, work, upstream_port, log_batch):
         tag = os.path.basename(list_path).split(".")[0]
         out = {}
 
-        def hydradns(name, log_on):
+        def hydradns(name, log_on, binary):
             s = Server(name, [])
+            s.bin = binary
             s.port = free_port()
             conf = os.path.join(work, f"{tag}-{name}.conf")
             with open(conf, "w") as f:
@@ -387,12 +419,12 @@ config querylog 'querylog'
 \toption max_size '256M'
 \toption batch_interval '{log_batch}'
 """)
-            s.cmd = [args.hydradns, "run", "--allow-root", "--log", "stderr", "-c", conf]
+            s.cmd = [binary, "run", "--allow-root", "--log", "stderr", "-c", conf]
             s.stats_conf = conf
             out[name] = s
 
-        hydradns("hydradns", False)
-        hydradns("hydradns+log", True)
+        hydradns("hydradns", False, args.hydradns)
+        hydradns("hydradns+log", True, args.hydradns)
 
         s = Server("dnsmasq", [])
         s.port = free_port()
@@ -459,6 +491,8 @@ forward-zone:
         s.cmd += [f"127.0.0.1:{s.port}", f"127.0.0.1:{upstream_port}"]
         out["echo+fwd"] = s
         out = {n: s for n, s in out.items() if n in args.servers.split(",")}
+        for label, binary in args.ab:
+            hydradns(f"hydradns:{label}", False, binary)
         out["_upstream"] = args.upstream_proc
         return out
 
@@ -602,6 +636,22 @@ def report(args, results, elapsed):
             f.write(text)
 
 
+def ab_report(args, results):
+    """The A/B table: medians only, no targets (a comparison of builds, not a run of the benchmark)."""
+    L = [f"\n{args.rounds} rounds × {args.sat_secs:g} s, interleaved; "
+         + ", ".join(f"{label} = {binary}" for label, binary in args.ab), "",
+         "| list | scenario | server | QPS (median) | rounds | % of echo | CPU/query | forwarded |",
+         "|---|---|---|---|---|---|---|---|"]
+    for label, n, _, table in results:
+        for (scen, name), r in table.items():
+            echo = table.get((scen, "echo"))
+            share = f"{100 * r['qps'] / echo['qps']:.0f} %" if echo else ""
+            fwd = f"{r['forwarded']:.1f} %" if r.get("forwarded") is not None else ""
+            L.append(f"| {label} | {scen} | {name} | {r['qps']:,.0f} | {' / '.join(f'{q / 1000:.0f}k' for q in r['rounds'])} "
+                     f"| {share} | {r['cpu_us']:.2f} µs | {fwd} |")
+    print("\n".join(L))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="directory with hydradns and the examples")
@@ -613,7 +663,13 @@ def main():
     ap.add_argument("--servers", default=",".join(ORDER), help="comma-separated subset of " + ",".join(ORDER))
     ap.add_argument("--scenarios", default="blocked,hits,mix,mix-log")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    ap.add_argument("--ab", default="", help="LABEL=BIN,…: HydraDNS builds to compare, saturation only")
+    ap.add_argument("--rounds", type=int, dest="rounds_opt", help="saturation rounds per server and scenario")
+    ap.add_argument("--secs", type=float, dest="secs_opt", help="seconds per saturation round")
     args = ap.parse_args()
+    args.ab = [tuple(x.split("=", 1)) for x in args.ab.split(",") if x]
+    if any(len(x) != 2 for x in args.ab):
+        ap.error("--ab takes LABEL=BIN pairs")
     args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")
     args.echo = os.path.join(args.bin, "examples", "echo-responder")
     args.forward_echo = os.path.join(args.bin, "examples", "forward-echo")
@@ -624,6 +680,8 @@ def main():
     else:
         args.rounds, args.sat_secs, args.lat_secs, args.lat_qps = 3, 5, 10, 10000
         args.batch_wait = 1.0
+    args.rounds = args.rounds_opt or args.rounds
+    args.sat_secs = args.secs_opt or args.sat_secs
     t_start = time.monotonic()
     work = tempfile.mkdtemp(prefix="hydradns-bench-")
     # The query log lives on tmpfs, as on the router (/tmp there is RAM).
@@ -660,7 +718,10 @@ def main():
     finally:
         args.upstream_proc.terminate()
         log.close()
-    report(args, results, time.monotonic() - t_start)
+    if args.ab:
+        ab_report(args, results)
+    else:
+        report(args, results, time.monotonic() - t_start)
     subprocess.run(["rm", "-rf", work, args.logdir])
 
 
