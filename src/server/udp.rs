@@ -9,12 +9,11 @@
 //! are answered right there. The call that wakes takes whatever else is
 //! already queued too, up to [`BATCH`] packets, and their answers go out
 //! with one `sendmmsg`, so under load a query costs a share of two system
-//! calls, where an echo server pays two. (Saturated by
-//! `examples/bench-load.rs` on the dev VM, 100k list, three rounds
-//! alternating: all blocked 128–147k QPS and 6.7–7.7 µs of CPU per query
-//! with a `recvfrom` per packet, 158–166k and 5.9–6.2 µs with `recvmmsg`,
-//! the echo responder 137–168k; all cache hits 139–160k and 172k, echo
-//! 145–166k.)
+//! calls, where an echo server pays two. (`bench/ab.sh`, 100k list, five
+//! rounds interleaved on the Intel dev VM, medians: all blocked 137k QPS
+//! and 7.2 µs of CPU per query with a `recvfrom` per packet (6910a89),
+//! 151k and 6.6 µs with `recvmmsg` (c01620b), the echo responder 153k; all
+//! cache hits 140k and 7.0 µs, 165k and 5.9 µs, echo 143k.)
 //!
 //! A miss is sent upstream by this thread too, through a [`Mux`], and while
 //! any is in flight the thread waits in `epoll` on its socket and the
