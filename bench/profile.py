@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Where HydraDNS's time goes, by function, under the redline benchmark's load.
+
+Starts the gateway (a build with symbols) pinned to CPU 0 on one list, warms
+its cache, records it with `perf record` while bench-load saturates it from
+CPU 1 with one scenario's queries, and prints perf's top functions (kernel
+included). With --startup it records the start instead: from exec to the
+first blocked answer, the list load. bench/profile.sh builds what it needs.
+
+    bench/profile.py --bin DIR --hydradns BIN [--list 1m] [--scenario mix] [--secs 10] [--startup]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import redline  # noqa: E402  (the benchmark's data and load, shared)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="directory with the examples")
+    ap.add_argument("--hydradns", required=True, help="a gateway build with symbols")
+    ap.add_argument("--list", default="1m", choices=["100k", "1m"])
+    ap.add_argument("--scenario", default="mix", choices=["blocked", "hits", "mix"])
+    ap.add_argument("--secs", type=float, default=10)
+    ap.add_argument("--startup", action="store_true")
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+    args = ap.parse_args()
+    args.load = os.path.join(args.bin, "examples", "bench-load")
+    work = tempfile.mkdtemp(prefix="hydradns-profile-")
+    path = os.path.join(work, f"{args.list}.list")
+    n = {"100k": 100000, "1m": 1000000}[args.list]
+    subprocess.run([os.path.join(args.bin, "examples", "synth-list"), str(n), path], check=True)
+    with open(path, "a") as f:
+        f.write(redline.CANARY + "\n")
+    upstream_port = redline.free_port()
+    upstream = subprocess.Popen(["taskset", "-c", "1", os.path.join(args.bin, "examples", "bench-upstream"),
+                                 f"127.0.0.1:{upstream_port}"])
+    port = redline.free_port()
+    conf = os.path.join(work, "hydradns.conf")
+    with open(conf, "w") as f:
+        f.write(f"""config hydradns 'main'
+\tlist listen '127.0.0.1:{port}'
+\tlist upstream '127.0.0.1:{upstream_port}'
+\toption workers '1'
+\toption cache_size '10000'
+\toption block_mode 'nxdomain'
+\toption control_socket '{work}/ctl.sock'
+\toption list_dir '{work}/lists'
+\toption stats_interval '0'
+config blocklist
+\toption path '{path}'
+config querylog 'querylog'
+\toption enabled '0'
+""")
+    data = os.path.join(work, "perf.data")
+    cmd = ["taskset", "-c", "0", args.hydradns, "run", "--allow-root", "--log", "stderr", "-c", conf]
+    log = open(os.path.join(work, "server.log"), "w")
+    try:
+        if args.startup:
+            proc = subprocess.Popen(["perf", "record", "-q", "-F", "20000", "-o", data, "--"] + cmd,
+                                    stdout=log, stderr=log)
+            redline.first_answer(port, True, time.monotonic() + 60)
+            proc.terminate()
+            proc.wait(30)
+        else:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+            redline.first_answer(port, True, time.monotonic() + 60)
+            names = redline.read_names(path)
+            popular = [line.strip().split(",", 1)[1] for line in
+                       open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
+            sc = redline.Scenarios(work, args.list, names, popular, 1, int(args.secs * 250000 * 1.1))
+            redline.dnsperf(port, sc.files["warm"], 30, qps=20000, outstanding=100, runs=1)
+            rec = subprocess.Popen(["perf", "record", "-q", "-F", "4000", "-p", str(proc.pid), "-o", data],
+                                   stdout=log, stderr=log)
+            time.sleep(0.5)
+            datafile = sc.files["mix0"] if args.scenario == "mix" else sc.files[args.scenario]
+            r = redline.blast(args, port, datafile, args.secs)
+            subprocess.run(["kill", "-INT", str(rec.pid)])
+            rec.wait(60)
+            proc.terminate()
+            proc.wait(10)
+            print(f"{args.scenario}, {args.list} list: {r['qps']:,.0f} QPS under perf (which costs some)")
+        out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "sym", "--stdio",
+                              "--percent-limit", "0.5"], capture_output=True, text=True, check=True).stdout
+        rows = [line for line in out.splitlines() if line.strip() and not line.startswith("#")]
+        print("\n".join(rows[:args.top]))
+    finally:
+        upstream.terminate()
+        subprocess.run(["rm", "-rf", work])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
