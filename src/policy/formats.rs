@@ -78,7 +78,10 @@ const UNBOUND_BLOCKING_ZONES: &[&str] =
 /// name was acceptable) and counting the outcome in `stats`.
 pub fn parse_line(line: &str, stats: &mut ParseStats, emit: &mut impl FnMut(Rule, &str) -> bool) {
     stats.lines += 1;
-    let line = line.trim();
+    // `trim` decodes characters from both ends; a line that starts and ends
+    // in printable ASCII, as nearly every line does, has nothing to trim.
+    let printable = |b: Option<&u8>| b.is_some_and(|&b| b > b' ' && b < 0x7f);
+    let line = if printable(line.as_bytes().first()) && printable(line.as_bytes().last()) { line } else { line.trim() };
     if plain_name(line) {
         // Most lines of most lists: one name, nothing else to recognise.
         return emit_counted(Rule::Block, line, stats, emit);

@@ -286,7 +286,7 @@ pub fn read_list_file(
         if let Some(lines) = whole.strip_suffix(b"\n") {
             match std::str::from_utf8(lines) {
                 // One UTF-8 check for all of them, usually.
-                Ok(text) => text.split('\n').for_each(|line| formats::parse_line(line, stats, emit)),
+                Ok(text) => for_each_line(text, |line| formats::parse_line(line, stats, emit)),
                 Err(_) => lines.split(|&b| b == b'\n').for_each(|line| parse_bytes(line, stats, emit)),
             }
         }
@@ -294,6 +294,39 @@ pub fn read_list_file(
         let n = buf.len();
         reader.consume(n);
     }
+}
+
+/// Calls `f` with each piece of `text` between newlines, as
+/// `text.split('\n')` yields them. `split`'s searcher took 9 % of a 1M
+/// list's load (perf, static musl build), most of it setting up a search
+/// per line of twenty-odd bytes; this tests eight bytes at a time.
+fn for_each_line<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    const NL: u64 = ONES * b'\n' as u64;
+    let bytes = text.as_bytes();
+    let (mut start, mut i) = (0, 0);
+    while let Some(w) = bytes[i..].first_chunk::<8>() {
+        let x = u64::from_le_bytes(*w) ^ NL;
+        // The lowest bit set marks the first zero byte, the first newline
+        // (a borrow can only mark bytes above a true one).
+        let found = x.wrapping_sub(ONES) & !x & HIGH;
+        if found == 0 {
+            i += 8;
+            continue;
+        }
+        let at = i + (found.trailing_zeros() / 8) as usize;
+        f(&text[start..at]);
+        start = at + 1;
+        i = start;
+    }
+    for (j, &b) in bytes[i..].iter().enumerate() {
+        if b == b'\n' {
+            f(&text[start..i + j]);
+            start = i + j + 1;
+        }
+    }
+    f(&text[start..]);
 }
 
 /// One line as read; one that is not UTF-8 counts as invalid.
@@ -378,6 +411,28 @@ mod tests {
     use super::*;
     use crate::wire::{MAX_NAME_LEN, parse_query, reversed_key, tests::query};
     use std::net::Ipv4Addr;
+
+    #[test]
+    fn lines_split_as_str_split_does() {
+        let mut texts: Vec<String> = ["", "\n", "a", "a\n", "\na", "a\n\nb", "ünï\ncode\n\n", "\n\n\n\n\n\n\n\n\n"]
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        // Newlines at every offset within and across eight-byte words.
+        for len in 0..40 {
+            for nl in 0..len {
+                let mut t: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+                t[nl] = b'\n';
+                t[(nl * 7 + 3) % len] = b'\n';
+                texts.push(String::from_utf8(t).unwrap());
+            }
+        }
+        for t in &texts {
+            let mut got = Vec::new();
+            for_each_line(t, |l| got.push(l));
+            assert_eq!(got, t.split('\n').collect::<Vec<_>>(), "{t:?}");
+        }
+    }
 
     #[test]
     fn list_files_are_read_line_by_line_across_read_boundaries() {
