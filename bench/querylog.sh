@@ -4,7 +4,7 @@
 # answering blocked names (the cheapest path, so logging's share is largest):
 #   1. saturation QPS and server CPU per query, query log off vs on, runs
 #      interleaved so a noisy machine hurts both alike, and the share of
-#      queries the log kept up with (the writer runs at nice 10, so past its
+#      queries the log kept up with (the writer runs at nice 15, so past its
 #      share of the core it drops entries rather than slow DNS);
 #   2. a fixed 10,000 QPS for DURATION seconds (default 60) with the log on:
 #      the server's own counters must show every query answered and logged,

@@ -492,7 +492,8 @@ forward-zone:
         out["echo+fwd"] = s
         out = {n: s for n, s in out.items() if n in args.servers.split(",")}
         for label, binary in args.ab:
-            hydradns(f"hydradns:{label}", False, binary)
+            # A label ending in +log runs that build with the query log on.
+            hydradns(f"hydradns:{label}", label.endswith("+log"), binary)
         out["_upstream"] = args.upstream_proc
         return out
 
@@ -640,15 +641,15 @@ def ab_report(args, results):
     """The A/B table: medians only, no targets (a comparison of builds, not a run of the benchmark)."""
     L = [f"\n{args.rounds} rounds × {args.sat_secs:g} s, interleaved; "
          + ", ".join(f"{label} = {binary}" for label, binary in args.ab), "",
-         "| list | scenario | server | QPS (median) | rounds | % of echo | CPU/query | forwarded |",
-         "|---|---|---|---|---|---|---|---|"]
+         "| list | scenario | server | QPS (median) | rounds | % of echo | CPU/query | lost | forwarded |",
+         "|---|---|---|---|---|---|---|---|---|"]
     for label, n, _, table in results:
         for (scen, name), r in table.items():
             echo = table.get((scen, "echo"))
             share = f"{100 * r['qps'] / echo['qps']:.0f} %" if echo else ""
             fwd = f"{r['forwarded']:.1f} %" if r.get("forwarded") is not None else ""
             L.append(f"| {label} | {scen} | {name} | {r['qps']:,.0f} | {' / '.join(f'{q / 1000:.0f}k' for q in r['rounds'])} "
-                     f"| {share} | {r['cpu_us']:.2f} µs | {fwd} |")
+                     f"| {share} | {r['cpu_us']:.2f} µs | {r['lost']:,} | {fwd} |")
     print("\n".join(L))
 
 

@@ -1,5 +1,5 @@
 /// The Rust side allocates through mimalloc, with per-thread free lists, not
-/// through musl's malloc and its one global lock: SQLite in the nice-10 log
+/// through musl's malloc and its one global lock: SQLite in the low-priority log
 /// writer holds that lock so often that, preempted while holding it, it kept
 /// the DNS threads waiting (bench/run.sh, mix with the log on at 10k QPS:
 /// p99.9 5-27 ms and queries lost in the kernel; with mimalloc 1.2-2.2 ms and

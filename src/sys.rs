@@ -8,16 +8,21 @@ use rustix::io::Errno;
 use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny};
 
 /// Nice value of background threads (query log writer and flusher, list
-/// downloads and rebuilds). On a core shared with a worker the scheduler
-/// gives a nice-10 thread about a tenth of what the nice-0 worker gets
-/// (weights 110 and 1024), so background work takes at most about a tenth of
-/// a saturated core and drops what it cannot do (counted); idle CPU it may
-/// use freely. Chosen by measurement on the dev VM (bench/querylog.sh, 7
-/// rounds): at nice 10 logging cost 2–6 % of saturation throughput (two runs), at nice
-/// 19 it cost 37 % (the scheduler ran the starved writer in long uninterrupted
-/// slices). Short waits at normal load come from the writer yielding between
-/// statements instead.
-pub const BACKGROUND_NICE: i32 = 10;
+/// downloads and rebuilds). On a core shared with a busy worker the
+/// scheduler gives a nice-15 thread about a thirtieth of the core (weights 36
+/// and 1024), so background work takes little of a saturated core and drops
+/// what it cannot do (counted); idle CPU it may use freely, so below
+/// saturation nothing is dropped (bench/querylog.sh: 300,000 queries at
+/// 10,000 QPS, all logged). At nice 10 (weight 110) a log writer that
+/// always had work took about a tenth, and logging cost 4-23 % of the mix's
+/// saturation rate (bench/run.sh, two runs); `bench/ab.sh off=BIN
+/// n10+log=BIN10 n15+log=BIN15 -- --scenarios mix` put the writer's CPU per
+/// query at 0.3-0.7 µs at nice 15 against 1.0-1.2 µs at nice 10 in two
+/// runs (a third, with the VM slowing under outside load, agreed: 3.5
+/// against 6.1 µs). Nice 19 once cost 37 %, but that was with musl's
+/// malloc, whose one lock the starved writer held while preempted (see
+/// main.rs); the allocator is mimalloc now.
+pub const BACKGROUND_NICE: i32 = 15;
 
 /// One `sendmmsg` of `datagrams` on `sock`, each to its address in `peers`,
 /// or all to the socket's connected peer when `peers` is `None`; how many
