@@ -5,9 +5,11 @@ Starts the gateway (a build with symbols) pinned to CPU 0 on one list, warms
 its cache, records it with `perf record` while bench-load saturates it from
 CPU 1 with one scenario's queries, and prints perf's top functions (kernel
 included). With --startup it records the start instead: from exec to the
-first blocked answer, the list load. bench/profile.sh builds what it needs.
+first blocked answer, the list load. With --syscalls it counts the system
+calls the gateway makes under the load instead (perf's syscall
+tracepoints), per answered query. bench/profile.sh builds what it needs.
 
-    bench/profile.py --bin DIR --hydradns BIN [--list 1m] [--scenario mix] [--secs 10] [--startup]
+    bench/profile.py --bin DIR --hydradns BIN [--list 1m] [--scenario mix] [--secs 10] [--startup | --syscalls]
 """
 
 import argparse
@@ -29,6 +31,7 @@ def main():
     ap.add_argument("--scenario", default="mix", choices=["blocked", "hits", "mix"])
     ap.add_argument("--secs", type=float, default=10)
     ap.add_argument("--startup", action="store_true")
+    ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
@@ -77,8 +80,13 @@ config querylog 'querylog'
                        open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
             sc = redline.Scenarios(work, args.list, names, popular, 1, int(args.secs * 250000 * 1.1))
             redline.dnsperf(port, sc.files["warm"], 30, qps=20000, outstanding=100, runs=1)
-            rec = subprocess.Popen(["perf", "record", "-q", "-F", "4000", "-p", str(proc.pid), "-o", data],
-                                   stdout=log, stderr=log)
+            counts = os.path.join(work, "syscalls.txt")
+            if args.syscalls:
+                rec = subprocess.Popen(["perf", "stat", "-x,", "-o", counts, "-e", "syscalls:sys_enter_*",
+                                        "-p", str(proc.pid)], stdout=log, stderr=log)
+            else:
+                rec = subprocess.Popen(["perf", "record", "-q", "-F", "4000", "-p", str(proc.pid), "-o", data],
+                                       stdout=log, stderr=log)
             time.sleep(0.5)
             datafile = sc.files["mix0"] if args.scenario == "mix" else sc.files[args.scenario]
             r = redline.blast(args, port, datafile, args.secs)
@@ -87,6 +95,16 @@ config querylog 'querylog'
             proc.terminate()
             proc.wait(10)
             print(f"{args.scenario}, {args.list} list: {r['qps']:,.0f} QPS under perf (which costs some)")
+            if args.syscalls:
+                rows = []
+                for line in open(counts):
+                    w = line.split(",")
+                    if len(w) > 2 and w[0].strip().isdigit() and int(w[0]) > 0:
+                        rows.append((int(w[0]), w[2].replace("syscalls:sys_enter_", "")))
+                print(f"system calls per answered query ({r['completed']:,} answered):")
+                for n, name in sorted(rows, reverse=True):
+                    print(f"  {name:20} {n / max(1, r['completed']):.4f}")
+                return
         out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "sym", "--stdio",
                               "--percent-limit", "0.5"], capture_output=True, text=True, check=True).stdout
         rows = [line for line in out.splitlines() if line.strip() and not line.startswith("#")]

@@ -48,15 +48,24 @@ HZ = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+_given_ports = set()
+
+
 def free_port():
-    """A port free on both UDP and TCP (the servers bind both)."""
+    """A port free on both UDP and TCP (the servers bind both), never one
+    handed out before in this run: the kernel may offer a port again once its
+    probe socket is closed, and two HydraDNS instances would then both bind
+    it (SO_REUSEPORT) and split the load between them."""
     while True:
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         u.bind(("127.0.0.1", 0))
         port = u.getsockname()[1]
+        if port in _given_ports:
+            continue
         t = socket.socket()
         try:
             t.bind(("127.0.0.1", port))
+            _given_ports.add(port)
             return port
         except OSError:
             continue
