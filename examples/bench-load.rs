@@ -46,18 +46,7 @@ fn encode(name: &str, qtype: &str) -> Option<Vec<u8>> {
         "HTTPS" => 65,
         _ => return None,
     };
-    let mut q = vec![0, 0, 0x01, 0, 0, 1, 0, 0, 0, 0, 0, 0];
-    for label in name.trim_end_matches('.').split('.') {
-        if label.is_empty() || label.len() > 63 {
-            return None;
-        }
-        q.push(label.len() as u8);
-        q.extend_from_slice(label.as_bytes());
-    }
-    q.push(0);
-    q.extend_from_slice(&t.to_be_bytes());
-    q.extend_from_slice(&[0, 1]);
-    (q.len() <= 512).then_some(q)
+    hydradns::wire::build::query(0, name, t, None).filter(|q| q.len() <= 512)
 }
 
 /// Blocks until the socket is readable or `ms` pass.

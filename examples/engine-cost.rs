@@ -18,14 +18,7 @@ use hydradns::stats::Counters;
 use hydradns::wire;
 
 fn query(id: u16, name: &str) -> Vec<u8> {
-    let mut m = vec![(id >> 8) as u8, id as u8, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1];
-    for l in name.split('.') {
-        m.push(l.len() as u8);
-        m.extend_from_slice(l.as_bytes());
-    }
-    m.extend_from_slice(&[0, 0, 1, 0, 1]);
-    m.extend_from_slice(&[0, 0, 41, 4, 208, 0, 0, 0, 0, 0, 0]); // OPT, 1232
-    m
+    wire::build::query(id, name, wire::rtype::A, Some((1232, false))).expect("a valid name")
 }
 
 /// An upstream-style answer with one A record, for filling the cache.

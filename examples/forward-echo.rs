@@ -59,13 +59,7 @@ mod tests {
     use super::is_miss;
 
     fn query(name: &str) -> Vec<u8> {
-        let mut m = vec![0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0];
-        for label in name.split('.') {
-            m.push(label.len() as u8);
-            m.extend_from_slice(label.as_bytes());
-        }
-        m.extend_from_slice(&[0, 0, 1, 0, 1]);
-        m
+        hydradns::wire::build::query(1, name, 1, None).unwrap()
     }
 
     #[test]

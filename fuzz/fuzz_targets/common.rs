@@ -52,15 +52,7 @@ pub fn engine() -> &'static Engine {
 
 /// A plain query for `name` and `qtype`, ID 0x1234, RD set.
 pub fn query(name: &str, qtype: u16) -> Vec<u8> {
-    let mut m = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
-    for label in name.split('.') {
-        m.push(label.len() as u8);
-        m.extend_from_slice(label.as_bytes());
-    }
-    m.push(0);
-    m.extend_from_slice(&qtype.to_be_bytes());
-    m.extend_from_slice(&1u16.to_be_bytes());
-    m
+    hydradns::wire::build::query(0x1234, name, qtype, None).expect("a valid name")
 }
 
 pub const CLIENT: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 168, 1, 20));
