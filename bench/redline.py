@@ -500,7 +500,7 @@ forward-zone:
         s.cmd += [f"127.0.0.1:{s.port}", f"127.0.0.1:{upstream_port}"]
         out["echo+fwd"] = s
         out = {n: s for n, s in out.items() if n in args.servers.split(",")}
-        for label, binary in args.ab:
+        for label, binary in getattr(args, "ab", []):
             # A label ending in +log runs that build with the query log on.
             hydradns(f"hydradns:{label}", label.endswith("+log"), binary)
         out["_upstream"] = args.upstream_proc
