@@ -79,11 +79,20 @@ def dnsperf(port, datafile, secs, qps, tcp=False):
            "-Q", str(qps), "-c", "1", "-T", "1", "-q", "500", "-t", "2"]
     if tcp:
         cmd += ["-m", "tcp"]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Output to a file, not a pipe: dnsperf prints a line per timed-out
+    # query, and on a slow VM that filled an unread pipe and blocked it for
+    # good (the soak hung past its two minutes).
+    out = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
+    proc.out = out
+    return proc
 
 
 def dnsperf_result(proc):
-    out = proc.communicate()[0]
+    proc.wait()
+    proc.out.seek(0)
+    out = proc.out.read()
+    proc.out.close()
     r = {}
     for line in out.splitlines():
         w = line.split()
@@ -202,6 +211,10 @@ config querylog 'querylog'
         refreshed = None
         while udp_load.poll() is None or tcp_load.poll() is None:
             now = time.monotonic() - t0
+            if now > secs + 60:
+                udp_load.kill()
+                tcp_load.kill()
+                raise SystemExit(f"FAIL: dnsperf still running {now:.0f} s into a {secs} s load")
             samples.append((now, proc_rss(gw.pid)))
             if refreshed is None and now >= secs / 2:
                 # A new version of the list, fetched and swapped under load.
