@@ -11,10 +11,16 @@ the wall-clock table's CPU/query column instead. All threads are counted, so
 `hydradns+log` includes the query-log writer.
 
     bench/instructions.py --bin target/release [--hydradns BIN] [--quick]
+    bench/instructions.py --bin target/release --hydradns BIN --by-function [--scenarios blocked,hits]
+
+--by-function runs HydraDNS alone and prints, per scenario, the functions
+that one more query costs most in (self instructions, the same difference of
+two runs); give it a build with symbols (bench/profile.sh builds one).
 """
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,7 +62,36 @@ def run_once(args, server, base_cmd, warm, queries, n, log):
             raise SystemExit(f"FAIL {server.name}: {r['completed']} of {n} queries answered under callgrind")
     finally:
         server.stop()
+    if args.by_function:
+        kept = out + f".{n}"
+        os.replace(out, kept)
+        return kept
     return callgrind_total(out)
+
+
+def by_function(path):
+    """Self instructions per function of a finished callgrind run (all threads)."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=no", "--auto=no", "--threshold=100", path],
+                         capture_output=True, text=True, check=True).stdout
+    costs = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d,]+) \([ \d.]+%\)\s+(\S.*?)(?: \[.*\])?$", line)
+        if m and ":" in m.group(2):
+            # Strip the call count callgrind_annotate appends: it differs between the runs.
+            fn = re.sub(r" \([\d,]+x\)$", "", m.group(2).split(":", 1)[1])
+            costs[fn] = costs.get(fn, 0) + int(m.group(1).replace(",", ""))
+    return costs
+
+
+def print_by_function(scen, one, two, n, top=25):
+    a, b = by_function(one), by_function(two)
+    diff = sorted(((b.get(f, 0) - a.get(f, 0)) / n, f) for f in set(a) | set(b))
+    total = sum(d for d, _ in diff)
+    print(f"\n### {scen}: {total:,.0f} instructions per query\n")
+    print("| instructions/query | share | function |")
+    print("|---|---|---|")
+    for d, f in reversed(diff[-top:]):
+        print(f"| {d:,.0f} | {100 * d / total:.1f} % | `{f[:110]}` |")
 
 
 def main():
@@ -65,6 +100,8 @@ def main():
     ap.add_argument("--hydradns", help="the gateway binary (default BIN/hydradns)")
     ap.add_argument("--quick", action="store_true", help="fewer queries, HydraDNS and echo only")
     ap.add_argument("--servers", help="comma-separated subset of " + ",".join(redline.ORDER))
+    ap.add_argument("--by-function", action="store_true", help="HydraDNS only: where its instructions go")
+    ap.add_argument("--scenarios", help="comma-separated subset of " + ",".join(s for s, _ in SCENARIOS))
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")
@@ -72,6 +109,8 @@ def main():
     args.forward_echo = os.path.join(args.bin, "examples", "forward-echo")
     # callgrind runs a server about 50 times slower: a low rate keeps every query answered.
     args.qps, n = 2000, (1000 if args.quick else 4000)
+    if args.by_function:
+        args.servers = "hydradns,hydradns+log"
     args.servers = args.servers or ("hydradns,hydradns+log,echo" if args.quick else
                                     ",".join(s for s in redline.ORDER if s != "echo+fwd"))
     args.work = tempfile.mkdtemp(prefix="hydradns-instr-")
@@ -93,7 +132,11 @@ def main():
         servers = redline.make_servers(args, args.work, upstream_port, "500ms")(path, names)
         servers.pop("_upstream")
         for scen, file in SCENARIOS:
+            if args.scenarios and scen not in args.scenarios.split(","):
+                continue
             for name, server in servers.items():
+                if name not in args.servers.split(","):
+                    continue
                 if (name == "hydradns+log") != (scen == "mix, log on"):
                     continue
                 base_cmd = list(server.cmd)
@@ -101,12 +144,18 @@ def main():
                 one = run_once(args, server, base_cmd, warm, sc.files[file], n, log)
                 two = run_once(args, server, base_cmd, warm, sc.files[file], 2 * n, log)
                 server.cmd = base_cmd
+                if args.by_function:
+                    print_by_function(scen, one, two, n)
+                    continue
                 rows[(scen, name)] = (two - one) / n
                 print(f"  {scen:12} {name:13} {rows[(scen, name)]:>9,.0f} instructions/query", file=sys.stderr,
                       flush=True)
     finally:
         args.upstream_proc.terminate()
         log.close()
+    if args.by_function:
+        shutil.rmtree(args.work, ignore_errors=True)
+        return
     names = [s for s in redline.ORDER if s in args.servers.split(",") and s != "hydradns+log"]
     print("\n## Instructions per query (callgrind, user space)\n")
     print(f"Synthetic 100k list, {n:,} queries at {args.qps:,} QPS after the warm-up, command "

@@ -9,7 +9,7 @@ first blocked answer, the list load. With --syscalls it counts the system
 calls the gateway makes under the load instead (perf's syscall
 tracepoints), per answered query. bench/profile.sh builds what it needs.
 
-    bench/profile.py --bin DIR --hydradns BIN [--list 1m] [--scenario mix] [--secs 10] [--startup | --syscalls]
+    bench/profile.py --bin DIR --hydradns BIN [--list 1m] [--scenario mix] [--secs 10] [--startup | --syscalls] [--echo]
 """
 
 import argparse
@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--startup", action="store_true")
     ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--echo", action="store_true",
+                    help="profile the echo responder instead, to compare the kernel's share")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     args.load = os.path.join(args.bin, "examples", "bench-load")
@@ -64,6 +66,8 @@ config querylog 'querylog'
 """)
     data = os.path.join(work, "perf.data")
     cmd = ["taskset", "-c", "0", args.hydradns, "run", "--allow-root", "--log", "stderr", "-c", conf]
+    if args.echo:
+        cmd = ["taskset", "-c", "0", os.path.join(args.bin, "examples", "echo-responder"), f"127.0.0.1:{port}"]
     log = open(os.path.join(work, "server.log"), "w")
     try:
         if args.startup:
@@ -74,12 +78,13 @@ config querylog 'querylog'
             proc.wait(30)
         else:
             proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-            redline.first_answer(port, True, time.monotonic() + 60)
+            redline.first_answer(port, not args.echo, time.monotonic() + 60)
             names = redline.read_names(path)
             popular = [line.strip().split(",", 1)[1] for line in
                        open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
             sc = redline.Scenarios(work, args.list, names, popular, 1, int(args.secs * 250000 * 1.1))
-            redline.dnsperf(port, sc.files["warm"], 30, qps=20000, outstanding=100, runs=1)
+            if not args.echo:
+                redline.dnsperf(port, sc.files["warm"], 30, qps=20000, outstanding=100, runs=1)
             counts = os.path.join(work, "syscalls.txt")
             if args.syscalls:
                 rec = subprocess.Popen(["perf", "stat", "-x,", "-o", counts, "-e", "syscalls:sys_enter_*",
