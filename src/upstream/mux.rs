@@ -124,6 +124,12 @@ impl Mux {
         Ok(())
     }
 
+    /// Takes the caller's socket out of the wait set again.
+    pub fn unwatch(&self, fd: impl AsFd) -> io::Result<()> {
+        epoll::delete(&self.epoll, fd)?;
+        Ok(())
+    }
+
     /// Tries in flight.
     pub fn in_flight(&self) -> usize {
         self.tries.len()
