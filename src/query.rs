@@ -364,7 +364,8 @@ impl Engine {
             }
         }
         let mut name_key = [0u8; MAX_NAME_LEN];
-        let n = wire::reversed_key(q.qname, &mut name_key);
+        // The cache key starts with the name, folded already.
+        let n = wire::reversed_key_folded(&key[..q.qname.len()], &mut name_key);
         let allowed = match snap.policy.check(&name_key[..n]) {
             Verdict::Blocked { source } => {
                 Counters::bump(&stats.blocked);
