@@ -135,8 +135,6 @@ def main():
             if args.scenarios and scen not in args.scenarios.split(","):
                 continue
             for name, server in servers.items():
-                if name not in args.servers.split(","):
-                    continue
                 if (name == "hydradns+log") != (scen == "mix, log on"):
                     continue
                 base_cmd = list(server.cmd)
