@@ -10,10 +10,13 @@ calls the gateway makes under the load instead (perf's syscall
 tracepoints), per answered query. bench/profile.sh builds what it needs.
 
     bench/profile.py --bin DIR --hydradns BIN [--list 1m] [--scenario mix] [--secs 10] [--startup | --syscalls] [--echo]
+    bench/profile.py ... --graph SYMBOL     (the call chains into SYMBOL: who pays for a kernel function)
+    bench/profile.py ... --annotate SYMBOL  (SYMBOL's hottest instructions: which load stalls)
 """
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,6 +36,10 @@ def main():
     ap.add_argument("--startup", action="store_true")
     ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--annotate", metavar="SYMBOL",
+                    help="print the instructions of SYMBOL that took at least 0.8 %% of its samples")
+    ap.add_argument("--graph", metavar="SYMBOL",
+                    help="record call chains and print the paths into SYMBOL (e.g. _raw_spin_unlock_irqrestore)")
     ap.add_argument("--echo", action="store_true",
                     help="profile the echo responder instead, to compare the kernel's share")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
@@ -90,7 +97,8 @@ config querylog 'querylog'
                 rec = subprocess.Popen(["perf", "stat", "-x,", "-o", counts, "-e", "syscalls:sys_enter_*",
                                         "-p", str(proc.pid)], stdout=log, stderr=log)
             else:
-                rec = subprocess.Popen(["perf", "record", "-q", "-F", "4000", "-p", str(proc.pid), "-o", data],
+                graph = ["-g"] if args.graph else []
+                rec = subprocess.Popen(["perf", "record", "-q", "-F", "4000", *graph, "-p", str(proc.pid), "-o", data],
                                        stdout=log, stderr=log)
             time.sleep(0.5)
             datafile = sc.files["mix0"] if args.scenario == "mix" else sc.files[args.scenario]
@@ -110,6 +118,20 @@ config querylog 'querylog'
                 for n, name in sorted(rows, reverse=True):
                     print(f"  {name:20} {n / max(1, r['completed']):.4f}")
                 return
+        if args.annotate:
+            # Where inside one function its samples fall (a build with line tables).
+            out = subprocess.run(["perf", "annotate", "-i", data, "--stdio", "--percent-limit", "0.5", args.annotate],
+                                 capture_output=True, text=True, check=True).stdout
+            print("\n".join(line for line in out.splitlines()
+                            if re.match(r"\s+[0-9]+\.[0-9]+\s", line) and float(line.split()[0]) >= 0.8))
+            return
+        if args.graph:
+            # Callers of one symbol, each chain with its share of all samples.
+            out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "sym", "--stdio",
+                                  "--symbols", args.graph, "-G", "--percent-limit", "0.2"],
+                                 capture_output=True, text=True, check=True).stdout
+            print("\n".join(line for line in out.splitlines() if line.strip() and not line.startswith("#")))
+            return
         out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "sym", "--stdio",
                               "--percent-limit", "0.5"], capture_output=True, text=True, check=True).stdout
         rows = [line for line in out.splitlines() if line.strip() and not line.startswith("#")]
