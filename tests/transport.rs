@@ -189,8 +189,9 @@ fn listens_on_ipv4_and_ipv6() {
 #[test]
 fn udp_burst_from_several_clients_gets_every_answer_to_its_sender() {
     // Queued packets are answered in batches (one sendmmsg); each answer must
-    // still reach the client that asked, with its ID. Misses in the burst go
-    // to the executor and come back on their own.
+    // still reach the client that asked, with its ID. The burst fills whole
+    // batches, so its misses are the ones held back to go upstream together
+    // (server/udp.rs): each must still go, once, and its answer come back.
     let up = Upstream::start("192.0.2.1".parse().unwrap());
     let gw = Gateway::start(&config(&[&up], "config blocklist\n\tlist domain 'blocked.example'\n"));
     let clients: Vec<std::net::UdpSocket> = (0..4).map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
@@ -213,6 +214,8 @@ fn udp_burst_from_several_clients_gets_every_answer_to_its_sender() {
             let r = Reply::parse(buf[..n].to_vec());
             assert_eq!(r.id / 1000, c as u16, "answer for another client");
             assert!(ids.insert(r.id), "answered twice: {}", r.id);
+            let expect = if (r.id % 1000) % 5 == 0 { "192.0.2.1" } else { "0.0.0.0" };
+            assert_eq!(r.ips(), [expect], "answer {}: {:?}", r.id, r.rcode);
         }
     }
     assert_eq!(up.total(), 4 * per_client as usize / 5, "each miss forwarded once");
