@@ -83,7 +83,7 @@ def by_function(path):
     return costs
 
 
-def print_by_function(scen, one, two, n, top=25):
+def print_by_function(scen, one, two, n, top=60):
     a, b = by_function(one), by_function(two)
     diff = sorted(((b.get(f, 0) - a.get(f, 0)) / n, f) for f in set(a) | set(b))
     total = sum(d for d, _ in diff)
