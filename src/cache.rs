@@ -26,6 +26,7 @@ use std::time::Instant;
 use arc_swap::ArcSwapOption;
 use rustc_hash::FxHasher;
 
+use crate::policy::domainset::key_eq;
 use crate::wire::{self, HEADER_LEN, Query, flags, header, rcode, rtype};
 
 /// Slots per set.
@@ -366,7 +367,11 @@ impl Cache {
             }
             let guard = self.entries[slot].load();
             let Some(e) = guard.as_ref() else { continue };
-            if !same_key(e.key(), key) || now >= e.expires {
+            // `key_eq`, not `!=`: slice equality calls `bcmp`, compiler-rt's
+            // byte loop in the static musl build, 1.9 % of the server's
+            // samples in the mix (`bench/profile.sh --scenario mix --graph
+            // compiler_rt.bcmp`), all of it this comparison on a hit.
+            if !key_eq(e.key(), key) || now >= e.expires {
                 continue;
             }
             // At most one store per entry per second: a hit writes no shared
@@ -452,30 +457,6 @@ impl Hit {
     }
 }
 
-/// `a == b`, eight bytes at a time. Slice equality calls `bcmp`, which in
-/// the static musl build is compiler-rt's loop over single bytes: 1.9 % of
-/// the server's samples in the mix (`bench/profile.sh --scenario mix
-/// --graph compiler_rt.bcmp`), all of it this comparison on a hit.
-#[inline]
-fn same_key(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let (Some(lx), Some(ly)) = (a.last_chunk::<8>(), b.last_chunk::<8>()) else {
-        // Under eight bytes (no cache key is: it ends in five fixed bytes).
-        return a.iter().zip(b).all(|(p, q)| p == q);
-    };
-    let (mut x, mut y) = (a, b);
-    while let (Some((wx, rx)), Some((wy, ry))) = (x.split_first_chunk::<8>(), y.split_first_chunk::<8>()) {
-        if u64::from_ne_bytes(*wx) != u64::from_ne_bytes(*wy) {
-            return false;
-        }
-        (x, y) = (rx, ry);
-    }
-    // The last eight bytes cover the tail the loop left, overlapping what it compared.
-    u64::from_ne_bytes(*lx) == u64::from_ne_bytes(*ly)
-}
-
 /// Writes the cache key of `q` into `buf`: lowercase wire name, type, class,
 /// and the DO and CD bits (both change what upstream returns). Returns its length.
 #[inline]
@@ -496,23 +477,6 @@ pub(crate) mod tests {
     use crate::wire::{parse_query, tests::query};
     use simple_dns::{CLASS, Name, Packet, PacketFlag, RCODE, ResourceRecord, rdata};
     use std::time::Duration;
-
-    #[test]
-    fn same_key_agrees_with_slice_equality() {
-        let base: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37)).collect();
-        for len in 0..base.len() {
-            let a = &base[..len];
-            assert!(same_key(a, a));
-            for cut in 0..len {
-                assert!(!same_key(a, &base[..cut]), "{len} {cut}");
-            }
-            for at in 0..len {
-                let mut b = a.to_vec();
-                b[at] ^= 0x20;
-                assert_eq!(same_key(a, &b), a == b.as_slice(), "{len} {at}");
-            }
-        }
-    }
 
     /// An upstream-style answer to `q` with A records and optional OPT.
     pub(crate) fn upstream_answer(q: &[u8], ttls: &[u32], with_opt: bool) -> Vec<u8> {

@@ -115,6 +115,31 @@ pub fn key_cmp(a: &[u8], b: &[u8]) -> Ordering {
     a.len().cmp(&b.len())
 }
 
+/// `a == b`, eight bytes at a time, for the same reason as [`key_cmp`]:
+/// slice equality calls `bcmp`, which in the static musl build is
+/// compiler-rt's byte loop. The last eight bytes stand in for the tail, so
+/// no byte loop runs for a key of eight bytes or more; in the cache's hit
+/// check, `key_cmp(..).is_eq()` counted 1,819 instructions per hit against
+/// 1,783 with this (`bench/instructions.py --by-function --scenarios hits`).
+#[inline]
+pub fn key_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (Some(lx), Some(ly)) = (a.last_chunk::<8>(), b.last_chunk::<8>()) else {
+        return a.iter().zip(b).all(|(p, q)| p == q);
+    };
+    let (mut x, mut y) = (a, b);
+    while let (Some((wx, rx)), Some((wy, ry))) = (x.split_first_chunk::<8>(), y.split_first_chunk::<8>()) {
+        if u64::from_ne_bytes(*wx) != u64::from_ne_bytes(*wy) {
+            return false;
+        }
+        (x, y) = (rx, ry);
+    }
+    // The last eight bytes cover the tail the loop left, overlapping what it compared.
+    u64::from_ne_bytes(*lx) == u64::from_ne_bytes(*ly)
+}
+
 /// The entry that covers a looked-up name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Match<'a> {
@@ -196,7 +221,7 @@ impl DomainSet {
 /// Is `parent` equal to `key` or a whole-label prefix of it?
 #[inline]
 pub fn covers(parent: &[u8], key: &[u8]) -> bool {
-    key.get(..parent.len()).is_some_and(|head| key_cmp(head, parent).is_eq())
+    key.get(..parent.len()).is_some_and(|head| key_eq(head, parent))
         && (key.len() == parent.len() || key[parent.len()] == SEP)
 }
 
@@ -516,7 +541,25 @@ mod tests {
         for a in &keys {
             for b in &keys {
                 assert_eq!(key_cmp(a, b), a.cmp(b), "{a:?} vs {b:?}");
+                assert_eq!(key_eq(a, b), a == b, "{a:?} vs {b:?}");
                 assert_eq!(covers(a, b), b.starts_with(a) && (b.len() == a.len() || b[a.len()] == SEP), "{a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn key_eq_agrees_with_slice_equality() {
+        let base: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37)).collect();
+        for len in 0..base.len() {
+            let a = &base[..len];
+            assert!(key_eq(a, a));
+            for cut in 0..len {
+                assert!(!key_eq(a, &base[..cut]), "{len} {cut}");
+            }
+            for at in 0..len {
+                let mut b = a.to_vec();
+                b[at] ^= 0x20;
+                assert_eq!(key_eq(a, &b), a == b.as_slice(), "{len} {at}");
             }
         }
     }
