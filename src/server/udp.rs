@@ -173,8 +173,6 @@ struct Loop {
     /// blocked`, and `--echo` for the echo server). Out of the set when idle
     /// upstream, that cost goes for two `epoll_ctl` calls per busy spell.
     watched: bool,
-    /// The last receive filled its batch: more queries are likely queued behind it.
-    full: bool,
     /// Batches the queued upstream queries have waited behind so far.
     held: u32,
 }
@@ -210,19 +208,21 @@ pub fn receive_loop(
         batch: sys::RecvBatch::new(BATCH, RECV_BUF),
         failed: Vec::new(),
         watched: false,
-        full: false,
         held: 0,
     };
     let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
     while !stop.load(Ordering::Relaxed) {
-        if r.mux.in_flight() == 0 {
+        // Queries taken this round: a full batch means more are likely queued behind it.
+        let taken = if r.mux.in_flight() == 0 {
             if r.watched {
                 r.unwatch();
             }
             // Nothing upstream: block in recvmmsg alone (see the module notes).
-            if r.receive(true) == 0 {
+            let taken = r.receive(true);
+            if taken == 0 {
                 r.mux.sweep_idle();
             }
+            taken
         } else {
             let now = Instant::now();
             let mut timeout = r.mux.next_deadline(now).unwrap_or(STOP_CHECK).min(STOP_CHECK);
@@ -237,7 +237,6 @@ pub fn receive_loop(
             if r.mux.queued() > 0 {
                 timeout = Duration::ZERO;
             }
-            r.full = false;
             let n = r.mux.wait(&mut events, timeout);
             let mut queries = !watched;
             for ev in &events[..n] {
@@ -250,11 +249,9 @@ pub fn receive_loop(
                 r.mux.sweep_idle();
             }
             r.expire();
-            if queries {
-                r.receive(false);
-            }
-        }
-        r.flush();
+            if queries { r.receive(false) } else { 0 }
+        };
+        r.flush(taken == BATCH);
     }
 }
 
@@ -282,7 +279,6 @@ impl Loop {
     /// Takes up to [`BATCH`] queries with one `recvmmsg` (waiting for the
     /// first if `wait`) and answers or forwards each; returns how many it took.
     fn receive(&mut self, wait: bool) -> usize {
-        self.full = false;
         let taken = match self.batch.recv(&*self.sock, wait) {
             Ok(n) => n,
             Err(Errno::AGAIN | Errno::INTR) => return 0,
@@ -293,7 +289,6 @@ impl Loop {
                 return 0;
             }
         };
-        self.full = taken == BATCH;
         // One clock read per batch: the queries in it arrived together, and
         // a later one's latency includes its wait behind the earlier ones.
         let received = Instant::now();
@@ -436,7 +431,7 @@ impl Loop {
     /// Sends what the batch queued: upstream queries first, so misses
     /// start as early as they can, then the answers.
     ///
-    /// While batches come in full, upstream queries are held for a few of
+    /// While batches come in `full`, upstream queries are held for a few of
     /// them instead and go together. Each `sendmmsg` to a sleeping
     /// upstream pays for its wake-up, and with 10 % misses a batch of 16
     /// carries one or two: waking a loopback upstream was 6.3 % of the
@@ -446,9 +441,9 @@ impl Loop {
     /// the calls saved are the same.) The wait is bounded by
     /// [`UPSTREAM_BATCH`] and [`HOLD_BATCHES`], and below saturation, where
     /// a batch does not fill, nothing is held at all.
-    fn flush(&mut self) {
+    fn flush(&mut self, full: bool) {
         let queued = self.mux.queued();
-        if queued > 0 && queued < UPSTREAM_BATCH && self.full && self.held < HOLD_BATCHES {
+        if queued > 0 && queued < UPSTREAM_BATCH && full && self.held < HOLD_BATCHES {
             self.held += 1;
             return self.flush_replies();
         }
