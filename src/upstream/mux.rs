@@ -265,20 +265,16 @@ impl Mux {
         };
         let port = port as u32;
         if self.inbox_port != port || self.inbox_next == self.inbox_taken {
-            // The last batch for this port had room to spare: it found the port drained.
-            if self.inbox_port == port && self.inbox_taken < REPLY_BATCH {
-                self.inbox_port = u32::MAX;
-                return Recv::Empty;
-            }
+            // A used-up batch of this port's that had room to spare found the port drained.
+            let drained = self.inbox_port == port && self.inbox_taken < REPLY_BATCH;
             self.inbox_port = u32::MAX;
-            match self.inbox.recv(&p.sock, false) {
-                Ok(n) => (self.inbox_port, self.inbox_next, self.inbox_taken) = (port, 0, n),
-                Err(Errno::AGAIN | Errno::INTR) => return Recv::Empty,
-                Err(_) => return Recv::Failed(self.fail_port(port)),
-            }
-            if self.inbox_taken == 0 {
-                self.inbox_port = u32::MAX;
+            if drained {
                 return Recv::Empty;
+            }
+            match self.inbox.recv(&p.sock, false) {
+                Ok(0) | Err(Errno::AGAIN | Errno::INTR) => return Recv::Empty,
+                Ok(n) => (self.inbox_port, self.inbox_next, self.inbox_taken) = (port, 0, n),
+                Err(_) => return Recv::Failed(self.fail_port(port)),
             }
         }
         let reply = self.inbox.datagram(self.inbox_next);
