@@ -11,7 +11,7 @@ the wall-clock table's CPU/query column instead. All threads are counted, so
 `hydradns+log` includes the query-log writer.
 
     bench/instructions.py --bin target/release [--hydradns BIN] [--quick]
-    bench/instructions.py --bin target/release --hydradns BIN --by-function [--scenarios blocked,hits]
+    bench/instructions.py --bin target/release --hydradns BIN --by-function [--scenarios blocked,hits] [--keep DIR]
 
 --by-function runs HydraDNS alone and prints, per scenario, the functions
 that one more query costs most in (self instructions, the same difference of
@@ -28,7 +28,8 @@ import tempfile
 
 import redline
 
-SCENARIOS = [("blocked", "blocked"), ("hits", "hits"), ("mix", "mix0"), ("mix, log on", "mix0")]
+SCENARIOS = [("blocked", "blocked"), ("hits", "hits"), ("misses", "misses"), ("mix", "mix0"),
+             ("mix, log on", "mix0")]
 
 
 def callgrind_total(path):
@@ -101,6 +102,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer queries, HydraDNS and echo only")
     ap.add_argument("--servers", help="comma-separated subset of " + ",".join(redline.ORDER))
     ap.add_argument("--by-function", action="store_true", help="HydraDNS only: where its instructions go")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="with --by-function: keep the callgrind files in DIR, for callgrind_annotate FILE src/….rs")
     ap.add_argument("--scenarios", help="comma-separated subset of " + ",".join(s for s, _ in SCENARIOS))
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
@@ -144,6 +147,11 @@ def main():
                 server.cmd = base_cmd
                 if args.by_function:
                     print_by_function(scen, one, two, n)
+                    if args.keep:
+                        os.makedirs(args.keep, exist_ok=True)
+                        for f in (one, two):
+                            shutil.copy(f, os.path.join(args.keep, f"{scen.replace(' ', '').replace(',', '-')}"
+                                                                   f"-{os.path.basename(f).rsplit('.', 1)[1]}.out"))
                     continue
                 rows[(scen, name)] = (two - one) / n
                 print(f"  {scen:12} {name:13} {rows[(scen, name)]:>9,.0f} instructions/query", file=sys.stderr,

@@ -31,11 +31,13 @@ def main():
     ap.add_argument("--bin", required=True, help="directory with the examples")
     ap.add_argument("--hydradns", required=True, help="a gateway build with symbols")
     ap.add_argument("--list", default="1m", choices=["100k", "1m"])
-    ap.add_argument("--scenario", default="mix", choices=["blocked", "hits", "mix"])
+    ap.add_argument("--scenario", default="mix", choices=["blocked", "hits", "misses", "mix"])
     ap.add_argument("--secs", type=float, default=10)
     ap.add_argument("--startup", action="store_true")
     ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--sort", default="sym", choices=["sym", "dso"],
+                    help="dso: the split between the gateway's own code, libc/vdso and the kernel")
     ap.add_argument("--annotate", metavar="SYMBOL",
                     help="print the instructions of SYMBOL that took at least 0.8 %% of its samples")
     ap.add_argument("--graph", metavar="SYMBOL",
@@ -132,7 +134,7 @@ config querylog 'querylog'
                                  capture_output=True, text=True, check=True).stdout
             print("\n".join(line for line in out.splitlines() if line.strip() and not line.startswith("#")))
             return
-        out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "sym", "--stdio",
+        out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", args.sort, "--stdio",
                               "--percent-limit", "0.5"], capture_output=True, text=True, check=True).stdout
         rows = [line for line in out.splitlines() if line.strip() and not line.startswith("#")]
         print("\n".join(rows[:args.top]))

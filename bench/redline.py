@@ -254,6 +254,8 @@ class Scenarios:
         write("blocked", (rng.choice(self.blocked_names) for _ in range(200000)))
         write("warm", self.hit_names)
         write("hits", (rng.choice(self.hit_names) for _ in range(200000)))
+        # Every name new, all sent upstream: what a miss costs on its own.
+        write("misses", (f"m{i}.miss.example" for i in range(200000)))
         serial = iter(range(10**9))
 
         def mix():
