@@ -244,7 +244,53 @@ pub struct Query<'a> {
     pub edns: Option<Edns>,
 }
 
+/// What [`parse_query`] found, without the borrow: a miss keeps it beside
+/// its own copy of the message and rebuilds the [`Query`] from it with
+/// [`Layout::over`] instead of parsing it again at each step (start, each
+/// reply, the end); see [`crate::query::Miss`] for what that saved.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    id: u16,
+    flags: u16,
+    name_len: usize,
+    qtype: u16,
+    qclass: u16,
+    question_end: usize,
+    edns: Option<Edns>,
+}
+
+impl Layout {
+    /// The query over `msg`, the bytes this layout was taken from (None if
+    /// they are too short to be: a programming error, answered as FORMERR).
+    pub fn over<'a>(&self, msg: &'a [u8]) -> Option<Query<'a>> {
+        let qname = msg.get(HEADER_LEN..HEADER_LEN + self.name_len)?;
+        (self.question_end <= msg.len()).then_some(Query {
+            msg,
+            id: self.id,
+            flags: self.flags,
+            qname,
+            qtype: self.qtype,
+            qclass: self.qclass,
+            question_end: self.question_end,
+            edns: self.edns,
+        })
+    }
+}
+
 impl Query<'_> {
+    /// This query's fields, to rebuild it over a copy of its message.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            id: self.id,
+            flags: self.flags,
+            name_len: self.qname.len(),
+            qtype: self.qtype,
+            qclass: self.qclass,
+            question_end: self.question_end,
+            edns: self.edns,
+        }
+    }
+
     /// The question section as sent (name in the client's case).
     pub fn question(&self) -> &[u8] {
         &self.msg[HEADER_LEN..self.question_end]
@@ -580,6 +626,20 @@ pub(crate) mod tests {
     /// [`build::query`] for names the tests know are valid.
     pub(crate) fn query(id: u16, name: &str, qtype: u16, edns: Option<(u16, bool)>) -> Vec<u8> {
         build::query(id, name, qtype, edns).expect("a valid test name")
+    }
+
+    #[test]
+    fn a_layout_rebuilds_the_query_over_a_copy_and_refuses_bytes_too_short() {
+        for m in [query(9, "Www.Example.org", 28, Some((1232, true))), query(3, "a.b", 1, None)] {
+            let q = parse_query(&m).unwrap();
+            let copy = m.clone();
+            let r = q.layout().over(&copy).unwrap();
+            assert_eq!((r.id, r.flags, r.qname, r.qtype, r.qclass), (q.id, q.flags, q.qname, q.qtype, q.qclass));
+            assert_eq!((r.question_end, r.edns, r.question()), (q.question_end, q.edns, q.question()));
+            assert!(std::ptr::eq(r.msg, &copy[..]), "the rebuilt query borrows the copy");
+            assert!(q.layout().over(&m[..q.question_end - 1]).is_none());
+            assert!(q.layout().over(&m[..5]).is_none());
+        }
     }
 
     #[test]

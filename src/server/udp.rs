@@ -46,7 +46,7 @@ use crate::stats::Counters;
 use crate::sys;
 use crate::upstream::mux::{EVENTS, LISTENER, Mux, Recv, Try};
 use crate::upstream::{self, Resolution, TryError};
-use crate::wire::{self, flags, header};
+use crate::wire::{flags, header};
 
 /// Receive buffer: larger than any query a client sends over UDP in practice
 /// (EDNS queries are a few hundred bytes); a longer datagram is cut and gets FORMERR.
@@ -380,7 +380,7 @@ impl Loop {
         let Some(p) = self.pending.get_mut(slot as usize).and_then(Option::as_mut) else { return };
         let Some((current, idx, started)) = p.current.filter(|c| c.0 == t) else { return };
         let group = p.led.group();
-        let fits = wire::parse_query(p.led.msg()).is_ok_and(|q| upstream::is_reply_to(&reply, header::id(&reply), &q));
+        let fits = p.led.query().is_some_and(|q| upstream::is_reply_to(&reply, header::id(&reply), &q));
         if !fits {
             group.servers[idx].mismatched.fetch_add(1, Relaxed);
             return;

@@ -458,7 +458,8 @@ type Waiters = Vec<Sender<Resolution>>;
 #[derive(Debug, Default)]
 pub struct Inflight {
     /// Waiters per key; the leader holds a [`Lead`] that completes the entry.
-    map: Mutex<FxHashMap<Box<[u8]>, Waiters>>,
+    /// Keyed by the miss's own key: joining allocates no copy of it.
+    map: Mutex<FxHashMap<Arc<[u8]>, Waiters>>,
 }
 
 /// The caller's part in resolving a key.
@@ -475,16 +476,16 @@ pub enum Join {
 /// completing (e.g. at shutdown) releases the waiters with SERVFAIL.
 pub struct Lead {
     inflight: Arc<Inflight>,
-    key: Option<Box<[u8]>>,
+    key: Option<Arc<[u8]>>,
 }
 
 impl Inflight {
     /// Registers interest in `key`; at most `limit` distinct keys are in flight.
-    pub fn join(self: &Arc<Self>, key: &[u8], limit: usize) -> Join {
+    pub fn join(self: &Arc<Self>, key: &Arc<[u8]>, limit: usize) -> Join {
         let Ok(mut map) = self.map.lock() else {
             return Join::Full;
         };
-        if let Some(waiters) = map.get_mut(key) {
+        if let Some(waiters) = map.get_mut(&**key) {
             if waiters.len() >= MAX_WAITERS {
                 return Join::Full;
             }
@@ -495,8 +496,8 @@ impl Inflight {
         if map.len() >= limit {
             return Join::Full;
         }
-        map.insert(key.into(), Vec::new());
-        Join::Lead(Lead { inflight: self.clone(), key: Some(key.into()) })
+        map.insert(key.clone(), Vec::new());
+        Join::Lead(Lead { inflight: self.clone(), key: Some(key.clone()) })
     }
 
     /// Keys in flight now.
@@ -518,7 +519,7 @@ impl Lead {
 
     fn finish(&mut self, outcome: Resolution) {
         let Some(key) = self.key.take() else { return };
-        let waiters = self.inflight.map.lock().ok().and_then(|mut m| m.remove(&key));
+        let waiters = self.inflight.map.lock().ok().and_then(|mut m| m.remove(&*key));
         for tx in waiters.into_iter().flatten() {
             let _ = tx.try_send(outcome.clone());
         }
@@ -644,21 +645,22 @@ mod tests {
     #[test]
     fn inflight_coalesces_and_releases() {
         let inf = Arc::new(Inflight::default());
-        let Join::Lead(lead) = inf.join(b"k", 10) else { panic!() };
-        let Join::Wait(rx) = inf.join(b"k", 10) else { panic!() };
-        assert!(matches!(inf.join(b"other", 10), Join::Lead(_)));
+        let key = |k: &[u8]| -> Arc<[u8]> { k.into() };
+        let Join::Lead(lead) = inf.join(&key(b"k"), 10) else { panic!() };
+        let Join::Wait(rx) = inf.join(&key(b"k"), 10) else { panic!() };
+        assert!(matches!(inf.join(&key(b"other"), 10), Join::Lead(_)));
         lead.complete(None);
         assert!(rx.try_recv().unwrap().is_none());
         assert!(inf.is_empty());
-        let Join::Lead(lead) = inf.join(b"k", 10) else { panic!() };
-        let Join::Wait(rx) = inf.join(b"k", 10) else { panic!() };
+        let Join::Lead(lead) = inf.join(&key(b"k"), 10) else { panic!() };
+        let Join::Wait(rx) = inf.join(&key(b"k"), 10) else { panic!() };
         drop(lead);
         assert!(rx.try_recv().unwrap().is_none(), "a dropped leader releases waiters");
         assert!(inf.is_empty());
-        let _a = inf.join(b"a", 2);
-        let _b = inf.join(b"b", 2);
-        assert!(matches!(inf.join(b"c", 2), Join::Full), "limit of distinct keys");
-        assert!(matches!(inf.join(b"a", 2), Join::Wait(_)), "joining a key in flight is not limited by it");
+        let _a = inf.join(&key(b"a"), 2);
+        let _b = inf.join(&key(b"b"), 2);
+        assert!(matches!(inf.join(&key(b"c"), 2), Join::Full), "limit of distinct keys");
+        assert!(matches!(inf.join(&key(b"a"), 2), Join::Wait(_)), "joining a key in flight is not limited by it");
     }
 
     /// A server on loopback that answers every query (or none), first
