@@ -187,6 +187,47 @@ fn listens_on_ipv4_and_ipv6() {
 }
 
 #[test]
+fn after_a_burst_with_misses_in_flight_the_server_sleeps_and_still_answers() {
+    // While batches come in full the client socket leaves the epoll set and
+    // the loop polls without sleeping (server/udp.rs); once the burst is
+    // over it must sleep again, though the misses are still upstream, and
+    // still see a new query at once.
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    up.behaviour.delay_ms.store(2500, SeqCst);
+    let gw = Gateway::start(&format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\tlist upstream '{}'\n\toption upstream_timeout '5s'\n\
+         config blocklist\n\tlist domain 'blocked.example'\n",
+        up.addr
+    ));
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for id in 0..100u16 {
+        let name = if id % 10 == 0 { format!("m{id}.example") } else { format!("b{id}.blocked.example") };
+        sock.send_to(&build_query(id, &name, A, None), gw.addr).unwrap();
+    }
+    let mut buf = [0u8; 1500];
+    for _ in 0..90 {
+        let n = sock.recv(&mut buf).expect("every blocked query answered while the misses wait");
+        assert_eq!(Reply::parse(buf[..n].to_vec()).ips(), ["0.0.0.0"]);
+    }
+    let before = gw.cpu_seconds();
+    std::thread::sleep(Duration::from_millis(1000));
+    let spent = gw.cpu_seconds() - before;
+    assert!(spent < 0.5, "{spent:.2} s of CPU in 1 s with nothing to do but wait upstream");
+    sock.send_to(&build_query(500, "late.blocked.example", A, None), gw.addr).unwrap();
+    let n = sock.recv(&mut buf).unwrap();
+    let r = Reply::parse(buf[..n].to_vec());
+    assert_eq!((r.id, r.ips()), (500, vec!["0.0.0.0".to_string()]), "a query after the burst, before the misses end");
+    let mut misses = HashSet::new();
+    while misses.len() < 10 {
+        let n = sock.recv(&mut buf).expect("every miss answered");
+        let r = Reply::parse(buf[..n].to_vec());
+        assert_eq!((r.id % 10, r.ips()), (0, vec!["192.0.2.1".to_string()]));
+        assert!(misses.insert(r.id));
+    }
+}
+
+#[test]
 fn udp_burst_from_several_clients_gets_every_answer_to_its_sender() {
     // Queued packets are answered in batches (one sendmmsg); each answer must
     // still reach the client that asked, with its ID. The burst fills whole

@@ -16,9 +16,9 @@
 //! cache hits 140k and 7.0 µs, 165k and 5.9 µs, echo 143k.)
 //!
 //! A miss is sent upstream by this thread too, through a [`Mux`], and while
-//! any is in flight the thread waits in `epoll` on its socket and the
-//! upstream ports together; replies are vetted, cached and answered in the
-//! same batches. Handing misses to an executor on another thread cost about
+//! any is in flight the thread waits in `epoll` on the upstream ports, and
+//! on its own socket too once that has run dry; replies are vetted, cached
+//! and answered in the same batches. Handing misses to an executor on another thread cost about
 //! 48 µs of CPU per miss (a channel wake-up, a task, a reactor
 //! registration and two sends), five times a blocked answer: 40 % of the CPU
 //! in a mix with 10 % misses. At most [`MAX_MISS_TASKS`] misses are in
@@ -166,12 +166,15 @@ struct Loop {
     /// Slots whose queued upstream query the kernel refused.
     failed: Vec<u32>,
     /// Whether the client socket is in the epoll set: only while misses are
-    /// in flight. In the set, every answer sent walks the socket's wait queue
-    /// (`sock_wfree` → a write-space wake-up, under a lock with interrupts
-    /// off), where an echo server pays nothing: 3.5 % of the server's
-    /// samples with all names blocked (perf, `bench/profile.sh --scenario
-    /// blocked`, and `--echo` for the echo server). Out of the set when idle
-    /// upstream, that cost goes for two `epoll_ctl` calls per busy spell.
+    /// in flight and the socket has run dry. In the set, every answer sent
+    /// walks the socket's wait queue (`sock_wfree` → a write-space wake-up,
+    /// under a lock with interrupts off), where an echo server pays nothing:
+    /// 3.5 % of the server's samples with all names blocked (perf,
+    /// `bench/profile.sh --scenario blocked`, and `--echo` for the echo
+    /// server), 2.1 % in the mix, where misses are nearly always in flight
+    /// (`--scenario mix --graph _raw_spin_unlock_irqrestore`). Out of the set
+    /// while idle upstream or busy downstream, that cost goes for two
+    /// `epoll_ctl` calls per change.
     watched: bool,
     /// Batches the queued upstream queries have waited behind so far.
     held: u32,
@@ -211,8 +214,9 @@ pub fn receive_loop(
         held: 0,
     };
     let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
+    // Whether the last receive took a full batch: more are likely queued behind it.
+    let mut full = false;
     while !stop.load(Ordering::Relaxed) {
-        // Queries taken this round: a full batch means more are likely queued behind it.
         let taken = if r.mux.in_flight() == 0 {
             if r.watched {
                 r.unwatch();
@@ -226,13 +230,24 @@ pub fn receive_loop(
         } else {
             let now = Instant::now();
             let mut timeout = r.mux.next_deadline(now).unwrap_or(STOP_CHECK).min(STOP_CHECK);
-            // In the set (a level-triggered one), a socket with queries
-            // already queued is reported at once. Failing that, it is read
-            // every millisecond instead.
-            let watched = r.watch();
-            if !watched {
-                timeout = timeout.min(Duration::from_millis(1));
-            }
+            // While batches come in full, the socket stays out of the set
+            // (see `watched`) and the wait only collects upstream replies,
+            // without sleeping. Once one comes in short, the socket goes in
+            // (a level-triggered set reports queued queries at once); if the
+            // kernel refuses, it is read every millisecond instead.
+            let watched = if full {
+                if r.watched {
+                    r.unwatch();
+                }
+                timeout = Duration::ZERO;
+                false
+            } else {
+                let watched = r.watch();
+                if !watched {
+                    timeout = timeout.min(Duration::from_millis(1));
+                }
+                watched
+            };
             // Upstream queries held back (see `flush`) must not wait on a sleep.
             if r.mux.queued() > 0 {
                 timeout = Duration::ZERO;
@@ -251,7 +266,8 @@ pub fn receive_loop(
             r.expire();
             if queries { r.receive(false) } else { 0 }
         };
-        r.flush(taken == BATCH);
+        full = taken == BATCH;
+        r.flush(full);
     }
 }
 

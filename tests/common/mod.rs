@@ -541,6 +541,16 @@ impl Gateway {
         self.log.lock().unwrap().clone()
     }
 
+    /// CPU time the process has used so far (user + system), from /proc.
+    pub fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let rest: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+        let ticks: u64 = rest[11].parse::<u64>().unwrap() + rest[12].parse::<u64>().unwrap();
+        // USER_HZ is 100 on every Linux target this runs on.
+        ticks as f64 / 100.0
+    }
+
     /// Waits until the log contains `needle`.
     pub fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
         self.wait_log_count(needle, 1, timeout)
