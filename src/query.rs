@@ -207,12 +207,12 @@ impl std::fmt::Debug for Miss {
 
 impl Miss {
     /// The client's message.
-    pub fn msg(&self) -> &[u8] {
+    fn msg(&self) -> &[u8] {
         self.bytes.get(..self.msg_len).unwrap_or_default()
     }
 
     /// The client's query, as [`Engine::handle`] parsed it.
-    pub fn query(&self) -> Option<Query<'_>> {
+    fn query(&self) -> Option<Query<'_>> {
         self.layout.over(self.msg())
     }
 
@@ -254,11 +254,6 @@ impl Led {
     /// How long one try may take.
     pub fn timeout(&self) -> Duration {
         self.miss.snapshot.timeout
-    }
-
-    /// The client's message.
-    pub fn msg(&self) -> &[u8] {
-        self.miss.msg()
     }
 
     /// The client's query.
