@@ -124,6 +124,14 @@ def core_busy(cpu):
     return 0.0
 
 
+def steal_secs():
+    """CPU time the hypervisor took from this VM so far, all CPUs (/proc/stat's
+    steal column): a latency tail that comes with stolen time is the VM's."""
+    with open("/proc/stat") as f:
+        w = f.readline().split()
+    return int(w[8]) / HZ if w[0] == "cpu" and len(w) > 8 else 0.0
+
+
 def proc_rss(pid):
     with open(f"/proc/{pid}/statm") as f:
         return int(f.read().split()[1]) * PAGE
@@ -168,11 +176,13 @@ class Server:
             self.proc = None
 
     def counters(self, hydradns):
-        """HydraDNS's own figures: queries answered, log written/dropped, sent upstream."""
+        """HydraDNS's own figures: queries received, log entries written and
+        dropped, queries sent upstream, answers the kernel would not send."""
         out = subprocess.run([hydradns, "stats", "-c", self.stats_conf, "--json"], capture_output=True, check=True)
         r = json.loads(out.stdout)
         c = r["counters"]
-        return r["queries"], r["querylog"]["written"], r["querylog"]["dropped"], c["forwarded"] + c["coalesced"]
+        return {"queries": r["queries"], "written": r["querylog"]["written"], "dropped": r["querylog"]["dropped"],
+                "forwarded": c["forwarded"] + c["coalesced"], "udp_send_failed": c["udp_send_failed"]}
 
 
 def dnsperf(port, datafile, secs, qps=None, verbose=False, outstanding=500, runs=None):
@@ -236,7 +246,7 @@ def covered(name, blocked):
 class Scenarios:
     """Query files for one list, made deterministically (seeded)."""
 
-    def __init__(self, work, tag, list_names, popular, rounds, lines):
+    def __init__(self, work, tag, list_names, popular, rounds, lines, lat_rounds=0, lat_lines=0):
         rng = random.Random(20261130)
         blocked = set(list_names)
         sample = rng.sample(list_names, min(50000, len(list_names)))
@@ -258,7 +268,7 @@ class Scenarios:
         write("misses", (f"m{i}.miss.example" for i in range(200000)))
         serial = iter(range(10**9))
 
-        def mix():
+        def mix(lines):
             for _ in range(lines):
                 r = rng.random()
                 if r < 0.25:
@@ -270,15 +280,17 @@ class Scenarios:
 
         # A fresh file per run: a miss must be a name no server has seen.
         for k in range(rounds):
-            write(f"mix{k}", mix())
-        write("mixlat", mix())
+            write(f"mix{k}", mix(lines))
+        for k in range(lat_rounds):
+            write(f"mixlat{k}", mix(lat_lines))
 
 
 def measure_list(args, key, label, list_path, popular, servers_for, work, log, results):
     names = read_names(list_path)
     print(f"\n## {label}: {len(names):,} names", flush=True)
     lines = int(args.sat_secs * 250000 * 1.1)
-    sc = Scenarios(work, key, names, popular, args.rounds, lines)
+    lat_lines = int(args.lat_secs / args.lat_rounds * args.lat_qps * 1.2)
+    sc = Scenarios(work, key, names, popular, args.rounds, lines, args.lat_rounds, lat_lines)
     servers = servers_for(list_path, names)
     upstream = servers.pop("_upstream")
     running = []
@@ -299,14 +311,25 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
             if not s.name.startswith("echo"):
                 dnsperf(s.port, sc.files["warm"], 30, qps=20000, outstanding=100, runs=1)
         wanted = args.scenarios.split(",")
-        scenarios = [(scen, kind) for key, scen, kind in
-                     [("blocked", "blocked", "blocked"), ("hits", "hits", "hits"), ("mix", "mix", "mix"),
-                      ("mix-log", "mix, log on", "mix")] if key in wanted]
+
+        def runs_in(s, scen):
+            """Who takes part in a scenario. The log on and off run in the same
+            mix rounds, so its cost is a ratio from one noisy moment, not two;
+            echo+fwd is the mix's like-for-like yardstick and nothing else's."""
+            if scen == "mix" and "mix" not in wanted:
+                return s.name == "hydradns+log"
+            if s.name == "hydradns+log":
+                return scen == "mix" and "mix-log" in wanted
+            return s.name != "echo+fwd" or scen == "mix"
+
+        def row_key(scen, s):
+            return ("mix, log on" if s.name == "hydradns+log" else scen, s.name)
+
+        scenarios = [scen for scen in ["blocked", "hits", "mix"]
+                     if scen in wanted or (scen == "mix" and "mix-log" in wanted)]
         table = {}
-        for scen, kind in scenarios:
-            # echo+fwd is the mix's like-for-like yardstick; elsewhere it is just echo.
-            who = [s for s in servers.values() if (s.name == "hydradns+log") == (scen == "mix, log on")
-                   and (s.name != "echo+fwd" or scen == "mix")]
+        for scen in scenarios:
+            who = [s for s in servers.values() if runs_in(s, scen)]
             qps = {s.name: [] for s in who}
             cpu = {s.name: [] for s in who}
             lost = {s.name: 0 for s in who}
@@ -317,7 +340,7 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
             completed = {s.name: 0 for s in who}
             for k in range(args.rounds):
                 for s in who:
-                    datafile = sc.files[f"mix{k}"] if kind == "mix" else sc.files[kind]
+                    datafile = sc.files[f"mix{k}"] if scen == "mix" else sc.files[scen]
                     c0, u0, l0 = proc_cpu(s.proc.pid), proc_cpu(upstream.pid), core_busy(1)
                     r = blast(args, s.port, datafile, args.sat_secs)
                     c1, u1, l1 = proc_cpu(s.proc.pid), proc_cpu(upstream.pid), core_busy(1)
@@ -329,66 +352,88 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                     load_util[s.name].append(min(100.0, 100 * (l1 - l0) / (w1 - w0)))
                     lost[s.name] += r["lost"]
                     completed[s.name] += r["completed"]
-                    if kind == "mix":
+                    if scen == "mix":
                         up_util.append(100 * (u1 - u0) / (w1 - w0))
             forwarded = {}
             for s in who:
                 if s.stats_conf:
-                    q0, _, _, f0 = sat_before[s.name]
-                    q1, _, _, f1 = s.counters(s.bin)
-                    if q1 - q0 < completed[s.name]:
+                    c0, c1 = sat_before[s.name], s.counters(s.bin)
+                    answered = c1["queries"] - c0["queries"]
+                    if answered < completed[s.name]:
                         raise SystemExit(f"FAIL {s.name} {scen}: bench-load got {completed[s.name]} answers, "
-                                         f"the server counted only {q1 - q0} queries")
-                    forwarded[s.name] = 100 * (f1 - f0) / max(1, q1 - q0)
+                                         f"the server counted only {answered} queries")
+                    forwarded[s.name] = 100 * (c1["forwarded"] - c0["forwarded"]) / max(1, answered)
             if args.ab:
                 for s in who:
                     row = {"qps": statistics.median(qps[s.name]), "rounds": qps[s.name],
                            "cpu_us": statistics.median(cpu[s.name]), "util": statistics.median(util[s.name]),
                            "lost": lost[s.name], "forwarded": forwarded.get(s.name)}
-                    table[(scen, s.name)] = row
-                    print(f"  {scen:12} {s.name:16} {row['qps']:>9,.0f} QPS "
+                    table[row_key(scen, s)] = row
+                    print(f"  {row_key(scen, s)[0]:12} {s.name:16} {row['qps']:>9,.0f} QPS "
                           f"(rounds: {', '.join(f'{q:,.0f}' for q in qps[s.name])})  cpu {row['cpu_us']:.2f} µs/q "
                           f"({row['util']:.0f} %)  lost {row['lost']}"
                           + (f"  forwarded {row['forwarded']:.1f} %" if row["forwarded"] is not None else ""),
                           flush=True)
                 continue
+            # The fixed rate, in rounds that go round the servers like the
+            # saturation rounds: a stall of the VM then hurts one round of each
+            # server, not the whole run of whichever server it fell on.
+            lat = {s.name: [] for s in who}
+            lat_sent = {s.name: 0 for s in who}
+            lat_lost = {s.name: 0 for s in who}
+            stolen = {s.name: 0.0 for s in who}
+            lat_before = {s.name: s.counters(s.bin) for s in who if s.stats_conf}
+            for j in range(args.lat_rounds):
+                for s in who:
+                    st0 = steal_secs()
+                    r = dnsperf(s.port, sc.files[f"mixlat{j}"] if scen == "mix" else sc.files[scen],
+                                args.lat_secs / args.lat_rounds, qps=args.lat_qps, verbose=True)
+                    stolen[s.name] += steal_secs() - st0
+                    lat[s.name].append(sorted(r["latencies"]))
+                    lat_sent[s.name] += r["sent"]
+                    lat_lost[s.name] += r["lost"]
+            if lat_before:
+                time.sleep(args.batch_wait)  # one batch interval for the log writer
             for s in who:
-                before = s.counters(s.bin) if s.stats_conf else None
-                r = dnsperf(s.port, sc.files["mixlat"] if kind == "mix" else sc.files[kind], args.lat_secs,
-                            qps=args.lat_qps, verbose=True)
-                lat = sorted(r["latencies"])
+                rounds_p = {p: [percentile(v, p) * 1e3 for v in lat[s.name]] for p in (50, 99, 99.9)}
                 row = {
                     "qps": statistics.median(qps[s.name]),
                     "cpu_us": statistics.median(cpu[s.name]),
                     "util": statistics.median(util[s.name]),
                     "load_util": statistics.median(load_util[s.name]),
                     "lost": lost[s.name],
-                    "p50": percentile(lat, 50) * 1e3,
-                    "p99": percentile(lat, 99) * 1e3,
-                    "p999": percentile(lat, 99.9) * 1e3,
-                    "lat_sent": r["sent"],
-                    "lat_lost": r["lost"],
+                    "p50": statistics.median(rounds_p[50]),
+                    "p99": statistics.median(rounds_p[99]),
+                    "p999": statistics.median(rounds_p[99.9]),
+                    "p99_rounds": rounds_p[99],
+                    "stolen_ms": stolen[s.name] * 1e3,
+                    "lat_sent": lat_sent[s.name],
+                    "lat_lost": lat_lost[s.name],
                     "unseen": None,
                     "upstream_util": max(up_util) if up_util else None,
                 }
-                if before:
-                    time.sleep(args.batch_wait)  # one batch interval for the log writer
-                    after = s.counters(s.bin)
-                    row["counted"] = after[0] - before[0]
-                    row["logged"] = after[1] - before[1]
-                    row["dropped"] = after[2] - before[2]
+                if s.name in lat_before:
+                    before, after = lat_before[s.name], s.counters(s.bin)
+                    row["counted"] = after["queries"] - before["queries"]
+                    row["logged"] = after["written"] - before["written"]
+                    row["dropped"] = after["dropped"] - before["dropped"]
+                    row["send_failed"] = after["udp_send_failed"] - before["udp_send_failed"]
                     # Every answer dnsperf got must be in the server's counters;
                     # what it sent but the server never counted died in the kernel.
-                    row["unseen"] = r["sent"] - row["counted"]
-                    if row["counted"] < r["completed"]:
-                        raise SystemExit(f"FAIL {s.name} {scen}: dnsperf got {r['completed']} answers, "
-                                         f"the server counted only {row['counted']} queries")
-                table[(scen, s.name)] = row
-                print(f"  {scen:12} {s.name:13} {row['qps']:>9,.0f} QPS "
+                    row["unseen"] = row["lat_sent"] - row["counted"]
+                    if row["counted"] < row["lat_sent"] - row["lat_lost"]:
+                        raise SystemExit(f"FAIL {s.name} {scen}: dnsperf got {row['lat_sent'] - row['lat_lost']} "
+                                         f"answers, the server counted only {row['counted']} queries")
+                key = row_key(scen, s)
+                table[key] = row
+                print(f"  {key[0]:12} {s.name:13} {row['qps']:>9,.0f} QPS "
                       f"(rounds: {', '.join(f'{q:,.0f}' for q in qps[s.name])})  cpu {row['cpu_us']:.2f} µs/q "
-                      f"({row['util']:.0f} %, load core {row['load_util']:.0f} %)  lost {row['lost']}  p50/p99/p99.9 {row['p50']:.3f}/"
-                      f"{row['p99']:.3f}/{row['p999']:.3f} ms  lost at fixed rate {row['lat_lost']}"
-                      + (f" (never reached the server: {row['unseen']})" if row["unseen"] is not None else "")
+                      f"({row['util']:.0f} %, load core {row['load_util']:.0f} %)  lost {row['lost']}  p50/p99/p99.9 "
+                      f"{row['p50']:.3f}/{row['p99']:.3f}/{row['p999']:.3f} ms (p99 rounds: "
+                      f"{', '.join(f'{p:.3f}' for p in row['p99_rounds'])}; {row['stolen_ms']:.0f} ms stolen)  "
+                      f"lost at fixed rate {row['lat_lost']}"
+                      + (f" (never reached the server: {row['unseen']}, send failed: {row['send_failed']})"
+                         if row["unseen"] is not None else "")
                       + (f"  forwarded {forwarded[s.name]:.1f} %" if s.name in forwarded else ""),
                       flush=True)
         for s in servers.values():
@@ -516,9 +561,12 @@ ORDER = ["hydradns", "hydradns+log", "dnsmasq", "unbound", "echo", "echo+fwd"]
 
 def commit():
     """The checkout the binary was built from, marked when it had local changes."""
-    r = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                       cwd=os.path.dirname(os.path.abspath(__file__)))
-    return r.stdout.strip() or "unknown"
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, cwd=here)
+    # The table this run writes is not a change to what was built.
+    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "..",
+                              ":(exclude)../docs/benchmarks.md"], capture_output=True, text=True, cwd=here)
+    return (r.stdout.strip() or "unknown") + ("-dirty" if changed.stdout.strip() else "")
 
 
 def report(args, results, elapsed):
@@ -550,7 +598,9 @@ def report(args, results, elapsed):
              "the ID and question of a query in flight (one dnsperf thread, used before, ran out of core before "
              "the echo responder did). Fixed-rate load: dnsperf, one thread. "
              f"Saturation: median of {args.rounds} × {args.sat_secs} s per scenario, servers interleaved. "
-             f"Latency: {args.lat_secs} s at a fixed {args.lat_qps:,} QPS. Every server gets the same names: "
+             f"Latency: {args.lat_rounds} × {args.lat_secs / args.lat_rounds:g} s at a fixed {args.lat_qps:,} QPS, "
+             "servers interleaved; each percentile is the median of the rounds' (the p99 cell lists them all). "
+             "Every server gets the same names: "
              "dnsmasq as `address=/name/` lines, Unbound as `local-zone: \"name.\" always_nxdomain`, "
              "HydraDNS as a plain list with `block_mode nxdomain`; caches 10,000 entries; HydraDNS's query log on "
              "tmpfs, as on a router. "
@@ -562,9 +612,10 @@ def report(args, results, elapsed):
              "server CPU per answered query and the server's share of its core; how busy the load core was "
              "(CPU 1: bench-load, and the upstream in the mix; near 100 % with the server's core well below, the load, "
              "not the server, set the rate); "
-             "latency at the fixed rate. "
-             "`hydradns+log` is the mix with the query log on; its last column is entries logged / dropped "
-             "at the fixed rate, from the server's own counters.\n")
+             "latency at the fixed rate; CPU time the hypervisor stole from the VM during that server's fixed-rate "
+             "rounds (/proc/stat, both cores: a tail that comes with stolen time is the VM's, not the server's). "
+             "`hydradns+log` is the mix with the query log on, in the same rounds as `hydradns` with it off; its "
+             "last column is entries logged / dropped at the fixed rate, from the server's own counters.\n")
     for label, n, servers, table in results:
         L.append(f"\n## {label} ({n:,} names)\n")
         L.append("| server | start to first answer | RSS after load | peak RSS under load |")
@@ -574,9 +625,9 @@ def report(args, results, elapsed):
             if s is not None and hasattr(s, "start_secs"):
                 L.append(f"| {name} | {s.start_secs:.2f} s | {mib(s.rss_loaded)} | {mib(s.peak)} |")
         L.append("")
-        L.append("| scenario | server | QPS | % of echo | lost | CPU/query | CPU share | load core | p50 | p99 "
-                 "| p99.9 | lost at fixed rate | log |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        L.append("| scenario | server | QPS | % of echo | lost | CPU/query | CPU share | load core | p50 | p99 (rounds) "
+                 "| p99.9 | stolen | lost at fixed rate | log |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for scen in ["blocked", "hits", "mix", "mix, log on"]:
             echo = table.get(("mix" if scen.startswith("mix") else scen, "echo"))
             for name in ORDER:
@@ -585,9 +636,14 @@ def report(args, results, elapsed):
                     continue
                 share = f"{100 * r['qps'] / echo['qps']:.0f} %" if echo else ""
                 logcol = f"{r['logged']:,} / {r['dropped']:,}" if name == "hydradns+log" else ""
+                rounds = ", ".join(f"{p:.2f}" for p in r["p99_rounds"])
+                where = ""
+                if r["lat_lost"] and r["unseen"] is not None:
+                    where = f" ({r['unseen']:,} never reached it, {r['send_failed']:,} not sent)"
                 L.append(f"| {scen} | {name} | {r['qps']:,.0f} | {share} | {r['lost']:,} | {r['cpu_us']:.2f} µs | "
-                         f"{r['util']:.0f} % | {r.get('load_util', 0):.0f} % | {r['p50']:.3f} ms | {r['p99']:.3f} ms | {r['p999']:.3f} ms | {r['lat_lost']:,} "
-                         f"of {r['lat_sent']:,} | {logcol} |")
+                         f"{r['util']:.0f} % | {r.get('load_util', 0):.0f} % | {r['p50']:.3f} ms | "
+                         f"{r['p99']:.3f} ms ({rounds}) | {r['p999']:.3f} ms | {r['stolen_ms']:.0f} ms | "
+                         f"{r['lat_lost']:,} of {r['lat_sent']:,}{where} | {logcol} |")
         ups = [r["upstream_util"] for (scen, _), r in table.items() if r.get("upstream_util") is not None]
         if ups:
             L.append(f"\nThe upstream's CPU share in the mix runs peaked at {max(ups):.0f} % of its core.")
@@ -688,10 +744,10 @@ def main():
     args.load = os.path.join(args.bin, "examples", "bench-load")
     if args.quick:
         args.rounds, args.sat_secs, args.lat_secs, args.lat_qps, args.lists = 1, 1, 1, 2000, "100k"
-        args.batch_wait = 1.0
+        args.lat_rounds, args.batch_wait = 1, 1.0
     else:
-        args.rounds, args.sat_secs, args.lat_secs, args.lat_qps = 3, 5, 10, 10000
-        args.batch_wait = 1.0
+        args.rounds, args.sat_secs, args.lat_secs, args.lat_qps = 3, 5, 12, 10000
+        args.lat_rounds, args.batch_wait = 3, 1.0
     args.rounds = args.rounds_opt or args.rounds
     args.sat_secs = args.secs_opt or args.sat_secs
     t_start = time.monotonic()
