@@ -115,7 +115,7 @@ def main():
     if args.by_function:
         args.servers = "hydradns,hydradns+log"
     args.servers = args.servers or ("hydradns,hydradns+log,echo" if args.quick else
-                                    ",".join(s for s in redline.ORDER if s != "echo+fwd"))
+                                    ",".join(s for s in redline.ORDER if not s.startswith("echo+fwd")))
     args.work = tempfile.mkdtemp(prefix="hydradns-instr-")
     args.logdir = os.path.join(args.work, "log")
     log = open(os.path.join(args.work, "servers.log"), "w")

@@ -12,6 +12,7 @@ tracepoints), per answered query. bench/profile.sh builds what it needs.
     bench/profile.py --bin DIR --hydradns BIN [--list 1m] [--scenario mix] [--secs 10] [--startup | --syscalls] [--echo]
     bench/profile.py ... --graph SYMBOL     (the call chains into SYMBOL: who pays for a kernel function)
     bench/profile.py ... --annotate SYMBOL  (SYMBOL's hottest instructions: which load stalls)
+    bench/profile.py ... --children         (inclusive shares: what each system call and stage costs with all it calls)
 """
 
 import argparse
@@ -42,6 +43,8 @@ def main():
                     help="print the instructions of SYMBOL that took at least 0.8 %% of its samples")
     ap.add_argument("--graph", metavar="SYMBOL",
                     help="record call chains and print the paths into SYMBOL (e.g. _raw_spin_unlock_irqrestore)")
+    ap.add_argument("--children", action="store_true",
+                    help="inclusive shares (a function with all it calls): which system call or stage costs what")
     ap.add_argument("--echo", action="store_true",
                     help="profile the echo responder instead, to compare the kernel's share")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
@@ -99,7 +102,7 @@ config querylog 'querylog'
                 rec = subprocess.Popen(["perf", "stat", "-x,", "-o", counts, "-e", "syscalls:sys_enter_*",
                                         "-p", str(proc.pid)], stdout=log, stderr=log)
             else:
-                graph = ["-g"] if args.graph else []
+                graph = ["-g"] if args.graph or args.children else []
                 rec = subprocess.Popen(["perf", "record", "-q", "-F", "4000", *graph, "-p", str(proc.pid), "-o", data],
                                        stdout=log, stderr=log)
             time.sleep(0.5)
@@ -134,8 +137,9 @@ config querylog 'querylog'
                                  capture_output=True, text=True, check=True).stdout
             print("\n".join(line for line in out.splitlines() if line.strip() and not line.startswith("#")))
             return
-        out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", args.sort, "--stdio",
-                              "--percent-limit", "0.5"], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(["perf", "report", "-i", data, "--children" if args.children else "--no-children",
+                              "--sort", args.sort, "--stdio", "-g", "none", "--percent-limit", "0.5"],
+                             capture_output=True, text=True, check=True).stdout
         rows = [line for line in out.splitlines() if line.strip() and not line.startswith("#")]
         print("\n".join(rows[:args.top]))
     finally:

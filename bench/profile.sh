@@ -3,7 +3,7 @@
 # saturating load, or over the start-up (--startup). Builds the static musl
 # binary with symbols (profile `profiling`: release code, line tables).
 #   bench/profile.sh [--list 100k|1m] [--scenario blocked|hits|mix] [--secs N] [--startup | --syscalls]
-#                    [--graph SYMBOL | --annotate SYMBOL] [--echo]
+#                    [--graph SYMBOL | --annotate SYMBOL | --children] [--echo]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck disable=SC1091  # bench/lib.sh is checked on its own (bench/*.sh)

@@ -7,12 +7,18 @@
 //! (the upstream's answers come back to it too), one blocking receive and one
 //! send per packet, no allocation per packet.
 //!
-//!     cargo run --release --example forward-echo -- 127.0.0.1:5301 127.0.0.1:5399
+//! With `--batch` it takes up to 16 datagrams per `recvmmsg` and sends the
+//! batch's answers and relayed queries with one `sendmmsg` each, as the
+//! gateway does: the floor for a forwarder that batches its system calls
+//! (the plain mode pays one call per packet, as the echo responder does).
+//!
+//!     cargo run --release --example forward-echo -- 127.0.0.1:5301 127.0.0.1:5399 [--batch]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::{SocketAddr, UdpSocket};
 
-use hydradns::wire;
+use hydradns::{sys, wire};
+use rustix::net::{SendFlags, SocketAddrAny};
 
 const MISS: &[u8] = b"\x04miss\x07example\x00";
 
@@ -25,11 +31,15 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:5301".into());
     let upstream: SocketAddr = args.next().unwrap_or_else(|| "127.0.0.1:5399".into()).parse().expect("upstream");
+    let batched = args.next().is_some_and(|a| a == "--batch");
     let sock = UdpSocket::bind(&addr).expect("bind");
     // Relayed queries by the ID they carry upstream: who asked, with which ID.
     // Fixed size; a wrapped ID overwrites an old entry, as a lost answer would.
     let mut pending: Vec<Option<(SocketAddr, [u8; 2])>> = vec![None; 65536];
     let mut next_id: u16 = 0;
+    if batched {
+        batch_loop(&sock, upstream, &mut pending, &mut next_id);
+    }
     let mut buf = [0u8; 4096];
     loop {
         let Ok((n, peer)) = sock.recv_from(&mut buf) else { continue };
@@ -52,6 +62,60 @@ fn main() {
             let _ = sock.send_to(&buf[..n], peer);
         }
     }
+}
+
+const BATCH: usize = 16;
+
+/// The same relay, a batch at a time: one `recvmmsg` (waiting for the first
+/// datagram), then one `sendmmsg` for the answers and one for the queries
+/// relayed upstream.
+fn batch_loop(
+    sock: &UdpSocket,
+    upstream: SocketAddr,
+    pending: &mut [Option<(SocketAddr, [u8; 2])>],
+    next_id: &mut u16,
+) -> ! {
+    let mut batch = sys::RecvBatch::new(BATCH, 4096);
+    let mut answers: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(4096)).collect();
+    let mut peers: Vec<SocketAddrAny> = Vec::with_capacity(BATCH);
+    let mut relayed: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(4096)).collect();
+    let to_upstream: Vec<SocketAddrAny> = vec![upstream.into(); BATCH];
+    loop {
+        let Ok(n) = batch.recv(sock, true) else { continue };
+        let mut nr = 0;
+        peers.clear();
+        for i in 0..n {
+            let (msg, Some(peer)) = (batch.datagram(i), batch.peer(i)) else { continue };
+            if msg.len() < 12 {
+                continue;
+            }
+            if peer == upstream {
+                let id = u16::from_be_bytes([msg[0], msg[1]]);
+                let Some((client, orig)) = pending[usize::from(id)].take() else { continue };
+                copy(&mut answers[peers.len()], msg, orig);
+                peers.push(client.into());
+            } else if is_miss(msg) {
+                pending[usize::from(*next_id)] = Some((peer, [msg[0], msg[1]]));
+                copy(&mut relayed[nr], msg, next_id.to_be_bytes());
+                *next_id = next_id.wrapping_add(1);
+                nr += 1;
+            } else {
+                copy(&mut answers[peers.len()], msg, [msg[0], msg[1]])[2] |= 0x80;
+                peers.push(peer.into());
+            }
+        }
+        let _ =
+            sys::sendmmsg(sock, relayed[..nr].iter().map(Vec::as_slice), Some(&to_upstream[..nr]), SendFlags::empty());
+        let _ = sys::sendmmsg(sock, answers[..peers.len()].iter().map(Vec::as_slice), Some(&peers), SendFlags::empty());
+    }
+}
+
+/// `msg` into `out` under ID `id`.
+fn copy<'a>(out: &'a mut Vec<u8>, msg: &[u8], id: [u8; 2]) -> &'a mut Vec<u8> {
+    out.clear();
+    out.extend_from_slice(msg);
+    out[..2].copy_from_slice(&id);
+    out
 }
 
 #[cfg(test)]
