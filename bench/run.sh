@@ -8,7 +8,7 @@
 # 100k list that proves the script works; it writes nothing, judges nothing).
 # Then bench/instructions.py adds instructions per query counted by
 # callgrind, which a noisy machine cannot move.
-#   bench/run.sh [--quick]          (full run: about 27 minutes on the 2-core dev VM)
+#   bench/run.sh [--quick]          (full run: about 30 minutes on the 2-core dev VM)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck disable=SC1091  # bench/lib.sh is checked on its own (bench/*.sh)
