@@ -120,7 +120,9 @@ fn copy<'a>(out: &'a mut Vec<u8>, msg: &[u8], id: [u8; 2]) -> &'a mut Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::is_miss;
+    use super::{batch_loop, is_miss};
+    use std::net::UdpSocket;
+    use std::time::Duration;
 
     fn query(name: &str) -> Vec<u8> {
         hydradns::wire::build::query(1, name, 1, None).unwrap()
@@ -134,5 +136,39 @@ mod tests {
         assert!(!is_miss(&query("example.com")));
         assert!(!is_miss(&[0; 12]));
         assert!(!is_miss(&query("u7.miss.example")[..20]));
+    }
+
+    /// The batching relay answers a plain query with itself and relays a
+    /// miss upstream under its own ID, then back to the client under the
+    /// client's: a wrong yardstick would skew every figure set against it.
+    #[test]
+    fn the_batching_relay_echoes_and_relays_misses_both_ways() {
+        let upstream = UdpSocket::bind("127.0.0.1:0").unwrap();
+        upstream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let relay = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let (relay_addr, upstream_addr) = (relay.local_addr().unwrap(), upstream.local_addr().unwrap());
+        std::thread::spawn(move || batch_loop(&relay, upstream_addr, &mut vec![None; 65536], &mut 7));
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 512];
+
+        let plain = hydradns::wire::build::query(0x1111, "example.com", 1, None).unwrap();
+        client.send_to(&plain, relay_addr).unwrap();
+        let n = client.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..2], &plain[..2]);
+        assert_ne!(buf[2] & 0x80, 0, "QR set");
+        assert_eq!(&buf[3..n], &plain[3..]);
+
+        let miss = hydradns::wire::build::query(0x2222, "u1.miss.example", 1, None).unwrap();
+        client.send_to(&miss, relay_addr).unwrap();
+        let (n, from) = upstream.recv_from(&mut buf).unwrap();
+        assert_eq!(from, relay_addr);
+        assert_eq!(&buf[..2], &7u16.to_be_bytes(), "relayed under the relay's ID");
+        assert_eq!(&buf[2..n], &miss[2..]);
+        buf[2] |= 0x80;
+        upstream.send_to(&buf[..n], relay_addr).unwrap();
+        let n = client.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..2], &miss[..2], "back under the client's ID");
+        assert_eq!(&buf[3..n], &miss[3..]);
     }
 }
