@@ -7,7 +7,7 @@
 # machine and the date, to docs/benchmarks.md (--quick: a short pass on the
 # 100k list that proves the script works; it writes nothing, judges nothing).
 # Then bench/instructions.py adds instructions per query counted by
-# callgrind, which a noisy machine cannot move.
+# callgrind, which a noisy machine moves far less than the rates (a few per cent).
 #   bench/run.sh [--quick]          (full run: about 30 minutes on the 2-core dev VM)
 set -euo pipefail
 cd "$(dirname "$0")/.."
