@@ -27,39 +27,65 @@ fn is_miss(msg: &[u8]) -> bool {
     wire::plain_name_len(msg, 12).is_some_and(|len| msg[12..12 + len].ends_with(MISS))
 }
 
+/// Where each packet goes: the relay's one piece of state, shared by both modes.
+struct Relay {
+    upstream: SocketAddr,
+    /// Relayed queries by the ID they carry upstream: who asked, with which ID.
+    /// Fixed size; a wrapped ID overwrites an old entry, as a lost answer would.
+    pending: Vec<Option<(SocketAddr, [u8; 2])>>,
+    next_id: u16,
+}
+
+impl Relay {
+    fn new(upstream: SocketAddr) -> Relay {
+        Relay { upstream, pending: vec![None; 65536], next_id: 0 }
+    }
+
+    /// For a packet from `peer`: where it goes, the ID it goes under, and
+    /// whether to set QR (an echoed query). None: dropped.
+    fn route(&mut self, msg: &[u8], peer: SocketAddr) -> Option<(SocketAddr, [u8; 2], bool)> {
+        if msg.len() < 12 {
+            return None;
+        }
+        if peer == self.upstream {
+            let id = u16::from_be_bytes([msg[0], msg[1]]);
+            let (client, orig) = self.pending[usize::from(id)].take()?;
+            Some((client, orig, false))
+        } else if is_miss(msg) {
+            self.pending[usize::from(self.next_id)] = Some((peer, [msg[0], msg[1]]));
+            let id = self.next_id.to_be_bytes();
+            self.next_id = self.next_id.wrapping_add(1);
+            Some((self.upstream, id, false))
+        } else {
+            Some((peer, [msg[0], msg[1]], true))
+        }
+    }
+}
+
+/// Gives the packet in `msg` the ID and QR bit [`Relay::route`] chose.
+fn rewrite(msg: &mut [u8], id: [u8; 2], qr: bool) {
+    msg[..2].copy_from_slice(&id);
+    if qr {
+        msg[2] |= 0x80;
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:5301".into());
     let upstream: SocketAddr = args.next().unwrap_or_else(|| "127.0.0.1:5399".into()).parse().expect("upstream");
     let batched = args.next().is_some_and(|a| a == "--batch");
     let sock = UdpSocket::bind(&addr).expect("bind");
-    // Relayed queries by the ID they carry upstream: who asked, with which ID.
-    // Fixed size; a wrapped ID overwrites an old entry, as a lost answer would.
-    let mut pending: Vec<Option<(SocketAddr, [u8; 2])>> = vec![None; 65536];
-    let mut next_id: u16 = 0;
+    let mut relay = Relay::new(upstream);
     if batched {
-        batch_loop(&sock, upstream, &mut pending, &mut next_id);
+        batch_loop(&sock, relay);
     }
     let mut buf = [0u8; 4096];
     loop {
         let Ok((n, peer)) = sock.recv_from(&mut buf) else { continue };
-        if n < 12 {
-            continue;
-        }
-        if peer == upstream {
-            let id = u16::from_be_bytes([buf[0], buf[1]]);
-            if let Some((client, orig)) = pending[usize::from(id)].take() {
-                buf[..2].copy_from_slice(&orig);
-                let _ = sock.send_to(&buf[..n], client);
-            }
-        } else if is_miss(&buf[..n]) {
-            pending[usize::from(next_id)] = Some((peer, [buf[0], buf[1]]));
-            buf[..2].copy_from_slice(&next_id.to_be_bytes());
-            next_id = next_id.wrapping_add(1);
-            let _ = sock.send_to(&buf[..n], upstream);
-        } else {
-            buf[2] |= 0x80;
-            let _ = sock.send_to(&buf[..n], peer);
+        if let Some((to, id, qr)) = relay.route(&buf[..n], peer) {
+            rewrite(&mut buf[..n], id, qr);
+            let _ = sock.send_to(&buf[..n], to);
         }
     }
 }
@@ -69,40 +95,29 @@ const BATCH: usize = 16;
 /// The same relay, a batch at a time: one `recvmmsg` (waiting for the first
 /// datagram), then one `sendmmsg` for the answers and one for the queries
 /// relayed upstream.
-fn batch_loop(
-    sock: &UdpSocket,
-    upstream: SocketAddr,
-    pending: &mut [Option<(SocketAddr, [u8; 2])>],
-    next_id: &mut u16,
-) -> ! {
+fn batch_loop(sock: &UdpSocket, mut relay: Relay) -> ! {
     let mut batch = sys::RecvBatch::new(BATCH, 4096);
     let mut answers: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(4096)).collect();
     let mut peers: Vec<SocketAddrAny> = Vec::with_capacity(BATCH);
     let mut relayed: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(4096)).collect();
-    let to_upstream: Vec<SocketAddrAny> = vec![upstream.into(); BATCH];
+    let to_upstream: Vec<SocketAddrAny> = vec![relay.upstream.into(); BATCH];
     loop {
         let Ok(n) = batch.recv(sock, true) else { continue };
         let mut nr = 0;
         peers.clear();
         for i in 0..n {
             let (msg, Some(peer)) = (batch.datagram(i), batch.peer(i)) else { continue };
-            if msg.len() < 12 {
-                continue;
-            }
-            if peer == upstream {
-                let id = u16::from_be_bytes([msg[0], msg[1]]);
-                let Some((client, orig)) = pending[usize::from(id)].take() else { continue };
-                copy(&mut answers[peers.len()], msg, orig);
-                peers.push(client.into());
-            } else if is_miss(msg) {
-                pending[usize::from(*next_id)] = Some((peer, [msg[0], msg[1]]));
-                copy(&mut relayed[nr], msg, next_id.to_be_bytes());
-                *next_id = next_id.wrapping_add(1);
+            let Some((to, id, qr)) = relay.route(msg, peer) else { continue };
+            let out = if to == relay.upstream {
                 nr += 1;
+                &mut relayed[nr - 1]
             } else {
-                copy(&mut answers[peers.len()], msg, [msg[0], msg[1]])[2] |= 0x80;
-                peers.push(peer.into());
-            }
+                peers.push(to.into());
+                &mut answers[peers.len() - 1]
+            };
+            out.clear();
+            out.extend_from_slice(msg);
+            rewrite(out, id, qr);
         }
         let _ =
             sys::sendmmsg(sock, relayed[..nr].iter().map(Vec::as_slice), Some(&to_upstream[..nr]), SendFlags::empty());
@@ -110,17 +125,9 @@ fn batch_loop(
     }
 }
 
-/// `msg` into `out` under ID `id`.
-fn copy<'a>(out: &'a mut Vec<u8>, msg: &[u8], id: [u8; 2]) -> &'a mut Vec<u8> {
-    out.clear();
-    out.extend_from_slice(msg);
-    out[..2].copy_from_slice(&id);
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{batch_loop, is_miss};
+    use super::{Relay, batch_loop, is_miss};
     use std::net::UdpSocket;
     use std::time::Duration;
 
@@ -147,7 +154,8 @@ mod tests {
         upstream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let relay = UdpSocket::bind("127.0.0.1:0").unwrap();
         let (relay_addr, upstream_addr) = (relay.local_addr().unwrap(), upstream.local_addr().unwrap());
-        std::thread::spawn(move || batch_loop(&relay, upstream_addr, &mut vec![None; 65536], &mut 7));
+        let ids_from_7 = Relay { next_id: 7, ..Relay::new(upstream_addr) };
+        std::thread::spawn(move || batch_loop(&relay, ids_from_7));
         let client = UdpSocket::bind("127.0.0.1:0").unwrap();
         client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut buf = [0u8; 512];
