@@ -218,9 +218,7 @@ pub fn receive_loop(
     let mut full = false;
     while !stop.load(Ordering::Relaxed) {
         let taken = if r.mux.in_flight() == 0 {
-            if r.watched {
-                r.unwatch();
-            }
+            r.unwatch();
             // Nothing upstream: block in recvmmsg alone (see the module notes).
             let taken = r.receive(true);
             if taken == 0 {
@@ -236,9 +234,7 @@ pub fn receive_loop(
             // (a level-triggered set reports queued queries at once); if the
             // kernel refuses, it is read every millisecond instead.
             let watched = if full {
-                if r.watched {
-                    r.unwatch();
-                }
+                r.unwatch();
                 timeout = Duration::ZERO;
                 false
             } else {
@@ -284,12 +280,14 @@ impl Loop {
         true
     }
 
-    /// Takes the client socket out of the epoll set.
+    /// Takes the client socket out of the epoll set, if it is in.
     fn unwatch(&mut self) {
-        if let Err(e) = self.mux.unwatch(&*self.sock) {
-            log::debug!("cannot stop waiting on a UDP socket: {e}");
+        if self.watched {
+            if let Err(e) = self.mux.unwatch(&*self.sock) {
+                log::debug!("cannot stop waiting on a UDP socket: {e}");
+            }
+            self.watched = false;
         }
-        self.watched = false;
     }
 
     /// Takes up to [`BATCH`] queries with one `recvmmsg` (waiting for the
