@@ -113,23 +113,27 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / HZ
 
 
-def core_busy(cpu):
-    """Busy seconds of one CPU so far, from /proc/stat (everything but idle and iowait)."""
+def proc_stat(line):
+    """One line of /proc/stat (`cpu` for all CPUs, `cpu1` for one), in ticks."""
     with open("/proc/stat") as f:
-        for line in f:
-            w = line.split()
-            if w[0] == f"cpu{cpu}":
-                t = [int(x) for x in w[1:]]
-                return (sum(t) - t[3] - t[4]) / os.sysconf("SC_CLK_TCK")
-    return 0.0
+        for text in f:
+            w = text.split()
+            if w[0] == line:
+                return [int(x) for x in w[1:]]
+    return []
+
+
+def core_busy(cpu):
+    """Busy seconds of one CPU so far (everything but idle and iowait)."""
+    t = proc_stat(f"cpu{cpu}")
+    return (sum(t) - t[3] - t[4]) / HZ if t else 0.0
 
 
 def steal_secs():
-    """CPU time the hypervisor took from this VM so far, all CPUs (/proc/stat's
-    steal column): a latency tail that comes with stolen time is the VM's."""
-    with open("/proc/stat") as f:
-        w = f.readline().split()
-    return int(w[8]) / HZ if w[0] == "cpu" and len(w) > 8 else 0.0
+    """CPU time the hypervisor took from this VM so far, all CPUs (the steal
+    column): a latency tail that comes with stolen time is the VM's."""
+    t = proc_stat("cpu")
+    return t[7] / HZ if len(t) > 7 else 0.0
 
 
 def proc_rss(pid):
