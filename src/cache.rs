@@ -3,9 +3,9 @@
 //!
 //! Slots are grouped in sets of sixteen (16-way set-associative). A name,
 //! type, class and DO bit hash to one set; a lookup compares at most sixteen
-//! hashes. Each slot holds an `Arc` to an immutable entry behind an [`ArcSwapOption`], so a
-//! reader never waits for a writer: a writer builds the whole entry first and
-//! swaps the pointer in. Eviction: an insert replaces, within its set, the
+//! tags. Each slot holds a reference-counted pointer to an immutable entry
+//! behind an [`ArcSwapAny`], so a reader never waits for a writer: a writer
+//! builds the whole entry first and swaps the pointer in. Eviction: an insert replaces, within its set, the
 //! slot holding the same key, else an empty or expired slot, else the one
 //! least recently used (by a one-second clock, a tie going to the entry
 //! not hit since it was stored: see [`Cache::used`]). Memory is bounded by
@@ -17,23 +17,20 @@
 //! lists last passed its name (see [`Hit`]).
 
 use std::hash::Hasher;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
-
-use arc_swap::Guard;
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwapAny, Guard};
 use rustc_hash::FxHasher;
+use triomphe::{HeaderSlice, HeaderWithLength, ThinArc};
 
 use crate::policy::domainset::key_eq;
 use crate::wire::{self, HEADER_LEN, Query, flags, header, rcode, rtype};
 
-/// Slots per set.
 /// Slots per set. At half the capacity in use, 4 ways left about 4 % of
 /// names without a slot (set conflicts evicting live entries; seen as a
 /// 95 % hit ratio on 5,000 names in a 10,000-entry cache), 16 ways about
-/// 0.1 %: close to a true LRU, for a scan of two cache lines of hashes.
+/// 0.1 %: close to a true LRU, for a scan of half a cache line of tags.
 const WAYS: usize = 16;
 /// Answers larger than this are passed on but not cached: it bounds the
 /// cache's memory at capacity × 4 KiB.
@@ -169,14 +166,9 @@ fn replay(msg: &[u8], ttls: impl Iterator<Item = (u16, u32)>, q: &Query, elapsed
     wire::build::finish(out, q.edns, [an, ns, ar], false);
 }
 
-/// One cached answer, in two allocations: this and `buf`.
-///
-/// A hit follows every pointer on its way, each a likely cache miss after
-/// the kernel's packet work has run through the caches. Holding the key and
-/// an `Arc<Stored>` (message and TTL table apart) made five such steps per
-/// hit; one buffer with all three makes two.
+/// What an entry holds beside its bytes.
 #[derive(Debug)]
-struct Entry {
+struct Meta {
     /// The policy generation whose lists last passed this name, shifted
     /// left one, with bit 0 set when an allowlist passed it (see [`Hit`]).
     checked: AtomicU64,
@@ -184,66 +176,68 @@ struct Entry {
     stored_at: u32,
     /// Clock second it stops being served.
     expires: u32,
-    /// Length of the key at the start of `buf`.
+    /// Length of the key at the start of the bytes.
     key_len: u16,
     /// Length of the message after the key.
     msg_len: u16,
-    /// The full cache key (checked on every hit: the hash only picks the
-    /// set), the answer as [`Stored`] keeps it, then each TTL's offset (u16)
-    /// and stored value (u32), little-endian.
-    buf: Box<[u8]>,
 }
 
-impl Entry {
-    fn new(key: &[u8], stored: &Stored, stored_at: u32, expires: u32, checked: u64) -> Option<Entry> {
-        let key_len = u16::try_from(key.len()).ok()?;
-        let msg_len = u16::try_from(stored.msg.len()).ok()?;
-        let mut buf = Vec::with_capacity(key.len() + stored.msg.len() + 6 * stored.ttls.len());
-        buf.extend_from_slice(key);
-        buf.extend_from_slice(&stored.msg);
-        for &(pos, ttl) in stored.ttls.iter() {
-            buf.extend_from_slice(&pos.to_le_bytes());
-            buf.extend_from_slice(&ttl.to_le_bytes());
-        }
-        Some(Entry {
-            checked: AtomicU64::new(checked),
-            stored_at,
-            expires,
-            key_len,
-            msg_len,
-            buf: buf.into_boxed_slice(),
-        })
-    }
+/// One cached answer, in one allocation: reference count, [`Meta`], then
+/// the full cache key (checked on every hit: the tag only narrows the set),
+/// the answer as [`Stored`] keeps it, and each TTL's offset (u16) and stored
+/// value (u32), little-endian.
+///
+/// A hit follows every pointer on its way, each a likely cache miss after
+/// the kernel's packet work has run through the caches. An `Arc` to a
+/// struct holding a boxed buffer was two such steps; a thin pointer to one
+/// block is one, and the key sits in the block's first two cache lines.
+type Entry = ThinArc<Meta, u8>;
 
-    #[inline]
-    fn key(&self) -> &[u8] {
-        &self.buf[..self.key_len as usize]
-    }
+/// What an [`Entry`] points to.
+type EntryData = HeaderSlice<HeaderWithLength<Meta>, [u8]>;
 
-    #[inline]
-    fn write_answer(&self, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
-        let (msg, ttls) = self.buf[self.key_len as usize..].split_at(self.msg_len as usize);
-        let ttls = ttls
-            .chunks_exact(6)
-            .map(|t| (u16::from_le_bytes([t[0], t[1]]), u32::from_le_bytes([t[2], t[3], t[4], t[5]])));
-        replay(msg, ttls, q, elapsed, out);
+fn new_entry(key: &[u8], stored: &Stored, stored_at: u32, expires: u32, checked: u64) -> Option<Entry> {
+    let key_len = u16::try_from(key.len()).ok()?;
+    let msg_len = u16::try_from(stored.msg.len()).ok()?;
+    let mut buf = Vec::with_capacity(key.len() + stored.msg.len() + 6 * stored.ttls.len());
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(&stored.msg);
+    for &(pos, ttl) in stored.ttls.iter() {
+        buf.extend_from_slice(&pos.to_le_bytes());
+        buf.extend_from_slice(&ttl.to_le_bytes());
     }
+    let meta = Meta { checked: AtomicU64::new(checked), stored_at, expires, key_len, msg_len };
+    Some(ThinArc::from_header_and_slice(meta, &buf))
+}
+
+#[inline]
+fn entry_key(e: &EntryData) -> &[u8] {
+    e.slice.get(..e.header.header.key_len as usize).unwrap_or_default()
+}
+
+#[inline]
+fn entry_write_answer(e: &EntryData, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
+    let meta = &e.header.header;
+    let rest = e.slice.get(meta.key_len as usize..).unwrap_or_default();
+    let (msg, ttls) = rest.split_at(usize::from(meta.msg_len).min(rest.len()));
+    let ttls =
+        ttls.chunks_exact(6).map(|t| (u16::from_le_bytes([t[0], t[1]]), u32::from_le_bytes([t[2], t[3], t[4], t[5]])));
+    replay(msg, ttls, q, elapsed, out);
 }
 
 /// One cache slot.
 /// The shared answer cache.
 pub struct Cache {
     /// `sets × ways` entries, each swapped whole.
-    entries: Box<[ArcSwapOption<Entry>]>,
-    /// Key hash of each entry, kept apart so a lookup scans one set's hashes
-    /// (two cache lines at 16 ways) without touching the entries.
-    hashes: Box<[AtomicU64]>,
-    /// One byte of each entry's hash (0: empty). A lookup scans these first:
-    /// a set's tags fill a quarter of one cache line and all of them an
-    /// eighth of the hashes' memory, so a name that is not cached (every
-    /// blocked name, which is looked up here before the lists) touches one
-    /// line that is likely still in cache, not two that are likely not.
-    tags: Box<[AtomicU8]>,
+    entries: Box<[ArcSwapAny<Option<Entry>>]>,
+    /// Sixteen bits of each entry's hash (0: empty), kept apart so a lookup
+    /// scans one set's tags, half a cache line, without touching the
+    /// entries. A name that is not cached (every blocked name, which is
+    /// looked up here before the lists) touches only that line. With 15
+    /// bits a lookup finds a wrong candidate once in about 2,000 (16 ways /
+    /// 2^15), whose key comparison then fails: cheaper than the full hashes
+    /// kept beside the tags before, one more likely cache miss on every hit.
+    tags: Box<[AtomicU16]>,
     /// Clock second of each entry's last hit or insert, shifted left one,
     /// bit 0 set once it has been hit: the LRU order within a set.
     ///
@@ -285,9 +279,8 @@ impl Cache {
         let _ = rustix::rand::getrandom(&mut seed, rustix::rand::GetRandomFlags::empty());
         let n = sets * ways;
         Cache {
-            entries: (0..n).map(|_| ArcSwapOption::empty()).collect(),
-            hashes: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            tags: (0..n).map(|_| AtomicU8::new(0)).collect(),
+            entries: (0..n).map(|_| ArcSwapAny::new(None)).collect(),
+            tags: (0..n).map(|_| AtomicU16::new(0)).collect(),
             used: (0..n).map(|_| AtomicU32::new(0)).collect(),
             expires: (0..n).map(|_| AtomicU32::new(0)).collect(),
             sets,
@@ -362,7 +355,7 @@ impl Cache {
         let tag = tag(hash);
         for (i, t) in self.tags[set.clone()].iter().enumerate() {
             let slot = set.start + i;
-            if t.load(Relaxed) != tag || self.hashes[slot].load(Relaxed) != hash {
+            if t.load(Relaxed) != tag {
                 continue;
             }
             let guard = self.entries[slot].load();
@@ -371,7 +364,7 @@ impl Cache {
             // byte loop in the static musl build, 1.9 % of the server's
             // samples in the mix (`bench/profile.sh --scenario mix --graph
             // compiler_rt.bcmp`), all of it this comparison on a hit.
-            if !key_eq(e.key(), key) || now >= e.expires {
+            if !key_eq(entry_key(e), key) || now >= e.header.header.expires {
                 continue;
             }
             // At most one store per entry per second: a hit writes no shared
@@ -399,17 +392,15 @@ impl Cache {
             .clone()
             .find(|&i| {
                 self.tags[i].load(Relaxed) == tag(hash)
-                    && self.hashes[i].load(Relaxed) == hash
-                    && self.entries[i].load().as_ref().is_some_and(|e| e.key() == key)
+                    && self.entries[i].load().as_ref().is_some_and(|e| entry_key(e) == key)
             })
             .or_else(|| set.clone().find(|&i| now >= self.expires[i].load(Relaxed)))
             .or_else(|| set.min_by_key(|&i| self.used[i].load(Relaxed)));
         let Some(slot) = victim else { return };
         let expires = now.saturating_add(ttl);
-        let Some(entry) = Entry::new(key, stored, now, expires, checked) else { return };
-        self.entries[slot].store(Some(Arc::new(entry)));
+        let Some(entry) = new_entry(key, stored, now, expires, checked) else { return };
+        self.entries[slot].store(Some(entry));
         self.expires[slot].store(expires, Relaxed);
-        self.hashes[slot].store(hash, Relaxed);
         self.tags[slot].store(tag(hash), Relaxed);
         self.used[slot].store(now << 1, Relaxed);
     }
@@ -418,8 +409,8 @@ impl Cache {
 /// The tag of a hash: bits the set index does not use (it comes from the
 /// top ones), never 0 (an empty slot's tag).
 #[inline]
-fn tag(hash: u64) -> u8 {
-    (hash >> 8) as u8 | 0x80
+fn tag(hash: u64) -> u16 {
+    (hash >> 16) as u16 | 0x8000
 }
 
 /// A live cache entry, found.
@@ -429,7 +420,7 @@ fn tag(hash: u64) -> u8 {
 /// hit (perf: 7-10 % of the server's cycles at saturation, most of them
 /// cache misses in a set of 100k-1M names).
 pub struct Hit {
-    entry: Guard<Option<Arc<Entry>>>,
+    entry: Guard<Option<Entry>>,
     now: u32,
 }
 
@@ -437,14 +428,14 @@ impl Hit {
     /// See [`Cache::insert`].
     #[inline]
     pub fn checked(&self) -> u64 {
-        self.entry.as_ref().map_or(0, |e| e.checked.load(Relaxed))
+        self.entry.as_ref().map_or(0, |e| e.header.header.checked.load(Relaxed))
     }
 
     /// Records that newer lists passed the name too.
     #[inline]
     pub fn set_checked(&self, checked: u64) {
         if let Some(e) = self.entry.as_ref() {
-            e.checked.store(checked, Relaxed);
+            e.header.header.checked.store(checked, Relaxed);
         }
     }
 
@@ -452,7 +443,7 @@ impl Hit {
     #[inline]
     pub fn write_answer(&self, q: &Query, out: &mut Vec<u8>) {
         if let Some(e) = self.entry.as_ref() {
-            e.write_answer(q, self.now - e.stored_at, out);
+            entry_write_answer(e, q, self.now - e.header.header.stored_at, out);
         }
     }
 }
@@ -606,6 +597,21 @@ pub(crate) mod tests {
         let mut kb = [0u8; MAX_KEY_LEN];
         let k = key(&q, &mut kb);
         cache.answer(&kb[..k], cache.hash(&kb[..k]), &q, &mut Vec::new())
+    }
+
+    #[test]
+    fn a_matching_tag_with_another_key_is_no_hit() {
+        // The tag only narrows the set: the key decides. Asking for one name
+        // with another's hash finds that name's slot and tag, not its answer.
+        let cache = Cache::new(64);
+        let a = put(&cache, "a.example", 300);
+        let b = query(1, "b.example", rtype::A, None);
+        let (qa, qb) = (parse_query(&a).unwrap(), parse_query(&b).unwrap());
+        let (mut ka, mut kb) = ([0u8; MAX_KEY_LEN], [0u8; MAX_KEY_LEN]);
+        let (la, lb) = (key(&qa, &mut ka), key(&qb, &mut kb));
+        let ha = cache.hash(&ka[..la]);
+        assert!(cache.answer(&ka[..la], ha, &qa, &mut Vec::new()));
+        assert!(!cache.answer(&kb[..lb], ha, &qb, &mut Vec::new()));
     }
 
     #[test]
