@@ -181,12 +181,15 @@ class Server:
 
     def counters(self, hydradns):
         """HydraDNS's own figures: queries received, log entries written and
-        dropped, queries sent upstream, answers the kernel would not send."""
+        dropped, queries sent upstream, answers the kernel would not send,
+        upstream tries that timed out (each holds its client's answer for
+        `upstream_timeout`, 2 s by default: as long as dnsperf waits)."""
         out = subprocess.run([hydradns, "stats", "-c", self.stats_conf, "--json"], capture_output=True, check=True)
         r = json.loads(out.stdout)
         c = r["counters"]
         return {"queries": r["queries"], "written": r["querylog"]["written"], "dropped": r["querylog"]["dropped"],
-                "forwarded": c["forwarded"] + c["coalesced"], "udp_send_failed": c["udp_send_failed"]}
+                "forwarded": c["forwarded"] + c["coalesced"], "udp_send_failed": c["udp_send_failed"],
+                "upstream_timeouts": sum(u["timeouts"] for u in r["upstreams"])}
 
 
 def dnsperf(port, datafile, secs, qps=None, verbose=False, outstanding=500, runs=None):
@@ -423,6 +426,7 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                     row["logged"] = after["written"] - before["written"]
                     row["dropped"] = after["dropped"] - before["dropped"]
                     row["send_failed"] = after["udp_send_failed"] - before["udp_send_failed"]
+                    row["timeouts"] = after["upstream_timeouts"] - before["upstream_timeouts"]
                     # Every answer dnsperf got must be in the server's counters;
                     # what it sent but the server never counted died in the kernel.
                     row["unseen"] = row["lat_sent"] - row["counted"]
@@ -437,7 +441,8 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                       f"{row['p50']:.3f}/{row['p99']:.3f}/{row['p999']:.3f} ms (p99 rounds: "
                       f"{', '.join(f'{p:.3f}' for p in row['p99_rounds'])}; {row['stolen_ms']:.0f} ms stolen)  "
                       f"lost at fixed rate {row['lat_lost']}"
-                      + (f" (never reached the server: {row['unseen']}, send failed: {row['send_failed']})"
+                      + (f" (never reached the server: {row['unseen']}, send failed: {row['send_failed']}, "
+                         f"upstream timeouts: {row['timeouts']})"
                          if row["unseen"] is not None else "")
                       + (f"  forwarded {forwarded[s.name]:.1f} %" if s.name in forwarded else ""),
                       flush=True)
@@ -652,7 +657,8 @@ def report(args, results, elapsed):
                 rounds = ", ".join(f"{p:.2f}" for p in r["p99_rounds"])
                 where = ""
                 if r["lat_lost"] and r["unseen"] is not None:
-                    where = f" ({r['unseen']:,} never reached it, {r['send_failed']:,} not sent)"
+                    where = (f" ({r['unseen']:,} never reached it, {r['send_failed']:,} not sent, "
+                             f"{r.get('timeouts', 0):,} upstream timeouts)")
                 L.append(f"| {scen} | {name} | {r['qps']:,.0f} | {share} | {r['lost']:,} | {r['cpu_us']:.2f} µs | "
                          f"{r['util']:.0f} % | {r.get('load_util', 0):.0f} % | {r['p50']:.3f} ms | "
                          f"{r['p99']:.3f} ms ({rounds}) | {r['p999']:.3f} ms | {r['stolen_ms']:.0f} ms | "
