@@ -5,11 +5,12 @@
 //! type, class and DO bit hash to one set; a lookup compares at most sixteen
 //! tags. Each slot holds a reference-counted pointer to an immutable entry
 //! behind an [`ArcSwapAny`], so a reader never waits for a writer: a writer
-//! builds the whole entry first and swaps the pointer in. Eviction: an insert replaces, within its set, the
-//! slot holding the same key, else an empty or expired slot, else the one
-//! least recently used (by a one-second clock, a tie going to the entry
-//! not hit since it was stored: see [`Cache::used`]). Memory is bounded by
-//! `capacity × MAX_ENTRY_BYTES` whatever the load.
+//! builds the whole entry first and swaps the pointer in. Eviction: an
+//! insert replaces, within its set, the slot holding the same key, else an
+//! empty or expired slot, else the one least recently used (by a one-second
+//! clock, a tie going to the entry not hit since it was stored: see
+//! [`Cache::used`]). Memory is bounded by `capacity × MAX_ENTRY_BYTES`
+//! whatever the load.
 //!
 //! Entries keep the upstream answer as bytes (OPT removed) and the offset of
 //! every TTL; a hit copies the bytes, patches ID, question case, flags and
@@ -225,7 +226,6 @@ fn entry_write_answer(e: &EntryData, q: &Query, elapsed: u32, out: &mut Vec<u8>)
     replay(msg, ttls, q, elapsed, out);
 }
 
-/// One cache slot.
 /// The shared answer cache.
 pub struct Cache {
     /// `sets × ways` entries, each swapped whole.
