@@ -322,8 +322,7 @@ impl Cache {
     pub fn hash(&self, key: &[u8]) -> u64 {
         let mut h = FxHasher::with_seed(self.seed);
         h.write(key);
-        // Never 0, so an empty slot's hash never matches.
-        h.finish() | 1
+        h.finish()
     }
 
     /// The slot indices of `hash`'s set.
