@@ -9,7 +9,7 @@ first blocked answer, the list load. With --syscalls it counts the system
 calls the gateway makes under the load instead (perf's syscall
 tracepoints), per answered query. bench/profile.sh builds what it needs.
 
-    bench/profile.py --bin DIR --hydradns BIN [--list 1m] [--scenario mix] [--secs 10] [--startup | --syscalls] [--echo]
+    bench/profile.py --bin DIR --hydradns BIN [--list 1m] [--scenario mix] [--secs 10] [--startup | --syscalls] [--echo | --fwd]
     bench/profile.py ... --graph SYMBOL     (the call chains into SYMBOL: who pays for a kernel function)
     bench/profile.py ... --annotate SYMBOL  (SYMBOL's hottest instructions: which load stalls)
     bench/profile.py ... --children         (inclusive shares: what each system call and stage costs with all it calls)
@@ -47,6 +47,9 @@ def main():
                     help="inclusive shares (a function with all it calls): which system call or stage costs what")
     ap.add_argument("--echo", action="store_true",
                     help="profile the echo responder instead, to compare the kernel's share")
+    ap.add_argument("--fwd", action="store_true",
+                    help="profile the batching forwarding echo (forward-echo --batch) instead: the floor the "
+                         "mix is set against, which relays misses to the same upstream")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     args.load = os.path.join(args.bin, "examples", "bench-load")
@@ -80,6 +83,10 @@ config querylog 'querylog'
     cmd = ["taskset", "-c", "0", args.hydradns, "run", "--allow-root", "--log", "stderr", "-c", conf]
     if args.echo:
         cmd = ["taskset", "-c", "0", os.path.join(args.bin, "examples", "echo-responder"), f"127.0.0.1:{port}"]
+    if args.fwd:
+        cmd = ["taskset", "-c", "0", os.path.join(args.bin, "examples", "forward-echo"), f"127.0.0.1:{port}",
+               f"127.0.0.1:{upstream_port}", "--batch"]
+    yardstick = args.echo or args.fwd
     log = open(os.path.join(work, "server.log"), "w")
     try:
         if args.startup:
@@ -90,12 +97,12 @@ config querylog 'querylog'
             proc.wait(30)
         else:
             proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-            redline.first_answer(port, not args.echo, time.monotonic() + 60)
+            redline.first_answer(port, not yardstick, time.monotonic() + 60)
             names = redline.read_names(path)
             popular = [line.strip().split(",", 1)[1] for line in
                        open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
             sc = redline.Scenarios(work, args.list, names, popular, 1, int(args.secs * 250000 * 1.1))
-            if not args.echo:
+            if not yardstick:
                 redline.dnsperf(port, sc.files["warm"], 30, qps=20000, outstanding=100, runs=1)
             counts = os.path.join(work, "syscalls.txt")
             if args.syscalls:
