@@ -154,3 +154,57 @@ fn check_command_names_list_and_entry() {
     let (code, _, err) = cli(&["check", "-c", cfg, "not a name"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// Queries queued while the server is stopped reach it in full batches, whose
+/// verdicts are looked up together before any is answered: each still gets
+/// its own answer: blocked, allowed over a block, forwarded or cached (a runt
+/// among them is dropped).
+#[test]
+fn a_burst_of_mixed_queries_gets_each_its_own_answer() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        "config blocklist\n\tlist domain 'ads.example'\n\tlist domain 'tracker.example'\n\
+         config allowlist\n\tlist domain 'good.tracker.example'\n",
+    ));
+    let blocked = ["ads.example", "x.ads.example", "Tracker.Example", "deep.x.tracker.example"];
+    let allowed = ["good.tracker.example", "a.good.tracker.example"];
+    let passed = ["example.org", "www.example.org", "ads.example.org", "xads.example"];
+    let names: Vec<&str> = blocked.iter().chain(&allowed).chain(&passed).copied().collect();
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let mut buf = vec![0u8; 4096];
+    // Round 0 forwards the names that pass; round 1 finds them in the cache.
+    for round in 0..2u16 {
+        gw.signal("STOP");
+        let mut sent = 0u16;
+        // Three times over, with a runt among them: 31 queries, two batches.
+        for rep in 0..3u16 {
+            for (i, name) in names.iter().enumerate() {
+                let id = round << 12 | rep << 8 | i as u16;
+                sock.send_to(&build_query(id, name, A, None), gw.addr).unwrap();
+                sent += 1;
+            }
+        }
+        sock.send_to(&[0xab, 0xcd, 0x01], gw.addr).unwrap();
+        gw.signal("CONT");
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..sent {
+            let (n, _) = sock.recv_from(&mut buf).expect("an answer to every query of the burst");
+            let r = Reply::parse(buf[..n].to_vec());
+            assert!(seen.insert(r.id), "one answer per query");
+            let name = names[usize::from(r.id & 0xff)];
+            assert_eq!(r.qname.as_deref(), Some(name), "the answer to its own query");
+            let want = if blocked.contains(&name) { "0.0.0.0" } else { "192.0.2.1" };
+            assert_eq!(r.ips(), [want], "{name}, round {round}");
+        }
+    }
+    for name in passed.iter().chain(&allowed) {
+        assert_eq!(up.seen(name), 1, "{name}: forwarded once, then cached");
+    }
+    assert_eq!(up.total(), passed.len() + allowed.len());
+    let stats = gw.stats();
+    assert_eq!(stats["blocked"], 2 * 3 * blocked.len() as u64);
+    assert_eq!(stats["allowed"], 2 * 3 * allowed.len() as u64, "counted whether cached or not");
+    assert_eq!(stats["dropped"], 2, "the runts");
+}
