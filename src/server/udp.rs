@@ -41,7 +41,7 @@ use rustix::net::{SendFlags, SocketAddrAny};
 use smol::LocalExecutor;
 use smol::channel::{Receiver, Sender, TrySendError};
 
-use crate::query::{Begin, Engine, Led, Miss, Origin, Step, Transport};
+use crate::query::{Begin, Engine, Led, Miss, Origin, Scratch, Step, Transport};
 use crate::stats::Counters;
 use crate::sys;
 use crate::upstream::mux::{EVENTS, LISTENER, Mux, Recv, Try};
@@ -71,9 +71,9 @@ const STOP_CHECK: Duration = Duration::from_millis(200);
 /// Work the receive thread hands to the worker's executor, with where the answer goes.
 pub enum Job {
     /// A miss another thread leads: wait for its outcome.
-    Wait(Miss, Receiver<Resolution>, SocketAddrAny),
+    Wait(Miss, Receiver<Resolution>, SocketAddr),
     /// A miss whose UDP reply from server `usize` was truncated: go on over TCP.
-    Truncated(Led, usize, SocketAddrAny),
+    Truncated(Led, usize, SocketAddr),
 }
 
 /// Counts a worker's miss tasks; the guard gives the slot back however the task ends.
@@ -146,7 +146,9 @@ impl Outbox {
 /// A miss in flight from a receive thread.
 struct Pending {
     led: Led,
-    peer: SocketAddrAny,
+    /// The client. A `SocketAddr`, not the 136-byte `SocketAddrAny` that
+    /// `sendmmsg` takes: a miss's state is moved several times on its way.
+    peer: SocketAddr,
     /// The try in flight: its handle, the server's index in the group, when it was sent.
     current: Option<(Try, usize, Instant)>,
 }
@@ -163,6 +165,8 @@ struct Loop {
     out: Outbox,
     /// Queries taken from the socket, one batch at a time.
     batch: sys::RecvBatch,
+    /// Room for the keys of the query being answered.
+    scratch: Scratch,
     /// Slots whose queued upstream query the kernel refused.
     failed: Vec<u32>,
     /// Whether the client socket is in the epoll set: only while misses are
@@ -209,6 +213,7 @@ pub fn receive_loop(
         free: Vec::new(),
         out: Outbox::new(),
         batch: sys::RecvBatch::new(BATCH, RECV_BUF),
+        scratch: Scratch::new(),
         failed: Vec::new(),
         watched: false,
         held: 0,
@@ -314,21 +319,21 @@ impl Loop {
                 self.flush_replies();
             }
             let reply = &mut self.out.replies[self.out.len];
-            match self.engine.handle(self.batch.datagram(i), &origin, reply, &self.stats) {
+            match self.engine.handle_in(&mut self.scratch, self.batch.datagram(i), &origin, reply, &self.stats) {
                 Step::Reply => self.out.push(client.into()),
                 Step::Drop => {}
-                Step::Resolve(miss) => self.forward(miss, client.into()),
+                Step::Resolve(miss) => self.forward(miss, client),
             }
         }
         taken
     }
 
     /// Starts a miss: leads it upstream, hands a wait to the executor, or answers SERVFAIL.
-    fn forward(&mut self, miss: Miss, peer: SocketAddrAny) {
+    fn forward(&mut self, miss: Miss, peer: SocketAddr) {
         let reply = &mut self.out.replies[self.out.len];
         if self.free.is_empty() && self.pending.len() >= MAX_MISS_TASKS {
             self.engine.refuse_miss(&miss, reply, &self.stats);
-            return self.out.push(peer);
+            return self.out.push(peer.into());
         }
         match self.engine.begin(miss, reply, &self.stats) {
             Begin::Lead(led) => {
@@ -348,10 +353,10 @@ impl Loop {
                 ) = self.jobs.try_send(Job::Wait(miss, rx, peer))
                 {
                     self.engine.refuse_miss(&miss, &mut self.out.replies[self.out.len], &self.stats);
-                    self.out.push(peer);
+                    self.out.push(peer.into());
                 }
             }
-            Begin::Answered => self.out.push(peer),
+            Begin::Answered => self.out.push(peer.into()),
         }
     }
 
@@ -439,7 +444,7 @@ impl Loop {
             self.flush_replies();
         }
         self.engine.finish(p.led, reply, &mut self.out.replies[self.out.len], &self.stats);
-        self.out.push(p.peer);
+        self.out.push(p.peer.into());
     }
 
     /// Sends what the batch queued: upstream queries first, so misses
@@ -527,7 +532,7 @@ pub async fn run_jobs(
 /// Sends one answer without blocking the executor (the socket itself blocks,
 /// for the receive thread); a full send buffer drops it, as UDP may, and
 /// it is counted.
-fn send(sock: &UdpSocket, msg: &[u8], peer: &SocketAddrAny, stats: &Counters) {
+fn send(sock: &UdpSocket, msg: &[u8], peer: &SocketAddr, stats: &Counters) {
     if !msg.is_empty() && rustix::net::sendto(sock, msg, SendFlags::DONTWAIT, peer).is_err() {
         Counters::bump(&stats.udp_send_failed);
     }
