@@ -155,10 +155,9 @@ fn check_command_names_list_and_entry() {
     assert_eq!(code, 2, "{err}");
 }
 
-/// Queries queued while the server is stopped reach it in full batches, whose
-/// verdicts are looked up together before any is answered: each still gets
-/// its own answer: blocked, allowed over a block, forwarded or cached (a runt
-/// among them is dropped).
+/// Queries queued while the server is stopped reach it in full batches of
+/// the receive loop, and each gets its own answer: blocked, allowed over a
+/// block, forwarded or cached (a runt among them is dropped).
 #[test]
 fn a_burst_of_mixed_queries_gets_each_its_own_answer() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
@@ -178,7 +177,7 @@ fn a_burst_of_mixed_queries_gets_each_its_own_answer() {
     for round in 0..2u16 {
         gw.signal("STOP");
         let mut sent = 0u16;
-        // Three times over, with a runt among them: 31 queries, two batches.
+        // Three times over, then a runt: 31 datagrams, two batches.
         for rep in 0..3u16 {
             for (i, name) in names.iter().enumerate() {
                 let id = round << 12 | rep << 8 | i as u16;
