@@ -117,8 +117,8 @@ impl Outbox {
     }
 
     /// Queues the answer just written into the next reply buffer, for `peer`.
-    fn push(&mut self, peer: SocketAddrAny) {
-        self.peers.push(peer);
+    fn push(&mut self, peer: SocketAddr) {
+        self.peers.push(peer.into());
         self.len += 1;
     }
 
@@ -320,7 +320,7 @@ impl Loop {
             }
             let reply = &mut self.out.replies[self.out.len];
             match self.engine.handle_in(&mut self.scratch, self.batch.datagram(i), &origin, reply, &self.stats) {
-                Step::Reply => self.out.push(client.into()),
+                Step::Reply => self.out.push(client),
                 Step::Drop => {}
                 Step::Resolve(miss) => self.forward(miss, client),
             }
@@ -333,7 +333,7 @@ impl Loop {
         let reply = &mut self.out.replies[self.out.len];
         if self.free.is_empty() && self.pending.len() >= MAX_MISS_TASKS {
             self.engine.refuse_miss(&miss, reply, &self.stats);
-            return self.out.push(peer.into());
+            return self.out.push(peer);
         }
         match self.engine.begin(miss, reply, &self.stats) {
             Begin::Lead(led) => {
@@ -353,10 +353,10 @@ impl Loop {
                 ) = self.jobs.try_send(Job::Wait(miss, rx, peer))
                 {
                     self.engine.refuse_miss(&miss, &mut self.out.replies[self.out.len], &self.stats);
-                    self.out.push(peer.into());
+                    self.out.push(peer);
                 }
             }
-            Begin::Answered => self.out.push(peer.into()),
+            Begin::Answered => self.out.push(peer),
         }
     }
 
@@ -444,7 +444,7 @@ impl Loop {
             self.flush_replies();
         }
         self.engine.finish(p.led, reply, &mut self.out.replies[self.out.len], &self.stats);
-        self.out.push(p.peer.into());
+        self.out.push(p.peer);
     }
 
     /// Sends what the batch queued: upstream queries first, so misses
