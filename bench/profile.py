@@ -80,7 +80,7 @@ config querylog 'querylog'
 \toption enabled '0'
 """)
     data = os.path.join(work, "perf.data")
-    cmd = ["taskset", "-c", "0", args.hydradns, "run", "--allow-root", "--log", "stderr", "-c", conf]
+    cmd = ["taskset", "-c", "0", args.hydradns, "run", "--user", "root", "--log", "stderr", "-c", conf]
     if args.echo:
         cmd = ["taskset", "-c", "0", os.path.join(args.bin, "examples", "echo-responder"), f"127.0.0.1:{port}"]
     if args.fwd:

@@ -49,7 +49,7 @@ config querylog 'querylog'
 	option flush_interval '0'
 	option max_size '64M'
 CONF
-    taskset -c 0 "$bin" run --allow-root --log stderr -c "$work/conf" 2>"$work/log" &
+    taskset -c 0 "$bin" run --user root --log stderr -c "$work/conf" 2>"$work/log" &
     pid=$!
     for _ in $(seq 100); do grep -q "ready with" "$work/log" 2>/dev/null && return; sleep 0.05; done
     echo "server did not start:"; cat "$work/log"; exit 1

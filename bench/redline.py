@@ -485,7 +485,7 @@ config querylog 'querylog'
 \toption max_size '256M'
 \toption batch_interval '{log_batch}'
 """)
-            s.cmd = [binary, "run", "--allow-root", "--log", "stderr", "-c", conf]
+            s.cmd = [binary, "run", "--user", "root", "--log", "stderr", "-c", conf]
             s.stats_conf = conf
             out[name] = s
 

@@ -56,7 +56,7 @@ config querylog 'querylog'
 	option flash_path '$work/flash/queries.db'
 	option flush_interval '0'
 CONF
-taskset -c 0 "$bin" run --allow-root --log stderr -c "$work/conf" 2>"$work/log" &
+taskset -c 0 "$bin" run --user root --log stderr -c "$work/conf" 2>"$work/log" &
 gw=$!; pids+=("$gw")
 for _ in $(seq 600); do grep -q "policy: [1-9]" "$work/log" 2>/dev/null && break; sleep 0.1; done
 grep -q "policy: [1-9]" "$work/log" || { echo "the list was not loaded:"; cat "$work/log"; exit 1; }

@@ -47,7 +47,7 @@ config querylog 'querylog'
 	option flash_path '$work/flash/queries.db'
 CONF
     start=$(date +%s.%N)
-    "$bin" run --allow-root --log stderr -c "$work/conf" 2>"$work/log" &
+    "$bin" run --user root --log stderr -c "$work/conf" 2>"$work/log" &
     pid=$!
     first_answer "$port"
     end=$(date +%s.%N)

@@ -191,7 +191,7 @@ config querylog 'querylog'
             f.write(f"{rng.choice(hits if i % 3 else sample)} A\n")
 
     log = open(os.path.join(work, "gateway.log"), "w")
-    gw = subprocess.Popen(["taskset", "-c", "0", args.hydradns, "run", "--allow-root", "--log", "stderr", "-c", conf],
+    gw = subprocess.Popen(["taskset", "-c", "0", args.hydradns, "run", "--user", "root", "--log", "stderr", "-c", conf],
                           stdout=log, stderr=log)
     samples = []
     try:

@@ -19,7 +19,7 @@ use nanoserde::{DeJson, SerJson};
 
 const USAGE: &str = "\
 usage:
-  hydradns run [-c FILE] [--log syslog|stderr] [-v] [--allow-root]
+  hydradns run [-c FILE] [--log syslog|stderr] [-v] [--user NAME]
                                                       serve DNS in the foreground
   hydradns check-config -c FILE [--shell]             validate FILE; print FILE:LINE: problem
   hydradns check -c FILE NAME                         is NAME blocked, and by which list?
@@ -32,8 +32,8 @@ usage:
 
 Without -c, run uses /etc/config/hydradns if it exists, else built-in
 defaults (listen on 127.0.0.1:5353, forward to the resolvers in /etc/resolv.conf).
-run refuses to start as root unless given --allow-root: it needs no
-privilege but binding port 53 (CAP_NET_BIND_SERVICE, which the package gives it).";
+Started as root, run binds its sockets and then becomes --user (else option
+user, else hydradns, else nobody) with no privileges; --user root keeps root.";
 
 /// Options of all subcommands; each command checks it got only its own.
 #[derive(Debug, Default)]
@@ -41,7 +41,7 @@ struct Args {
     config: Option<PathBuf>,
     log: Option<Target>,
     verbose: bool,
-    allow_root: bool,
+    user: Option<String>,
     json: bool,
     shell: bool,
     limit: Option<usize>,
@@ -88,9 +88,9 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 out.verbose = true;
                 "-v"
             }
-            "--allow-root" => {
-                out.allow_root = true;
-                "--allow-root"
+            "--user" => {
+                out.user = Some(value("a user name")?);
+                "--user"
             }
             "--json" => {
                 out.json = true;
@@ -198,7 +198,7 @@ fn run_config(args: &Args) -> Result<(Config, Option<PathBuf>), ConfigError> {
 }
 
 fn run(args: Args) -> ExitCode {
-    if let Err(e) = args.only("run", &["-c", "--log", "-v", "--allow-root"]) {
+    if let Err(e) = args.only("run", &["-c", "--log", "-v", "--user"]) {
         return usage_error(e);
     }
     if !args.positional.is_empty() {
@@ -206,19 +206,11 @@ fn run(args: Args) -> ExitCode {
         return ExitCode::from(2);
     }
     logging::init(args.log.unwrap_or(Target::Syslog), args.verbose);
-    // A parser bug exploited by a LAN client should not own the router.
-    if rustix::process::geteuid().is_root() && !args.allow_root {
-        let why = "refusing to run as root: start it as an unprivileged user with CAP_NET_BIND_SERVICE \
-                   (the package's init script does), or pass --allow-root";
-        log::error!("{why}");
-        eprintln!("hydradns: {why}");
-        return ExitCode::from(1);
-    }
     let (cfg, path) = match run_config(&args) {
         Ok(c) => c,
         Err(e) => {
-            log::error!("{e}");
-            return config_error(&e);
+            logging::fatal(&e.to_string());
+            return ExitCode::from(2);
         }
     };
     log::info!(
@@ -226,11 +218,12 @@ fn run(args: Args) -> ExitCode {
         env!("CARGO_PKG_VERSION"),
         path.as_ref().map_or("built-in defaults".into(), |p| p.display().to_string())
     );
-    match server::run(cfg, path) {
+    // A parser bug exploited by a LAN client should not own the router: see privileges.rs.
+    let user = args.user.clone().or_else(|| cfg.user.clone());
+    match server::run(cfg, path, user.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            log::error!("{e}");
-            eprintln!("hydradns: {e}");
+            logging::fatal(&e);
             ExitCode::from(1)
         }
     }
@@ -269,6 +262,9 @@ fn check_config(args: Args) -> ExitCode {
         println!("hydradns_dnsmasq_server={server}");
         println!("hydradns_dnsmasq_port={}", cfg.dnsmasq_port);
         println!("hydradns_restart_key={}", cfg.restart_key());
+        // Who the daemon will run as, so the script gives it its directories.
+        let user = crate::privileges::choose(cfg.user.as_deref()).map(|a| a.name).unwrap_or_default();
+        println!("hydradns_user={user}");
         return ExitCode::SUCCESS;
     }
     let mut missing = false;
@@ -547,7 +543,7 @@ fn update(args: Args) -> ExitCode {
             }
         },
         // Not running: download into list_dir ourselves; the next start uses the copies.
-        Err(control::RequestError::NotRunning(_)) => lists::refresh_all(&cfg, false),
+        Err(control::RequestError::NotRunning(_)) => lists::refresh_all(&cfg, lists::Which::All),
         Err(e) => {
             eprintln!("hydradns: {e}");
             return ExitCode::from(1);

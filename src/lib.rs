@@ -13,6 +13,7 @@ pub mod control;
 pub mod lists;
 pub mod logging;
 pub mod policy;
+pub mod privileges;
 pub mod query;
 pub mod querylog;
 pub mod ratelimit;

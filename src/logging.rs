@@ -2,7 +2,7 @@
 //! `logread -e hydradns` on OpenWrt) or stderr. Nothing on the query path
 //! logs per query; log lines are for events (start, reload, errors, stats).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use log::{LevelFilter, Log, Metadata, Record};
 
@@ -16,6 +16,9 @@ pub enum Target {
 }
 
 struct StderrLogger;
+
+/// Whether log lines go to stderr already (`--log stderr`, or no syslog).
+static TO_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 impl Log for StderrLogger {
     fn enabled(&self, metadata: &Metadata) -> bool {
@@ -45,5 +48,16 @@ pub fn init(target: Target, verbose: bool) {
     }
     if log::set_logger(&StderrLogger).is_ok() {
         log::set_max_level(level);
+        TO_STDERR.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Logs why the process is about to exit, once: to the log, and to a
+/// terminal if one is watching. Under procd, stderr is a pipe into syslog,
+/// so writing it there as well put every fatal error in the log twice.
+pub fn fatal(why: &str) {
+    log::error!("{why}");
+    if !TO_STDERR.load(std::sync::atomic::Ordering::Relaxed) && std::io::stderr().is_terminal() {
+        eprintln!("hydradns: {why}");
     }
 }

@@ -63,39 +63,64 @@ fn check_config_shell_output_for_the_init_script() {
 fn run_refuses_a_broken_config() {
     let dir = TempDir::new();
     let bad = dir.file("bad.conf", "config hydradns\n\toption max_ttl '-1'\n");
-    let (code, _, err) = cli(&["run", "--allow-root", "--log", "stderr", "-c", bad.to_str().unwrap()]);
+    let (code, _, err) = cli(&["run", "--user", "root", "--log", "stderr", "-c", bad.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains(&format!("{}:2: option 'max_ttl'", bad.display())), "{err}");
 }
 
+/// `Name:\tvalue` from a /proc status file.
+fn status_field(status: &str, name: &str) -> String {
+    status.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')).unwrap_or_default().trim().to_string()
+}
+
 #[test]
-fn run_refuses_root_unless_allowed() {
-    let dir = TempDir::new();
-    let conf = dir.file("ok.conf", "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n");
-    let root = is_root();
-    let bin = hydradns();
-    // Root here (as in CI), or root of a user namespace of our own.
-    let mut cmd = std::process::Command::new(if root { bin.get_program() } else { "unshare".as_ref() });
-    if !root {
-        cmd.arg("-r").arg(bin.get_program());
+fn started_as_root_it_binds_port_53_then_runs_without_privileges() {
+    if !is_root() {
+        eprintln!("skipped: needs root, to bind a privileged port and to change user");
+        return;
     }
-    cmd.args(bin.get_args()).args(["run", "--log", "stderr", "-c"]).arg(&conf);
-    let mut child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
-    let end = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
+    let dir = TempDir::new();
+    // A privileged port on an address of 127/8 nobody else uses.
+    let listen = format!("127.0.{}.{}:53", 100 + std::process::id() % 100, 2 + std::process::id() % 200);
+    let d = dir.0.display().to_string();
+    let text = format!(
+        "config hydradns 'main'\n\tlist listen '{listen}'\n\toption control_socket '{d}/run/control.sock'\n\
+         \toption list_dir '{d}/lists'\n\tlist upstream '192.0.2.1'\n\
+         config blocklist\n\tlist domain 'blocked.example'\n"
+    );
+    let config = dir.file("hydradns.conf", &Gateway::localize(&text, &dir.0));
+    // Started with supplementary groups, which it must shed too.
+    let bin = hydradns();
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--groups", "4,20", "--"]).arg(bin.get_program()).args(bin.get_args());
+    let g = Gateway::start_as(dir, config, cmd, "nobody");
+    assert!(g.log().contains("running as user 'nobody' (uid 65534, gid"), "{}", g.log());
+    // Every thread, not only the one that changed user.
+    let tasks: Vec<_> =
+        std::fs::read_dir(format!("/proc/{}/task", g.pid())).unwrap().map(|t| t.unwrap().path()).collect();
+    assert!(tasks.len() > 1, "the gateway's threads");
+    for task in tasks {
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        assert_eq!(status_field(&status, "Uid"), "65534\t65534\t65534\t65534", "{status}");
+        assert!(status_field(&status, "Gid").starts_with("65534\t65534\t65534"), "{status}");
+        assert_eq!(status_field(&status, "Groups"), "", "no supplementary groups");
+        for caps in ["CapEff", "CapPrm", "CapAmb"] {
+            assert_eq!(status_field(&status, caps), "0000000000000000", "{caps}: {status}");
         }
-        if Instant::now() > end {
-            let _ = child.kill();
-            panic!("it kept running as root");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(1), "{err}");
-    assert!(err.contains("refusing to run as root") && err.contains("--allow-root"), "{err}");
+        assert_eq!(status_field(&status, "NoNewPrivs"), "1");
+    }
+    let addr: std::net::SocketAddr = listen.parse().unwrap();
+    assert_eq!(udp(addr, "blocked.example", 1).ips(), ["0.0.0.0"]);
+    assert_eq!(tcp(addr, "blocked.example", 1).ips(), ["0.0.0.0"]);
+    // Directories it had to create are its own, so it can write there.
+    for sub in ["run", "live", "flash"] {
+        let meta = std::fs::metadata(g.dir.0.join(sub)).unwrap();
+        assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 65534, "{sub}");
+    }
+    // The control socket it made as that user answers root's CLI.
+    let report = g.report();
+    assert_eq!((report.queries, report.counters.blocked), (2, 2));
+    assert!(g.stop().success());
 }
 
 #[test]

@@ -213,7 +213,7 @@ fn sigkill_during_flash_copies_never_leaves_a_torn_file() {
     let cfg = dir.file("hydradns.conf", &text);
     for round in 0..4 {
         let mut child = common::hydradns()
-            .args(["run", "--allow-root", "--log", "stderr", "-c", cfg.to_str().unwrap()])
+            .args(["run", "--user", "root", "--log", "stderr", "-c", cfg.to_str().unwrap()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

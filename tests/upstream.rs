@@ -1,8 +1,11 @@
 //! Forwarding through the real binary: failover, all upstreams down,
-//! TCP retry on truncation, conditional forwarding, forged replies.
+//! TCP retry on truncation, conditional forwarding, forged replies,
+//! following resolv_file.
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "common/http.rs"]
+mod http;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
@@ -158,4 +161,79 @@ fn unknown_record_types_are_forwarded() {
         assert_eq!(&r[r.len() - 4..r.len() - 2], &t.to_be_bytes(), "question echoed");
     }
     assert_eq!(up.seen("private-type.example"), 2);
+}
+
+/// Replaces `path` as netifd does: a temporary file renamed over it.
+fn write_like_netifd(path: &std::path::Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_rewritten_resolv_file_brings_its_upstreams_and_retries_only_failed_downloads() {
+    use http::{HttpServer, Route, list_body};
+    if !is_root() {
+        eprintln!("skipped: needs root, for upstreams on port 53 (a resolv.conf names no port)");
+        return;
+    }
+    // Two "WAN resolvers" on port 53 of addresses of 127/8 nobody else uses.
+    let net = 100 + std::process::id() % 100;
+    let wan1 = Upstream::start_on(format!("127.1.{net}.1:53").parse().unwrap(), "192.0.2.1".parse().unwrap());
+    let wan2 = Upstream::start_on(format!("127.1.{net}.2:53").parse().unwrap(), "192.0.2.2".parse().unwrap());
+    let web = HttpServer::start();
+    web.set("/good.txt", Route::List { body: list_body(50, "good.example"), etag: "\"g\"".into() });
+    web.set("/late.txt", Route::Status(503));
+    web.set("/later.txt", Route::Status(503));
+    let lists: String = ["good", "late", "later"]
+        .iter()
+        .map(|n| format!("config blocklist\n\toption name '{n}'\n\toption url '{}'\n", web.url(&format!("/{n}.txt"))))
+        .collect();
+    // As on a router at boot: the WAN's file exists and is empty.
+    let text = format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '500ms'\n\
+         \toption resolv_file '@DIR@/resolv.conf.d/resolv.conf.auto'\n\toption list_dir '@DIR@/lists'\n{lists}"
+    );
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("resolv.conf.d")).unwrap();
+    let resolv = dir.file("resolv.conf.d/resolv.conf.auto", "");
+    let config = dir.file("hydradns.conf", &Gateway::localize(&text, &dir.0));
+    let g = Gateway::start_with(dir, config);
+    assert!(g.log().contains("(from built-in fallback)"), "{}", g.log());
+    wait_for("the first downloads", || g.log().matches("download failed").count() == 2);
+    assert!(g.log().contains("list 'good': updated"), "{}", g.log());
+    let good_hits = web.hits("/good.txt");
+
+    // The WAN comes up: its resolvers are used at once, the list that
+    // failed is fetched, the good one is left alone.
+    web.set("/late.txt", Route::List { body: list_body(50, "late.example"), etag: "\"l\"".into() });
+    write_like_netifd(&resolv, &format!("# Interface wan\nnameserver 127.1.{net}.1\n"));
+    wait_for("the new upstreams", || g.log().contains(&format!("upstreams now 127.1.{net}.1:53 (from ")));
+    wait_for("the late list", || udp(g.addr, "h1.late.example", 1).ips() == ["0.0.0.0"]);
+    assert_eq!(udp(g.addr, "one.example", 1).ips(), ["192.0.2.1"]);
+    assert_eq!(wan1.seen("one.example"), 1);
+    assert_eq!(web.hits("/good.txt"), good_hits, "a good list is not downloaded again");
+
+    // A new lease with other resolvers.
+    write_like_netifd(&resolv, &format!("nameserver 127.1.{net}.2\n"));
+    wait_for("the second upstreams", || g.log().contains(&format!("upstreams now 127.1.{net}.2:53 (from ")));
+    assert_eq!(udp(g.addr, "two.example", 1).ips(), ["192.0.2.2"]);
+    assert_eq!((wan1.seen("two.example"), wan2.seen("two.example")), (0, 1));
+
+    // SIGUSR2 (the WAN's interface trigger) retries what still failed, and only that.
+    let later_hits = web.hits("/later.txt");
+    web.set("/later.txt", Route::List { body: list_body(50, "later.example"), etag: "\"x\"".into() });
+    g.signal("USR2");
+    wait_for("the later list", || udp(g.addr, "h1.later.example", 1).ips() == ["0.0.0.0"]);
+    assert_eq!(web.hits("/later.txt"), later_hits + 1);
+    assert_eq!(web.hits("/good.txt"), good_hits);
+    assert_eq!(web.hits("/late.txt"), 2, "one failure, one success");
 }

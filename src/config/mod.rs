@@ -12,6 +12,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::upstream::resolv;
+
 /// Where `run` looks for its config when `-c` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/config/hydradns";
 /// Built-in listen address: unprivileged and loopback, so a first start needs no root
@@ -166,6 +168,8 @@ pub struct Config {
     pub upstreams: Vec<SocketAddr>,
     /// Where the upstreams came from, for the start-up log line.
     pub upstreams_from: String,
+    /// None were configured: they come from `resolv_file`, re-read when it changes.
+    pub upstreams_auto: bool,
     /// Answer cache capacity in entries; 0 disables the cache.
     pub cache_size: usize,
     /// How blocked names are answered.
@@ -235,6 +239,9 @@ pub struct Config {
     pub local_domains: Vec<String>,
     /// `option enabled` of the main section: read by the init script only.
     pub enabled: bool,
+    /// Who to run as once the sockets are bound, when started as root
+    /// (`option user`); `None`: the package's user, else `nobody`.
+    pub user: Option<String>,
     /// How often a summary line goes to the log; 0 = never.
     pub stats_interval: Duration,
     /// Non-fatal findings (unknown options, ignored sections), as `file:line: text`.
@@ -285,6 +292,7 @@ impl Config {
             listen: vec![DEFAULT_LISTEN],
             upstreams: Vec::new(),
             upstreams_from: String::new(),
+            upstreams_auto: false,
             cache_size: 4096,
             block_mode: BlockMode::Null,
             block_ttl: 60,
@@ -319,10 +327,11 @@ impl Config {
             dnsmasq_port: 5354,
             local_domains: Vec::new(),
             enabled: true,
+            user: None,
             stats_interval: Duration::from_secs(3600),
             warnings: Vec::new(),
         };
-        cfg.default_upstreams();
+        cfg.upstreams_from_resolv();
         cfg
     }
 
@@ -384,7 +393,7 @@ impl Config {
             cfg.listen.push(DEFAULT_LISTEN);
         }
         if cfg.upstreams.is_empty() {
-            cfg.default_upstreams();
+            cfg.upstreams_from_resolv();
         } else {
             cfg.upstreams_from = file.to_string();
         }
@@ -435,18 +444,26 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Upstreams from /etc/resolv.conf, minus our own addresses; public resolvers otherwise.
-    fn default_upstreams(&mut self) {
-        // With dnsmasq forwarding to us, a loopback resolver on port 53 is
-        // dnsmasq itself: asking it would loop.
+    /// Upstreams from `resolv_file`, minus our own addresses; public
+    /// resolvers while it names none (a router's WAN file is empty until the
+    /// WAN is up). Called again whenever the file changes.
+    pub fn upstreams_from_resolv(&mut self) {
+        // With dnsmasq forwarding to us, the loopback resolver that
+        // /etc/resolv.conf names on OpenWrt is dnsmasq itself: asking it
+        // would loop. (dnsmasq binds lo's own 127.0.0.1 and ::1, not all of 127/8.)
         let dnsmasq_in_front = self.dnsmasq_mode == DnsmasqMode::Upstream;
+        let is_dnsmasq = |up: &SocketAddr| {
+            up.port() == 53
+                && (up.ip() == IpAddr::V4(Ipv4Addr::LOCALHOST) || up.ip() == IpAddr::V6(Ipv6Addr::LOCALHOST))
+        };
         let from_resolv: Vec<SocketAddr> = std::fs::read_to_string(&self.resolv_file)
-            .map(|text| resolv_conf_servers(&text))
+            .map(|text| resolv::servers(&text))
             .unwrap_or_default()
             .into_iter()
             .filter(|up| !self.listen.iter().any(|l| is_loop(l, up)))
-            .filter(|up| !(dnsmasq_in_front && up.ip().is_loopback() && up.port() == 53))
+            .filter(|up| !(dnsmasq_in_front && is_dnsmasq(up)))
             .collect();
+        self.upstreams_auto = true;
         if from_resolv.is_empty() {
             self.upstreams = FALLBACK_UPSTREAMS.iter().map(|ip| SocketAddr::new(*ip, 53)).collect();
             self.upstreams_from = "built-in fallback".into();
@@ -469,12 +486,13 @@ impl Config {
     }
 
     /// Identifies the settings a reload cannot apply (sockets, threads, TCP
-    /// limits, the query log, the dnsmasq arrangement): the init script restarts instead
+    /// limits, the query log, the dnsmasq arrangement, the user, the
+    /// watched resolv_file): the init script restarts instead
     /// of reloading when it changes. FNV-1a of their debug form; stable for
     /// one build, which is all it is compared within.
     pub fn restart_key(&self) -> String {
         let material = format!(
-            "{:?}|{}|{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}",
+            "{:?}|{}|{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}|{:?}|{:?}",
             self.listen,
             self.worker_count(),
             self.querylog,
@@ -485,7 +503,11 @@ impl Config {
             // The TCP limits are fixed when the listeners start.
             self.tcp_max_connections,
             self.tcp_max_per_client,
-            self.tcp_idle_timeout
+            self.tcp_idle_timeout,
+            // Dropped to once, at start.
+            self.user,
+            // Watched from the start.
+            self.resolv_file
         );
         let hash =
             material.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
@@ -529,19 +551,6 @@ fn is_loop(listen: &SocketAddr, up: &SocketAddr) -> bool {
 
 fn line_of(sections: &[uci::Section], key: &str) -> usize {
     sections.iter().flat_map(|s| s.values.iter()).find(|v| v.key == key).map_or(0, |v| v.line)
-}
-
-/// `nameserver` lines of a resolv.conf, port 53.
-fn resolv_conf_servers(text: &str) -> Vec<SocketAddr> {
-    text.lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            (words.next() == Some("nameserver")).then_some(())?;
-            // Drop a zone index (fe80::1%eth0): it cannot be parsed into an IpAddr.
-            let ip: IpAddr = words.next()?.split('%').next()?.parse().ok()?;
-            Some(SocketAddr::new(ip, 53))
-        })
-        .collect()
 }
 
 /// Reads one section's values, turning bad ones into `file:line` errors.
@@ -655,6 +664,14 @@ impl SectionReader<'_> {
                 }
                 // Read by the init script: whether to start at all.
                 "enabled" => cfg.enabled = self.boolean(v)?,
+                "user" => {
+                    let ok = !v.value.is_empty()
+                        && v.value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+                    if !ok {
+                        return Err(self.bad(v, "a user name"));
+                    }
+                    cfg.user = Some(v.value.clone());
+                }
                 "stats_interval" => cfg.stats_interval = self.duration(v, 0, 30 * 86_400_000)?,
                 _ => self.unknown(v),
             }
@@ -1045,11 +1062,5 @@ config mystery
         assert_eq!(parse_socket_addr("[::1]", 53), Some("[::1]:53".parse().unwrap()));
         assert_eq!(parse_socket_addr("10.0.0.1", 53), Some("10.0.0.1:53".parse().unwrap()));
         assert_eq!(parse_socket_addr("host.example", 53), None);
-    }
-
-    #[test]
-    fn resolv_conf() {
-        let servers = resolv_conf_servers("# x\nnameserver 10.0.0.1\nsearch lan\nnameserver fe80::1%eth0\n");
-        assert_eq!(servers, ["10.0.0.1:53".parse().unwrap(), "[fe80::1]:53".parse().unwrap()]);
     }
 }

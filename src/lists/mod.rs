@@ -302,11 +302,27 @@ fn download_into(
     outcome
 }
 
-/// Refreshes the downloaded sources of `cfg` (all, or only those due),
+/// Which downloaded sources a refresh fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// Every one (`hydradns update`, SIGHUP).
+    All,
+    /// Those whose time has come (the schedule, with its retry backoff).
+    Due,
+    /// Those with no good copy or whose last try failed: the network just
+    /// changed, so the reason they failed may be gone.
+    Failed,
+}
+
+/// Refreshes the downloaded sources of `cfg` that `which` selects,
 /// logging one line per source.
-pub fn refresh_all(cfg: &Config, only_due: bool) -> Vec<Refreshed> {
-    let sources: Vec<&ListSource> =
-        cfg.lists.iter().filter(|s| s.url.is_some() && (!only_due || is_due(cfg, s))).collect();
+pub fn refresh_all(cfg: &Config, which: Which) -> Vec<Refreshed> {
+    let chosen = |s: &&ListSource| match which {
+        Which::All => true,
+        Which::Due => is_due(cfg, s),
+        Which::Failed => s.saved.as_deref().is_some_and(|p| !p.exists() || load_meta(p).last_error.is_some()),
+    };
+    let sources: Vec<&ListSource> = cfg.lists.iter().filter(|s| s.url.is_some()).filter(chosen).collect();
     if sources.is_empty() {
         return Vec::new();
     }
@@ -379,6 +395,10 @@ enum Command {
     Reload(Option<PathBuf>),
     /// Refresh downloads now; send the per-source results back.
     Refresh(smol::channel::Sender<Vec<Refreshed>>),
+    /// The network changed (resolv_file rewritten, SIGUSR2 from the WAN's
+    /// interface trigger): re-read the upstreams from resolv_file, retry
+    /// the downloads that failed.
+    NetworkChanged,
     /// Finish: the gateway is stopping.
     Stop,
 }
@@ -408,14 +428,18 @@ impl Lists {
                 match rx.recv_timeout(wait) {
                     Ok(Command::Reload(path)) => {
                         reload(&engine, path.as_deref());
-                        refresh_and_swap(&engine, false);
+                        refresh_and_swap(&engine, Which::All);
                     }
                     Ok(Command::Refresh(reply)) => {
-                        let _ = reply.try_send(refresh_and_swap(&engine, false));
+                        let _ = reply.try_send(refresh_and_swap(&engine, Which::All));
+                    }
+                    Ok(Command::NetworkChanged) => {
+                        reread_upstreams(&engine);
+                        refresh_and_swap(&engine, Which::Failed);
                     }
                     Err(RecvTimeoutError::Timeout) => {
                         if due.is_some() {
-                            refresh_and_swap(&engine, true);
+                            refresh_and_swap(&engine, Which::Due);
                         }
                     }
                     Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => return,
@@ -446,6 +470,11 @@ impl ListsHandle {
         let _ = self.tx.send(Command::Reload(path));
     }
 
+    /// The network changed: see [`Command::NetworkChanged`].
+    pub fn network_changed(&self) {
+        let _ = self.tx.send(Command::NetworkChanged);
+    }
+
     /// `hydradns update`: refresh now; the results arrive on the returned channel.
     pub fn refresh(&self) -> smol::channel::Receiver<Vec<Refreshed>> {
         let (tx, rx) = smol::channel::bounded(1);
@@ -454,10 +483,10 @@ impl ListsHandle {
     }
 }
 
-/// Downloads what is due and, if any list changed, rebuilds and swaps the policy.
-fn refresh_and_swap(engine: &Engine, only_due: bool) -> Vec<Refreshed> {
+/// Downloads what `which` selects and, if any list changed, rebuilds and swaps the policy.
+fn refresh_and_swap(engine: &Engine, which: Which) -> Vec<Refreshed> {
     let cfg = engine.snapshot.load().config.clone();
-    let results = refresh_all(&cfg, only_due);
+    let results = refresh_all(&cfg, which);
     if results.iter().any(|r| r.status == "updated") {
         let policy = load_policy(&cfg);
         let old = engine.snapshot.load_full();
@@ -467,6 +496,26 @@ fn refresh_and_swap(engine: &Engine, only_due: bool) -> Vec<Refreshed> {
         }
     }
     results
+}
+
+/// When the upstreams come from resolv_file, reads it again and swaps in
+/// the servers it names now; the lists and the cache stay.
+fn reread_upstreams(engine: &Engine) {
+    let old = engine.snapshot.load_full();
+    if !old.config.upstreams_auto {
+        return;
+    }
+    let mut cfg = (*old.config).clone();
+    cfg.upstreams_from_resolv();
+    if cfg.upstreams == old.config.upstreams {
+        return;
+    }
+    log::info!(
+        "upstreams now {} (from {})",
+        cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
+        cfg.upstreams_from
+    );
+    engine.swap(Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(&old)));
 }
 
 /// Re-reads the config and rebuilds everything from it.

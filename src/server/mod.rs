@@ -8,7 +8,10 @@
 //! thread waits for signals and serves the control socket: SIGHUP reloads
 //! config and lists (built here, off the workers, then swapped in whole),
 //! SIGUSR1 logs the counters, SIGTERM/SIGINT stop (the query log is drained
-//! and copied to flash first). It also logs a summary every `stats_interval`.
+//! and copied to flash first), SIGUSR2 says the network changed (as does a
+//! change of `resolv_file`, which it watches): upstreams from that file are
+//! re-read and failed downloads retried. It also logs a summary every
+//! `stats_interval`.
 
 pub mod sockets;
 pub mod status;
@@ -32,6 +35,7 @@ use crate::lists::{Lists, load_policy};
 use crate::query::{Engine, Snapshot};
 use crate::querylog::QueryLog;
 use crate::stats::Counters;
+use crate::upstream::resolv::Watch;
 use status::Status;
 
 /// Logs every counter (SIGUSR1 and at stop), then one line per upstream.
@@ -66,10 +70,13 @@ fn log_stats(status: &Status) {
 enum Wake {
     Signal(Option<std::io::Result<Signal>>),
     Summary,
+    /// `resolv_file` changed, or watching it failed.
+    Resolv(std::io::Result<()>),
 }
 
-/// Runs the gateway until SIGTERM or SIGINT.
-pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
+/// Runs the gateway until SIGTERM or SIGINT. Started as root, it runs as
+/// `user` (see privileges.rs) once its sockets are bound.
+pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(), String> {
     let started = Instant::now();
     for w in &cfg.warnings {
         log::warn!("{w}");
@@ -80,9 +87,23 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
         let l = sockets::bind(*addr, workers).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         listeners.push(l);
     }
+    // Before any thread or parser of ours runs: nothing after this needs root.
+    crate::privileges::settle(&cfg, user)?;
     // Handlers go in before anyone can know our port, so an early SIGHUP cannot kill us.
-    let mut signals = Signals::new([Signal::Hup, Signal::Term, Signal::Int, Signal::Usr1])
+    let mut signals = Signals::new([Signal::Hup, Signal::Term, Signal::Int, Signal::Usr1, Signal::Usr2])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
+    // The WAN's resolvers arrive in this file after we start, and a change
+    // there is also the sign that downloads which failed may now work.
+    let mut resolv = match Watch::new(&cfg.resolv_file) {
+        Ok(w) => {
+            log::info!("following {} (watching {})", cfg.resolv_file.display(), w.dir().display());
+            Some(w)
+        }
+        Err(e) => {
+            log::warn!("cannot watch {}: {e}; its changes apply on reload", cfg.resolv_file.display());
+            None
+        }
+    };
     log::info!(
         "upstreams {} (from {})",
         cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
@@ -190,9 +211,21 @@ pub fn run(cfg: Config, path: Option<PathBuf>) -> Result<(), String> {
                 Wake::Summary
             };
             let signal = async { Wake::Signal(signals.next().await) };
-            match signal.or(summary).await {
+            let network = async {
+                match &resolv {
+                    Some(w) => Wake::Resolv(w.changed().await),
+                    None => smol::future::pending().await,
+                }
+            };
+            let wake = signal.or(summary).or(network).await;
+            match wake {
                 Wake::Signal(Some(Ok(Signal::Hup))) => status.lists.reload(path.cloned()),
                 Wake::Signal(Some(Ok(Signal::Usr1))) => log_stats(&status),
+                Wake::Signal(Some(Ok(Signal::Usr2))) | Wake::Resolv(Ok(())) => status.lists.network_changed(),
+                Wake::Resolv(Err(e)) => {
+                    log::warn!("stopped watching {}: {e}", status.engine.snapshot.load().config.resolv_file.display());
+                    resolv = None;
+                }
                 Wake::Signal(Some(Err(e))) => log::warn!("signal error: {e}"),
                 Wake::Signal(_) => break,
                 Wake::Summary => {

@@ -24,6 +24,7 @@
 //! [`Inflight`] makes identical concurrent misses share one upstream query.
 
 pub mod mux;
+pub mod resolv;
 
 use std::cell::RefCell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};

@@ -87,11 +87,17 @@ pub struct Upstream {
 
 impl Upstream {
     pub fn start(answer_ip: Ipv4Addr) -> Upstream {
+        Upstream::start_on("127.0.0.1:0".parse().unwrap(), answer_ip)
+    }
+
+    /// On `bind` (port 0: any free one), e.g. port 53 of an address of
+    /// 127/8, as a resolv.conf can name no other port.
+    pub fn start_on(bind: SocketAddr, answer_ip: Ipv4Addr) -> Upstream {
         // The UDP port the kernel picks may be taken for TCP by another
         // test's connection: try fresh ports until both binds succeed.
         let (udp, tcp) = (0..64)
             .find_map(|_| {
-                let udp = UdpSocket::bind("127.0.0.1:0").ok()?;
+                let udp = UdpSocket::bind(bind).ok()?;
                 let tcp = TcpListener::bind(udp.local_addr().ok()?).ok()?;
                 Some((udp, tcp))
             })
@@ -508,10 +514,17 @@ impl Gateway {
         Gateway::start_command(dir, config, hydradns())
     }
 
-    /// Starts `command` (the binary, perhaps behind a wrapper) with `run` and `config`.
-    pub fn start_command(dir: TempDir, config: PathBuf, mut command: Command) -> Gateway {
+    /// Starts `command` (the binary, perhaps behind a wrapper) with `run` and
+    /// `config`. Run as root (as in CI), the gateway stays root: the test's
+    /// files are root's.
+    pub fn start_command(dir: TempDir, config: PathBuf, command: Command) -> Gateway {
+        Gateway::start_as(dir, config, command, "root")
+    }
+
+    /// As [`Gateway::start_command`], running as `user` once the sockets are bound.
+    pub fn start_as(dir: TempDir, config: PathBuf, mut command: Command, user: &str) -> Gateway {
         let mut child = command
-            .args(["run", "--allow-root", "--log", "stderr", "-c"])
+            .args(["run", "--user", user, "--log", "stderr", "-c"])
             .arg(&config)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -566,6 +579,10 @@ impl Gateway {
             std::thread::sleep(Duration::from_millis(20));
         }
         false
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn signal(&self, sig: &str) {

@@ -1,0 +1,192 @@
+//! Giving up root. procd starts the gateway as root so that it can bind port
+//! 53 on any OpenWrt image (procd hands out capabilities only through ujail,
+//! which not every image has); the gateway binds its sockets, prepares the
+//! directories it writes to, then becomes an unprivileged user with no
+//! capabilities before any thread of its own exists, as dnsmasq and Unbound
+//! do. Everything that parses input from the network runs after that.
+//!
+//! The user: `run --user`, else `option user`, else the package's user
+//! `hydradns`, else `nobody`. `root` keeps root, for setups that want it.
+
+use std::path::Path;
+
+use crate::config::Config;
+
+/// The package's own user, created by the package's install script.
+pub const PACKAGE_USER: &str = "hydradns";
+/// Used when the package's user does not exist (a binary installed by hand).
+pub const FALLBACK_USER: &str = "nobody";
+
+const PASSWD: &str = "/etc/passwd";
+
+/// A user to run as: the name, for the log, and the ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    /// Login name.
+    pub name: String,
+    /// User id.
+    pub uid: u32,
+    /// Primary group id: the only group kept.
+    pub gid: u32,
+}
+
+/// `name`'s entry in a passwd file's text (`name:x:uid:gid:...`).
+fn find(passwd: &str, name: &str) -> Option<Account> {
+    passwd.lines().find_map(|line| {
+        let mut f = line.split(':');
+        if f.next()? != name {
+            return None;
+        }
+        let (_, uid, gid) = (f.next()?, f.next()?.parse().ok()?, f.next()?.parse().ok()?);
+        Some(Account { name: name.to_string(), uid, gid })
+    })
+}
+
+/// Resolves the user to run as from `passwd`: `wanted` if given (it must
+/// exist), else the package's user, else `nobody`.
+fn choose_in(passwd: &str, wanted: Option<&str>) -> Result<Account, String> {
+    match wanted {
+        Some(name) => find(passwd, name).ok_or_else(|| format!("user '{name}' does not exist in {PASSWD}")),
+        None => find(passwd, PACKAGE_USER).or_else(|| find(passwd, FALLBACK_USER)).ok_or_else(|| {
+            format!("neither '{PACKAGE_USER}' nor '{FALLBACK_USER}' exists in {PASSWD}: set option user")
+        }),
+    }
+}
+
+/// The user to run as, read from /etc/passwd (see [`choose_in`]).
+pub fn choose(wanted: Option<&str>) -> Result<Account, String> {
+    let passwd = std::fs::read_to_string(PASSWD).map_err(|e| format!("cannot read {PASSWD}: {e}"))?;
+    choose_in(&passwd, wanted)
+}
+
+/// Creates the missing directories on the way to `dir` and gives the ones it
+/// created to `account`, so the gateway can write there once it is that
+/// user. Directories that already exist are left as they are: they may be
+/// shared (`/tmp`), and the package's own are the init script's to own.
+pub fn prepare_dir(dir: &Path, account: &Account) -> std::io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        missing.push(d);
+        at = d.parent();
+    }
+    for d in missing.into_iter().rev() {
+        std::fs::create_dir(d)?;
+        std::os::unix::fs::chown(d, Some(account.uid), Some(account.gid))?;
+    }
+    Ok(())
+}
+
+/// Becomes `account` for good: no supplementary groups, its primary group,
+/// its user id as real, effective and saved id, and so no capabilities.
+/// Uses the C library's calls, which apply to every thread of the process
+/// (the kernel's apply to one), then checks that root cannot come back.
+pub fn drop_to(account: &Account) -> Result<(), String> {
+    // SAFETY: setgroups with a count of 0 reads no memory; setgid and setuid
+    // take plain integers. All three only change the process's credentials.
+    #[allow(unsafe_code)]
+    let failed = unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0 {
+            Some("setgroups")
+        } else if libc::setgid(account.gid) != 0 {
+            Some("setgid")
+        } else if libc::setuid(account.uid) != 0 {
+            Some("setuid")
+        } else {
+            None
+        }
+    };
+    if let Some(call) = failed {
+        return Err(format!("cannot become user '{}' ({call}: {})", account.name, std::io::Error::last_os_error()));
+    }
+    let ids = (rustix::process::getuid().as_raw(), rustix::process::geteuid().as_raw());
+    let gids = (rustix::process::getgid().as_raw(), rustix::process::getegid().as_raw());
+    if ids != (account.uid, account.uid) || gids != (account.gid, account.gid) {
+        return Err(format!("still uid {ids:?} gid {gids:?} after becoming '{}'", account.name));
+    }
+    if account.uid != 0 {
+        // SAFETY: as above; this call must fail, and changes nothing if it does.
+        #[allow(unsafe_code)]
+        let regained = unsafe { libc::setuid(0) } == 0;
+        if regained {
+            return Err("root could be regained after dropping it".into());
+        }
+    }
+    // No exec is planned, but should one ever happen it gains nothing.
+    let _ = rustix::thread::set_no_new_privs(true);
+    Ok(())
+}
+
+/// Run by the gateway once its sockets are bound: started as root, it
+/// becomes the user `wanted` names (see the module doc) after creating the
+/// directories it writes to; started as anyone else, it stays who it is.
+pub fn settle(cfg: &Config, wanted: Option<&str>) -> Result<(), String> {
+    if !rustix::process::geteuid().is_root() {
+        let me = rustix::process::geteuid().as_raw();
+        if let Some(name) = wanted.filter(|&n| choose(Some(n)).map_or(true, |a| a.uid != me)) {
+            log::warn!("not started as root: running as uid {me}, not as user '{name}'");
+        }
+        return Ok(());
+    }
+    let account = choose(wanted)?;
+    if account.uid == 0 {
+        log::warn!("running as root, as option user says");
+        return Ok(());
+    }
+    let dirs = [
+        cfg.control_socket.parent().filter(|_| !cfg.control_socket.as_os_str().is_empty()),
+        Some(cfg.list_dir.as_path()),
+        cfg.querylog.path.parent().filter(|_| cfg.querylog.enabled),
+        cfg.querylog.flash_path.parent().filter(|_| cfg.querylog.enabled),
+    ];
+    for dir in dirs.into_iter().flatten() {
+        if let Err(e) = prepare_dir(dir, &account) {
+            log::warn!("cannot create {} for user '{}': {e}", dir.display(), account.name);
+        }
+    }
+    drop_to(&account)?;
+    log::info!("running as user '{}' (uid {}, gid {}), without privileges", account.name, account.uid, account.gid);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PASSWD_TEXT: &str = "root:x:0:0:root:/root:/bin/ash\n\
+        dnsmasq:x:453:453:dnsmasq:/var/run/dnsmasq:/bin/false\n\
+        nobody:*:65534:65534:nobody:/var:/bin/false\n\
+        broken:x:notanumber:1::/:/bin/false\n";
+
+    #[test]
+    fn the_package_user_then_nobody() {
+        let with = format!("{PASSWD_TEXT}hydradns:x:32768:32768:hydradns:/var/run/hydradns:/bin/false\n");
+        assert_eq!(choose_in(&with, None).unwrap(), Account { name: "hydradns".into(), uid: 32768, gid: 32768 });
+        assert_eq!(choose_in(PASSWD_TEXT, None).unwrap(), Account { name: "nobody".into(), uid: 65534, gid: 65534 });
+        assert!(choose_in("root:x:0:0::/:/bin/sh\n", None).unwrap_err().contains("set option user"));
+    }
+
+    #[test]
+    fn a_named_user_must_exist() {
+        assert_eq!(choose_in(PASSWD_TEXT, Some("dnsmasq")).unwrap().uid, 453);
+        assert_eq!(choose_in(PASSWD_TEXT, Some("root")).unwrap().uid, 0);
+        assert!(choose_in(PASSWD_TEXT, Some("hydradns")).unwrap_err().contains("does not exist"));
+        assert!(choose_in(PASSWD_TEXT, Some("broken")).is_err(), "an entry with a bad id is no user");
+        assert!(choose_in(PASSWD_TEXT, Some("dnsmas")).is_err(), "names match whole");
+    }
+
+    #[test]
+    fn prepare_creates_only_what_is_missing() {
+        let base = std::env::temp_dir().join(format!("hydradns-prepare-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let me = Account {
+            name: "me".into(),
+            uid: rustix::process::getuid().as_raw(),
+            gid: rustix::process::getgid().as_raw(),
+        };
+        prepare_dir(&base.join("a/b/c"), &me).unwrap();
+        assert!(base.join("a/b/c").is_dir());
+        prepare_dir(&base.join("a/b/c"), &me).unwrap();
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
