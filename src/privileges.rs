@@ -135,7 +135,7 @@ pub fn settle(cfg: &Config, wanted: Option<&str>) -> Result<(), String> {
     }
     let dirs = [
         cfg.control_socket.parent().filter(|_| !cfg.control_socket.as_os_str().is_empty()),
-        Some(cfg.list_dir.as_path()),
+        Some(cfg.list_dir.as_path()).filter(|_| cfg.lists.iter().any(|l| l.url.is_some())),
         cfg.querylog.path.parent().filter(|_| cfg.querylog.enabled),
         cfg.querylog.flash_path.parent().filter(|_| cfg.querylog.enabled),
     ];

@@ -354,12 +354,16 @@ pub struct Engine {
     inflight: Arc<Inflight>,
     /// The query log, when enabled.
     log: Option<Logger>,
+    /// Held by whoever builds the next snapshot from the current one (the
+    /// lists thread, the main thread when resolv_file changes), so neither
+    /// undoes the other's change; queries never take it.
+    writer: std::sync::Mutex<()>,
 }
 
 impl Engine {
     /// An engine serving `snapshot`, recording answers into `log` if given.
     pub fn new(snapshot: Snapshot, log: Option<Logger>) -> Engine {
-        Engine { snapshot: ArcSwap::from_pointee(snapshot), inflight: Arc::default(), log }
+        Engine { snapshot: ArcSwap::from_pointee(snapshot), inflight: Arc::default(), log, writer: Default::default() }
     }
 
     /// The query log handle, if logging is on.
@@ -720,9 +724,15 @@ impl Engine {
         blocked_instead(q, snap, r.upstream, Some(Arc::from(REBIND_LIST)))
     }
 
-    /// Installs a new snapshot; queries already running keep the old one.
-    pub fn swap(&self, snapshot: Snapshot) {
-        self.snapshot.store(Arc::new(snapshot));
+    /// Installs the snapshot `next` makes of the current one, if it makes
+    /// one; queries already running keep the old one. Writers take turns, so
+    /// each builds on the other's work; `next` should only assemble, never
+    /// download or build lists.
+    pub fn update(&self, next: impl FnOnce(&Arc<Snapshot>) -> Option<Snapshot>) {
+        let _turn = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(snapshot) = next(&self.snapshot.load_full()) {
+            self.snapshot.store(Arc::new(snapshot));
+        }
     }
 
     /// Answers SERVFAIL to a miss without resolving it (server overload).

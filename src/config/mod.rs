@@ -396,6 +396,7 @@ impl Config {
             cfg.upstreams_from_resolv();
         } else {
             cfg.upstreams_from = file.to_string();
+            cfg.upstreams_auto = false;
         }
         if cfg.dnsmasq_mode == DnsmasqMode::Upstream && cfg.dnsmasq_server().is_none() {
             return Err(ConfigError {
@@ -1004,8 +1005,18 @@ config mystery
         std::fs::write(&resolv, "nameserver 127.0.0.1\nnameserver 192.0.2.53\n").unwrap();
         let text =
             format!("config hydradns\n\toption dnsmasq_mode 'upstream'\n\toption resolv_file '{}'\n", resolv.display());
-        let c = Config::parse("f", &text).unwrap();
+        let mut c = Config::parse("f", &text).unwrap();
         assert_eq!(c.upstreams, ["192.0.2.53:53".parse().unwrap()]);
+        assert!(c.upstreams_auto);
+        // Followed: the file changes, the upstreams with it.
+        std::fs::write(&resolv, "nameserver 192.0.2.54\n").unwrap();
+        c.upstreams_from_resolv();
+        assert_eq!(c.upstreams, ["192.0.2.54:53".parse().unwrap()]);
+        std::fs::write(&resolv, "").unwrap();
+        c.upstreams_from_resolv();
+        assert_eq!((c.upstreams.len(), c.upstreams_from.as_str()), (2, "built-in fallback"));
+        let configured = Config::parse("f", &format!("{text}\tlist upstream '192.0.2.1'\n")).unwrap();
+        assert!(!configured.upstreams_auto, "configured upstreams are not replaced by the file's");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

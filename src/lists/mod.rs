@@ -389,6 +389,9 @@ fn next_refresh(cfg: &Config) -> Option<Instant> {
     Some(Instant::now() + Duration::from_secs(due.saturating_sub(now_unix())))
 }
 
+/// How long stopping waits for the lists thread to finish what it is doing.
+const STOP_WAIT: Duration = Duration::from_millis(250);
+
 /// What the lists thread is asked to do.
 enum Command {
     /// Re-read the config file (or the built-in defaults) and the lists, then refresh downloads.
@@ -396,9 +399,8 @@ enum Command {
     /// Refresh downloads now; send the per-source results back.
     Refresh(smol::channel::Sender<Vec<Refreshed>>),
     /// The network changed (resolv_file rewritten, SIGUSR2 from the WAN's
-    /// interface trigger): re-read the upstreams from resolv_file, retry
-    /// the downloads that failed.
-    NetworkChanged,
+    /// interface trigger): retry the downloads that failed.
+    RetryFailed,
     /// Finish: the gateway is stopping.
     Stop,
 }
@@ -433,8 +435,7 @@ impl Lists {
                     Ok(Command::Refresh(reply)) => {
                         let _ = reply.try_send(refresh_and_swap(&engine, Which::All));
                     }
-                    Ok(Command::NetworkChanged) => {
-                        reread_upstreams(&engine);
+                    Ok(Command::RetryFailed) => {
                         refresh_and_swap(&engine, Which::Failed);
                     }
                     Err(RecvTimeoutError::Timeout) => {
@@ -455,11 +456,22 @@ impl Lists {
         self.handle.clone()
     }
 
-    /// Stops the thread after whatever it is doing.
+    /// Stops the thread after whatever it is doing, but waits for at most
+    /// [`STOP_WAIT`]: a download can take minutes, and a restart must not
+    /// keep the network without DNS for them (procd kills after 5 s). A
+    /// download cut short leaves only a temporary file; the saved copy is
+    /// replaced by a rename, whole or not at all.
     pub fn stop(mut self) {
         let _ = self.handle.tx.send(Command::Stop);
-        if let Some(t) = self.thread.take() {
+        let Some(t) = self.thread.take() else { return };
+        let end = Instant::now() + STOP_WAIT;
+        while !t.is_finished() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if t.is_finished() {
             let _ = t.join();
+        } else {
+            log::info!("not waiting for the list download in progress");
         }
     }
 }
@@ -470,9 +482,10 @@ impl ListsHandle {
         let _ = self.tx.send(Command::Reload(path));
     }
 
-    /// The network changed: see [`Command::NetworkChanged`].
-    pub fn network_changed(&self) {
-        let _ = self.tx.send(Command::NetworkChanged);
+    /// The network changed: retry the downloads that failed, after
+    /// whatever the thread is doing.
+    pub fn retry_failed(&self) {
+        let _ = self.tx.send(Command::RetryFailed);
     }
 
     /// `hydradns update`: refresh now; the results arrive on the returned channel.
@@ -488,34 +501,14 @@ fn refresh_and_swap(engine: &Engine, which: Which) -> Vec<Refreshed> {
     let cfg = engine.snapshot.load().config.clone();
     let results = refresh_all(&cfg, which);
     if results.iter().any(|r| r.status == "updated") {
-        let policy = load_policy(&cfg);
-        let old = engine.snapshot.load_full();
-        // Only if the config did not change under us (a reload swaps its own).
-        if Arc::ptr_eq(&old.config, &cfg) {
-            engine.swap(Snapshot::new(cfg, Arc::new(policy), Some(&old)));
-        }
+        let policy = Arc::new(load_policy(&cfg));
+        // Into whatever config is current (its upstreams may have changed
+        // meanwhile), unless its lists did: a reload swaps its own.
+        engine.update(|old| {
+            (old.config.lists == cfg.lists).then(|| Snapshot::new(old.config.clone(), policy, Some(old)))
+        });
     }
     results
-}
-
-/// When the upstreams come from resolv_file, reads it again and swaps in
-/// the servers it names now; the lists and the cache stay.
-fn reread_upstreams(engine: &Engine) {
-    let old = engine.snapshot.load_full();
-    if !old.config.upstreams_auto {
-        return;
-    }
-    let mut cfg = (*old.config).clone();
-    cfg.upstreams_from_resolv();
-    if cfg.upstreams == old.config.upstreams {
-        return;
-    }
-    log::info!(
-        "upstreams now {} (from {})",
-        cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
-        cfg.upstreams_from
-    );
-    engine.swap(Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(&old)));
 }
 
 /// Re-reads the config and rebuilds everything from it.
@@ -534,15 +527,22 @@ fn reload(engine: &Engine, path: Option<&Path>) {
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
-    let old = engine.snapshot.load_full();
-    if cfg.listen != old.config.listen || cfg.worker_count() != old.config.worker_count() {
+    let running = engine.snapshot.load_full();
+    if cfg.listen != running.config.listen || cfg.worker_count() != running.config.worker_count() {
         log::warn!("listen addresses and worker count change only on restart");
     }
-    if cfg.querylog != old.config.querylog || cfg.control_socket != old.config.control_socket {
+    if cfg.querylog != running.config.querylog || cfg.control_socket != running.config.control_socket {
         log::warn!("query log and control socket settings change only on restart");
     }
-    let policy = load_policy(&cfg);
-    engine.swap(Snapshot::new(Arc::new(cfg), Arc::new(policy), Some(&old)));
+    let policy = Arc::new(load_policy(&cfg));
+    engine.update(|old| {
+        // resolv_file may have changed since the config was read.
+        let mut cfg = cfg;
+        if cfg.upstreams_auto {
+            cfg.upstreams_from_resolv();
+        }
+        Some(Snapshot::new(Arc::new(cfg), policy, Some(old)))
+    });
     log::info!("reloaded {}", path.map_or("built-in defaults".into(), |p| p.display().to_string()));
 }
 

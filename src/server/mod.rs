@@ -35,7 +35,7 @@ use crate::lists::{Lists, load_policy};
 use crate::query::{Engine, Snapshot};
 use crate::querylog::QueryLog;
 use crate::stats::Counters;
-use crate::upstream::resolv::Watch;
+use crate::upstream::resolv::{self, Watch};
 use status::Status;
 
 /// Logs every counter (SIGUSR1 and at stop), then one line per upstream.
@@ -221,7 +221,16 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
             match wake {
                 Wake::Signal(Some(Ok(Signal::Hup))) => status.lists.reload(path.cloned()),
                 Wake::Signal(Some(Ok(Signal::Usr1))) => log_stats(&status),
-                Wake::Signal(Some(Ok(Signal::Usr2))) | Wake::Resolv(Ok(())) => status.lists.network_changed(),
+                Wake::Signal(Some(Ok(Signal::Usr2))) => {
+                    log::info!("SIGUSR2: the network changed; retrying failed downloads");
+                    resolv::follow(&status.engine);
+                    status.lists.retry_failed();
+                }
+                Wake::Resolv(Ok(())) => {
+                    log::info!("{} changed", status.engine.snapshot.load().config.resolv_file.display());
+                    resolv::follow(&status.engine);
+                    status.lists.retry_failed();
+                }
                 Wake::Resolv(Err(e)) => {
                     log::warn!("stopped watching {}: {e}", status.engine.snapshot.load().config.resolv_file.display());
                     resolv = None;

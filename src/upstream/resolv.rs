@@ -14,9 +14,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use smol::Async;
+
+use crate::query::{Engine, Snapshot};
 
 /// `nameserver` lines of a resolv.conf, port 53.
 pub fn servers(text: &str) -> Vec<SocketAddr> {
@@ -29,6 +32,29 @@ pub fn servers(text: &str) -> Vec<SocketAddr> {
             Some(SocketAddr::new(ip, 53))
         })
         .collect()
+}
+
+/// When the upstreams come from resolv_file, reads it again and swaps in
+/// the servers it names now; the lists and the cache stay. Cheap (a small
+/// file), so the main thread does it at once rather than queue it behind
+/// a download on the lists thread.
+pub fn follow(engine: &Engine) {
+    engine.update(|old| {
+        if !old.config.upstreams_auto {
+            return None;
+        }
+        let mut cfg = (*old.config).clone();
+        cfg.upstreams_from_resolv();
+        if cfg.upstreams == old.config.upstreams {
+            return None;
+        }
+        log::info!(
+            "upstreams now {} (from {})",
+            cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
+            cfg.upstreams_from
+        );
+        Some(Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(old)))
+    });
 }
 
 /// Room for a few events at once; a name is at most 255 bytes, and a burst
