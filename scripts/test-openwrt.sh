@@ -2,16 +2,18 @@
 # The router side of the test suite: builds the static musl binaries for
 # aarch64, armv7 and x86_64 (scripts/build-release.sh), runs the integration
 # tests against the ARM ones under qemu-user, packages all three as .ipk and
-# checks the packages, runs the init script under busybox ash with the real
-# uci, holds the UCI parser against libuci, and lints the shell scripts.
-# Installs what it needs (Debian: qemu-user busybox shellcheck; PyPI: Zig,
-# cargo-zigbuild; rustup targets). scripts/test.sh calls it.
+# .apk and checks the packages, holds the UCI parser against libuci, lints
+# the shell scripts, and runs the x86_64 packages on the real OpenWrt
+# userland of ../shared/openwrt-userland (tests/openwrt/rig.sh; needs root).
+# Installs what it needs (Debian: qemu-user shellcheck, and what the rig's
+# build.sh installs; PyPI: Zig, cargo-zigbuild; rustup targets).
+# scripts/test.sh calls it.
 #   scripts/test-openwrt.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-for tool in qemu-aarch64:qemu-user qemu-arm:qemu-user busybox:busybox shellcheck:shellcheck; do
+for tool in qemu-aarch64:qemu-user qemu-arm:qemu-user shellcheck:shellcheck; do
     command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -25,7 +27,7 @@ fi
 step() { printf '\n== %s\n' "$*"; }
 
 step "shell scripts (shellcheck)"
-shellcheck scripts/*.sh bench/*.sh tests/openwrt/*.sh openwrt/build-ipk.sh openwrt/files/hydradns.init .ci/run
+shellcheck -x scripts/*.sh bench/*.sh tests/openwrt/*.sh tests/openwrt/rig/*.sh openwrt/*.sh openwrt/files/hydradns.init .ci/run
 
 step "static router binaries"
 scripts/build-release.sh
@@ -42,6 +44,17 @@ for pair in aarch64-unknown-linux-musl:qemu-aarch64 armv7-unknown-linux-musleabi
         cargo test --locked -q "${arm_tests[@]}"
 done
 
+# The OpenWrt userland: its apk-tools v3 makes and reads the .apk packages.
+step "OpenWrt userland (../shared/openwrt-userland)"
+rig=../shared/openwrt-userland
+owrt=${OWRT_OUT:-/tmp/owrt}
+# It installs the Debian packages it lacks: with stale package lists, fetch them and try again.
+if ! "$rig/build.sh" "$rig/src" "$owrt" > /tmp/owrt-build.log 2>&1; then
+    apt-get update -qq
+    "$rig/build.sh" "$rig/src" "$owrt" > /tmp/owrt-build.log 2>&1 || { cat /tmp/owrt-build.log; exit 1; }
+fi
+export APK="$owrt/stage/usr/bin/apk" OWRT_OUT="$owrt"
+
 step "packages"
 for spec in aarch64-unknown-linux-musl:aarch64_generic:AArch64 \
     armv7-unknown-linux-musleabihf:arm_cortex-a7_neon-vfpv4:ARM \
@@ -49,14 +62,13 @@ for spec in aarch64-unknown-linux-musl:aarch64_generic:AArch64 \
     IFS=: read -r target arch machine <<<"$spec"
     ipk=$(openwrt/build-ipk.sh "dist/hydradns-$version-$target" "$arch" dist)
     tests/openwrt/check-ipk.sh "$ipk" "$arch" "$machine"
-    printf '%s: %d bytes\n' "${ipk##*/}" "$(stat -c %s "$ipk")"
+    apk=$(openwrt/build-apk.sh "dist/hydradns-$version-$target" "$arch" dist)
+    tests/openwrt/check-apk.sh "$apk" "$arch" "$machine"
+    printf '%s: %d bytes, %s: %d bytes\n' "${ipk##*/}" "$(stat -c %s "$ipk")" "${apk##*/}" "$(stat -c %s "$apk")"
 done
-
-step "init script under busybox ash, with the real uci and the x86_64 router binary"
-uci_bin=$(mktemp)
-trap 'rm -f "$uci_bin"' EXIT
-tests/openwrt/build-uci.sh "$uci_bin"
-UCI_BIN=$uci_bin HYDRADNS_BIN="$PWD/dist/hydradns-$version-x86_64-unknown-linux-musl" busybox ash tests/openwrt/init-test.sh
 
 step "UCI parser against libuci"
 tests/openwrt/uci-compat.sh
+
+step "the x86_64 packages on the real OpenWrt userland"
+tests/openwrt/rig.sh "dist/hydradns-$version-x86_64-unknown-linux-musl"

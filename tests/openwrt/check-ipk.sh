@@ -48,9 +48,11 @@ control="$work/control/control"
 field() { sed -n "s/^$1: //p" "$control"; }
 [ "$(field Package)" = hydradns ] || fail "Package"
 version=$(awk -F'"' '/^version =/ {print $2; exit}' "$(dirname "$0")/../../Cargo.toml")
-[ "$(field Version)" = "$version-1" ] || fail "Version $(field Version)"
+field Version | grep -qE "^$version-[0-9]+\$" || fail "Version $(field Version)"
 [ "$(field Architecture)" = "$arch" ] || fail "Architecture $(field Architecture)"
 [ "$(field Depends)" = "libc, ca-bundle" ] || fail "Depends"
+# No fixed ids: OpenWrt picks free ones (fixed 453 was dnsmasq's).
+[ "$(field Require-User)" = "hydradns:hydradns" ] || fail "Require-User $(field Require-User)"
 for f in Installed-Size Description License Maintainer Section; do
     [ -n "$(field "$f")" ] || fail "no $f field"
 done
@@ -65,7 +67,6 @@ mode() { stat -c %a "$1"; }
 [ "$(mode "$d/usr/sbin/hydradns")" = 755 ] || fail "binary mode"
 [ "$(mode "$d/etc/init.d/hydradns")" = 755 ] || fail "init script mode"
 [ "$(mode "$d/etc/config/hydradns")" = 644 ] || fail "config mode"
-[ -f "$d/etc/capabilities/hydradns.json" ] || fail "capabilities"
 [ -d "$d/etc/hydradns/lists" ] || fail "/etc/hydradns/lists"
 readelf -l "$d/usr/sbin/hydradns" | grep -q INTERP && fail "binary is dynamically linked"
 readelf -h "$d/usr/sbin/hydradns" | grep -q "Machine:.*$machine" || fail "binary is not for $machine"

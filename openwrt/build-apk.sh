@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Turns a prebuilt static hydradns binary into an .apk for apk-tools v3
+# (OpenWrt 25.12 and later) without the SDK, laid out as OpenWrt's own
+# build makes them (include/package-pack.mk): the same files as the .ipk,
+# plus lib/apk/packages/hydradns.{list,conffiles,conffiles_static,rusers},
+# which OpenWrt's default_postinst and sysupgrade read, and the
+# post-install, post-upgrade and pre-deinstall scripts it generates.
+#   openwrt/build-apk.sh BINARY ARCH [OUTDIR]
+#   ARCH is OpenWrt's name, as for build-ipk.sh. RELEASE=N sets the release
+#   (version X.Y.Z-rN, as apk requires).
+# Needs apk-tools v3's `apk mkpkg`: $APK, else an `apk` v3 on PATH, else the
+# one ../shared/openwrt-userland builds (built here if missing).
+set -euo pipefail
+bin=$1
+arch=$2
+out=${3:-dist}
+# shellcheck source=openwrt/package.sh
+. "$(dirname "$0")/package.sh"
+
+find_apk() {
+	if [ -n "${APK:-}" ]; then
+		echo "$APK"
+	elif command -v apk > /dev/null && apk --version 2>/dev/null | grep -q '^apk-tools 3\.'; then
+		command -v apk
+	else
+		local rig="$here/../../shared/openwrt-userland" owrt=${OWRT_OUT:-/tmp/owrt}
+		if [ ! -x "$owrt/stage/usr/bin/apk" ]; then
+			[ -x "$rig/build.sh" ] || { echo "no apk-tools v3: set APK=/path/to/apk" >&2; exit 1; }
+			"$rig/build.sh" "$rig/src" "$owrt" >&2
+		fi
+		echo "$owrt/stage/usr/bin/apk"
+	fi
+}
+apk=$(find_apk)
+apk_lib=$(cd "$(dirname "$apk")/../lib" 2>/dev/null && pwd) || apk_lib=""
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+files="$stage/files"
+scripts="$stage/scripts"
+stage_files "$files"
+meta="$files/lib/apk/packages"
+install -d "$meta" "$scripts"
+echo "$pkg_conffiles" > "$meta/hydradns.conffiles"
+for f in $pkg_conffiles; do
+	echo "$f $(sha256sum "$files$f" | cut -d' ' -f1)"
+done > "$meta/hydradns.conffiles_static"
+echo "$pkg_users" > "$meta/hydradns.rusers"
+# Every file the package installs, itself included: default_postinst
+# enables and starts the init scripts it names.
+touch "$meta/hydradns.list"
+(cd "$files" && find . ! -type d | sed 's|^\.||' | LC_ALL=C sort) > "$stage/list"
+mv "$stage/list" "$meta/hydradns.list"
+
+# The bodies OpenWrt generates: create the user from .rusers, then
+# default_postinst (enable unless upgrading, and start) or default_prerm
+# (disable and stop, which gives dnsmasq its settings back).
+# shellcheck disable=SC2016  # expanded by the router's shell, not here
+postinst='[ "${IPKG_NO_SCRIPT}" = "1" ] && exit 0
+[ -s "${IPKG_INSTROOT}/lib/functions.sh" ] || exit 0
+. "${IPKG_INSTROOT}/lib/functions.sh"
+export root="${IPKG_INSTROOT}"
+export pkgname=hydradns
+add_group_and_user
+default_postinst'
+printf '#!/bin/sh\n%s\n' "$postinst" > "$scripts/post-install"
+printf '#!/bin/sh\nexport PKG_UPGRADE=1\n%s\n' "$postinst" > "$scripts/post-upgrade"
+cat > "$scripts/pre-deinstall" <<'SCRIPT'
+#!/bin/sh
+[ -s "${IPKG_INSTROOT}/lib/functions.sh" ] || exit 0
+. "${IPKG_INSTROOT}/lib/functions.sh"
+export root="${IPKG_INSTROOT}"
+export pkgname=hydradns
+default_prerm
+SCRIPT
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+version="$pkg_version-r$pkg_release"
+pkg="$out/hydradns-${version}_${arch}.apk"
+mkpkg=(
+	"$apk" mkpkg
+	--info "name:hydradns" --info "version:$version" --info "arch:$arch"
+	--info "description:$pkg_summary" --info "license:$pkg_license"
+	--info "origin:hydradns" --info "url:$pkg_url" --info "maintainer:$pkg_maintainer"
+	# A static binary needs no libc; the CA bundle verifies HTTPS list downloads.
+	--info "depends:ca-bundle"
+	--script "post-install:$scripts/post-install" --script "post-upgrade:$scripts/post-upgrade"
+	--script "pre-deinstall:$scripts/pre-deinstall"
+	--files "$files" --output "$pkg.tmp"
+)
+# apk records each file's owner by name: make them root's whoever builds.
+as_root=()
+[ "$(id -u)" = 0 ] || as_root=(unshare --map-root-user)
+SOURCE_DATE_EPOCH=$pkg_epoch LD_LIBRARY_PATH=${apk_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "${as_root[@]}" "${mkpkg[@]}" >&2
+mv "$pkg.tmp" "$pkg"
+echo "$pkg"

@@ -1,0 +1,39 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # pkg_*: read by the scripts that source this
+# What the .ipk and the .apk share: the files, their modes, the package's
+# description and version, and the install and removal scripts' bodies.
+# Sourced by openwrt/build-ipk.sh and openwrt/build-apk.sh, which set:
+#   bin   the static hydradns binary      arch  OpenWrt's package architecture
+# and get:
+#   pkg_version (X.Y.Z), pkg_release (N, from $RELEASE), pkg_epoch,
+#   stage_files DIR (the package's files, as installed), and the texts below.
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+pkg_version=$(awk -F'"' '/^version =/ {print $2; exit}' "$here/../Cargo.toml")
+# 2: the first release with a user of its own and an .apk.
+pkg_release=${RELEASE:-2}
+case "$pkg_release" in
+	'' | *[!0-9]*) echo "RELEASE must be a number, not '$pkg_release'" >&2; exit 2 ;;
+esac
+pkg_epoch=${SOURCE_DATE_EPOCH:-$(git -C "$here" log -1 --format=%ct 2>/dev/null || echo 0)}
+pkg_summary="DNS security gateway: blocklists, cache, forwarding"
+pkg_description="Answers the network's DNS from blocklists (downloaded and kept fresh), a cache and upstream resolvers; logs queries to SQLite in RAM with copies on flash. Works in front of or behind dnsmasq."
+pkg_license="MIT OR Apache-2.0"
+pkg_maintainer="HydraDNS maintainers <hydradns@users.noreply.github.com>"
+pkg_url="https://github.com/hydradns/hydradns"
+# The package's own user and group; no fixed ids, so OpenWrt's
+# add_group_and_user gives them free ones (453, once used here, is dnsmasq's).
+pkg_users="hydradns:hydradns"
+pkg_conffiles="/etc/config/hydradns"
+
+# The package's files under DIR, owned by whoever runs this (the archivers
+# record them as root's), modes as installed.
+stage_files() {
+	local dir=$1
+	install -d "$dir/usr/sbin" "$dir/etc/init.d" "$dir/etc/config" "$dir/etc/hydradns/lists"
+	# shellcheck disable=SC2154  # bin: set by the script that sources this
+	install -m 0755 "$bin" "$dir/usr/sbin/hydradns"
+	install -m 0755 "$here/files/hydradns.init" "$dir/etc/init.d/hydradns"
+	# Readable by the unprivileged user the daemon becomes.
+	install -m 0644 "$here/files/hydradns.config" "$dir/etc/config/hydradns"
+}

@@ -1,0 +1,55 @@
+#!/bin/sh
+# shellcheck disable=SC2015  # A && B || fail is meant: fail when either is false
+# OpenWrt 25.12's way: apk add --allow-untrusted, upgrade, apk del. The rig's
+# stock packages came from opkg, so apk's database is first given ca-bundle
+# as a 25.12 image has it (built from the rig's own ca-bundle package).
+# shellcheck source=tests/openwrt/rig/lib.sh
+. /rig/mnt/lib.sh
+
+uci_written_dhcp
+original=$(dhcp_sum)
+cp /etc/config/dhcp /tmp/dhcp.original
+start_wan_resolver 127.0.0.2:53
+wan_up
+apk add --initdb --allow-untrusted "$PKGS"/ca-bundle-*.apk > /tmp/apk.out 2>&1 || fail "base: $(cat /tmp/apk.out)"
+
+step "apk add"
+apk add --allow-untrusted "$PKGS"/hydradns-*-r1_x86_64.apk > /tmp/apk.out 2>&1 || fail "apk add: $(cat /tmp/apk.out)"
+[ -L /etc/rc.d/S18hydradns ] || fail "not enabled"
+check_daemon
+uid=$(id -u hydradns)
+[ "$(cut -d: -f3 /etc/passwd | grep -cx "$uid")" = 1 ] || fail "uid $uid is shared"
+[ "$(cut -d: -f3 /etc/group | grep -cx "$(id -g hydradns)")" = 1 ] || fail "gid is shared"
+wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "not answering through dnsmasq"
+apk info -L hydradns | grep -v 'contains:$' | grep . | sed 's|^|/|' | sort > /tmp/apk.files
+sort /lib/apk/packages/hydradns.list | diff - /tmp/apk.files > /dev/null || fail "apk info -L and hydradns.list differ: $(sort /lib/apk/packages/hydradns.list | diff - /tmp/apk.files)"
+grep -qx /etc/config/hydradns /lib/apk/packages/hydradns.conffiles || fail ".conffiles"
+
+step "uci commit + reload_config"
+uci add_list hydradns.@blocklist[1].domain=kept.example
+uci commit hydradns
+reload_config
+wait_for 10 0.0.0.0 ask kept.example 127.0.0.1 || fail "kept.example not blocked"
+
+step "apk upgrade to r2"
+dnsmasq_pid=$(pid_of dnsmasq)
+pid=$(pid_of hydradns)
+sum=$(dhcp_sum)
+apk add --allow-untrusted "$PKGS"/hydradns-*-r2_x86_64.apk > /tmp/apk.out 2>&1 || fail "apk upgrade: $(cat /tmp/apk.out)"
+apk info hydradns | grep -q -- '-r2 ' || fail "not upgraded: $(apk info hydradns)"
+wait_until 10 respawned hydradns "$pid" || fail "still the old process"
+check_daemon
+new=$(pid_of hydradns)
+[ "$(md5sum < "/proc/$new/exe")" = "$(md5sum < /usr/sbin/hydradns)" ] || fail "not running the new binary"
+[ "$(pid_of dnsmasq)" = "$dnsmasq_pid" ] || fail "the upgrade restarted dnsmasq"
+[ "$(dhcp_sum)" = "$sum" ] || fail "the upgrade rewrote /etc/config/dhcp"
+uci -q get hydradns.@blocklist[1].domain | grep -q kept.example || fail "the owner's config was replaced"
+[ -L /etc/rc.d/S18hydradns ] || fail "disabled by the upgrade"
+
+step "apk del: dnsmasq's settings back byte for byte"
+apk del hydradns > /tmp/apk.out 2>&1 || fail "apk del: $(cat /tmp/apk.out)"
+wait_until 10 stopped hydradns || fail "still running"
+[ -e /etc/rc.d/S18hydradns ] && fail "still enabled"
+[ "$(dhcp_sum)" = "$original" ] || fail "dhcp differs: $(diff /tmp/dhcp.original /etc/config/dhcp)"
+wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "dnsmasq does not answer on its own"
+echo "PASS apk"

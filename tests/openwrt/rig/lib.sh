@@ -1,0 +1,104 @@
+# shellcheck shell=ash
+# shellcheck disable=SC2034,SC2012  # PKGS is for the scenarios; ls -i of fixed paths
+# Helpers for the checks that run inside ../shared/openwrt-userland (busybox
+# ash, OpenWrt's procd, ubus, uci, opkg, apk, logd and dnsmasq init script).
+# Sourced by each scenario; /rig/mnt holds the packages and these scripts.
+
+PKGS=/rig/mnt/pkgs
+step() { echo "-- $*"; }
+fail() {
+	echo "FAIL: $*"
+	echo "---- logread"
+	logread | grep -v "dnsmasq\(-dhcp\)\?\[" | tail -n 40
+	exit 1
+}
+
+# Runs until CMD succeeds or SECONDS pass.
+wait_until() {
+	local secs=$1 i=0
+	shift
+	while ! "$@" > /dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -le $((secs * 10)) ] || return 1
+		sleep 0.1
+	done
+}
+
+# Runs until CMD prints EXPECTED or SECONDS pass (CMD runs afresh each time).
+wait_for() {
+	local secs=$1 want=$2 i=0
+	shift 2
+	until [ "$("$@" 2> /dev/null)" = "$want" ]; do
+		i=$((i + 1))
+		[ $i -le $((secs * 10)) ] || return 1
+		sleep 0.1
+	done
+}
+
+# The pid procd gives for a service's first instance (empty when not running).
+pid_of() {
+	ubus call service list "{\"name\":\"$1\"}" 2>/dev/null | jsonfilter -e "@['$1'].instances[*].pid" | head -n 1
+}
+running() { [ -n "$(pid_of "$1")" ]; }
+stopped() { [ -z "$(pid_of "$1")" ]; }
+respawned() { [ -n "$(pid_of "$1")" ] && [ "$(pid_of "$1")" != "$2" ]; }
+
+# The first address dig gets for NAME from SERVER (port 53 unless given).
+ask() {
+	dig +short +time=2 +tries=1 -p "${3:-53}" "@$2" "$1" A 2>/dev/null | head -n 1
+}
+
+# Times the daemon logged TEXT so far.
+logged() { logread -e hydradns | grep -cF "$1"; }
+# Whether the log has a line matching the extended regex (logread -e
+# itself exits 0 whether or not anything matched).
+in_log() { logread | grep -qE "$1"; }
+
+# A stand-in for the ISP's resolver (the rig has no WAN): a second dnsmasq,
+# at ADDR:PORT: 127.0.0.2:53 is one netifd's resolv.conf.auto can name (it
+# has no ports); replace mode needs 0.0.0.0:53 free, so another port there.
+# It knows wan.example (with a public address: dnsmasq's rebind protection
+# drops the documentation ranges); everything else gets NXDOMAIN.
+start_wan_resolver() {
+	local at=$1
+	dnsmasq --conf-file=/dev/null --port="${at##*:}" --listen-address="${at%:*}" --bind-interfaces \
+		--no-resolv --no-hosts --address=/wan.example/93.184.215.14 --address=/#/ \
+		--pid-file=/tmp/wan-resolver.pid --user=root 2>&1 || fail "WAN resolver"
+}
+
+# As netifd writes it once the WAN is up: a temporary file renamed over it.
+wan_up() {
+	printf '# Interface wan\nnameserver 127.0.0.2\n' > /tmp/resolv.conf.d/resolv.conf.auto.tmp
+	mv /tmp/resolv.conf.d/resolv.conf.auto.tmp /tmp/resolv.conf.d/resolv.conf.auto
+}
+
+# A file's inode, modification time and checksum: uci commit renames a new
+# file over the old one, so any write changes the first two.
+file_id() { echo "$(ls -i "$1" | awk '{ print $1 }') $(date -r "$1" +%s) $(sha256sum < "$1")"; }
+
+# The rig's /etc/config/dhcp is written by hand, with a comment; a router's
+# is written by uci (uci-defaults, LuCI), which drops comments. Rewrites it
+# as uci does, so that byte-for-byte comparisons compare our changes only.
+uci_written_dhcp() {
+	uci set dhcp.rig_canonical=rig
+	uci commit dhcp
+	uci delete dhcp.rig_canonical
+	uci commit dhcp
+}
+
+# dnsmasq's settings as a file, for byte-for-byte comparisons.
+dhcp_sum() { sha256sum /etc/config/dhcp | cut -d' ' -f1; }
+
+# The daemon is up, answers on 127.0.0.1:5353 (blocked names from the
+# shipped config's inline list, added by the scenario), and runs unprivileged.
+check_daemon() {
+	local pid status uid
+	wait_until 10 running hydradns || fail "hydradns is not running: $(ubus call service list '{"name":"hydradns"}')"
+	pid=$(pid_of hydradns)
+	wait_until 10 grep -q '^Uid:' "/proc/$pid/status" || fail "no process $pid"
+	status=$(cat "/proc/$pid/status")
+	uid=$(id -u hydradns)
+	echo "$status" | grep -q "^Uid:	$uid	$uid	$uid	$uid\$" || fail "not running as hydradns ($uid): $(echo "$status" | grep Uid)"
+	echo "$status" | grep -q '^CapEff:	0000000000000000$' || fail "has capabilities: $(echo "$status" | grep Cap)"
+	wait_until 10 in_log "hydradns\[$pid\]: ready with" || fail "no 'ready' from $pid in the log"
+}

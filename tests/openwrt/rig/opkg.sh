@@ -1,0 +1,128 @@
+#!/bin/sh
+# shellcheck disable=SC2015,SC2012  # A && B || fail is meant; ls of fixed paths
+# Install with opkg on a factory-fresh image (OpenWrt 24.10's way), then the
+# service's life as the README tells it: upstream mode behind the real
+# dnsmasq, the WAN's resolvers picked up by themselves, uci commit +
+# reload_config, reload, respawn, interface events, restart, removal.
+# shellcheck source=tests/openwrt/rig/lib.sh
+. /rig/mnt/lib.sh
+
+uci_written_dhcp
+original=$(dhcp_sum)
+cp /etc/config/dhcp /tmp/dhcp.original
+start_wan_resolver 127.0.0.2:53
+dnsmasq_pid=$(pid_of dnsmasq)
+
+step "opkg install"
+opkg install "$PKGS"/hydradns_*-1_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
+[ -L /etc/rc.d/S18hydradns ] && [ -L /etc/rc.d/K85hydradns ] || fail "not enabled: $(ls /etc/rc.d)"
+check_daemon
+
+step "what procd was told"
+info=$(ubus call service list '{"name":"hydradns"}')
+[ "$(echo "$info" | jsonfilter -e '@.hydradns.instances.instance1.limits.nofile')" = "4096 4096" ] || fail "limits: $info"
+[ "$(echo "$info" | jsonfilter -e '@.hydradns.instances.instance1.respawn.retry')" = 0 ] || fail "respawn: $info"
+[ "$(echo "$info" | jsonfilter -e '@.hydradns.instances.instance1.command[*]' | tr '\n' ' ')" = "/usr/sbin/hydradns run -c /etc/config/hydradns --log syslog " ] ||
+	fail "command: $info"
+
+step "its user and group have ids of their own"
+uid=$(id -u hydradns)
+gid=$(id -g hydradns)
+[ "$(cut -d: -f3 /etc/passwd | grep -cx "$uid")" = 1 ] || fail "uid $uid is shared: $(cat /etc/passwd)"
+[ "$(cut -d: -f3 /etc/group | grep -cx "$gid")" = 1 ] || fail "gid $gid is shared: $(cat /etc/group)"
+[ "$uid" != "$(id -u dnsmasq)" ] || fail "dnsmasq's uid"
+[ "$(ls -ld /etc/hydradns | awk '{ print $3 }')" = hydradns ] || fail "/etc/hydradns is not the daemon's"
+
+step "upstream mode: dnsmasq forwards to us, once restarted"
+[ "$(uci -q get 'dhcp.@dnsmasq[0].server')" = "127.0.0.1#5353" ] || fail "dnsmasq's server: $(uci -q get 'dhcp.@dnsmasq[0].server')"
+[ "$(uci -q get 'dhcp.@dnsmasq[0].noresolv')" = 1 ] || fail "noresolv"
+[ "$(pid_of dnsmasq)" != "$dnsmasq_pid" ] || fail "dnsmasq was not restarted for its new settings"
+logread -e hydradns | grep -q 'from built-in fallback' || fail "expected the fallback before the WAN is up"
+# What the init script restores into dnsmasq's settings is root's alone.
+[ "$(ls -l /etc/hydradns-dnsmasq.backup | awk '{ print $1 $3 }')" = "-rw-r--r--root" ] ||
+	fail "the backup: $(ls -l /etc/hydradns-dnsmasq.backup)"
+[ "$(ls -ld /etc | awk '{ print $1 $3 }')" = "drwxr-xr-x""root" ] || fail "/etc: $(ls -ld /etc)"
+
+step "the WAN comes up: its resolver is used, without a reload"
+pid=$(pid_of hydradns)
+wan_up
+wait_until 10 in_log 'upstreams now 127.0.0.2:53' || fail "resolv.conf.auto not followed"
+[ "$(ask wan.example 127.0.0.1)" = 93.184.215.14 ] || fail "wan.example through dnsmasq and hydradns: $(dig -p 53 @127.0.0.1 wan.example)"
+[ "$(ask wan.example 127.0.0.1 5353)" = 93.184.215.14 ] || fail "wan.example from hydradns"
+[ "$(pid_of hydradns)" = "$pid" ] && [ "$(logged reloaded)" = 0 ] || fail "a reload or restart happened"
+
+step "first uci commit + reload_config after install applies (SIGHUP, same process)"
+uci add hydradns blocklist > /dev/null
+uci set hydradns.@blocklist[-1].name=test
+uci add_list hydradns.@blocklist[-1].domain=blocked.example
+uci commit hydradns
+reload_config
+wait_until 10 in_log 'hydradns.*reloaded /etc/config/hydradns' || fail "reload_config did not reach hydradns"
+wait_for 10 0.0.0.0 ask blocked.example 127.0.0.1 || fail "blocked.example not blocked through dnsmasq"
+[ "$(pid_of hydradns)" = "$pid" ] || fail "reload restarted the daemon"
+
+step "/etc/init.d/hydradns reload: SIGHUP"
+/etc/init.d/hydradns reload
+wait_for 10 2 logged reloaded || fail "reload: $(logged reloaded) reloads logged"
+[ "$(pid_of hydradns)" = "$pid" ] || fail "reload restarted the daemon"
+
+step "interface events: the WAN's retries failed downloads, the LAN's do nothing"
+ubus call service event '{"type":"interface.update","data":{"interface":"lan"}}'
+ubus call service event '{"type":"interface.down","data":{"interface":"wan"}}'
+sleep 2
+[ "$(logged 'the network changed')" = 0 ] || fail "a LAN or down event reached the daemon"
+ubus call service event '{"type":"interface.update","data":{"interface":"wan"}}'
+wait_for 10 1 logged 'the network changed' || fail "the WAN's event did not reach the daemon"
+[ "$(pid_of hydradns)" = "$pid" ] && [ "$(logged reloaded)" = 2 ] || fail "an interface event reloaded or restarted"
+
+step "respawn after kill -9"
+kill -9 "$pid"
+wait_until 15 respawned hydradns "$pid" || fail "not respawned"
+check_daemon
+wait_for 10 0.0.0.0 ask blocked.example 127.0.0.1 5353 || fail "not answering after respawn"
+
+step "restart: dnsmasq untouched"
+dnsmasq_pid=$(pid_of dnsmasq)
+sum=$(dhcp_sum)
+/etc/init.d/hydradns restart
+check_daemon
+[ "$(pid_of dnsmasq)" = "$dnsmasq_pid" ] || fail "restart restarted dnsmasq"
+[ "$(dhcp_sum)" = "$sum" ] || fail "restart changed /etc/config/dhcp"
+wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "not answering after restart"
+
+step "a fatal error is logged once"
+cp /etc/config/hydradns /tmp/hydradns.conf
+uci set hydradns.main.user=nosuchuser
+uci commit hydradns
+/etc/init.d/hydradns restart
+wait_until 10 in_log "hydradns.*user 'nosuchuser' does not exist" || fail "no error for a missing user"
+line=$(logread | grep "user 'nosuchuser' does not exist" | head -n 1)
+tag=$(echo "$line" | sed -n 's/.*\(hydradns\[[0-9]*\]\).*/\1/p')
+[ -n "$tag" ] && [ "$(logread | grep -F "$tag" | grep -c 'does not exist')" = 1 ] ||
+	fail "logged more than once by one process: $(logread | grep 'does not exist')"
+cp /tmp/hydradns.conf /etc/config/hydradns
+/etc/init.d/hydradns restart
+check_daemon
+
+step "a broken config at start: not started, said with file:line, dnsmasq on its own"
+uci set hydradns.main.cache_size=many
+uci commit hydradns
+/etc/init.d/hydradns restart
+wait_until 10 in_log "hydradns: /etc/config/hydradns has errors, not applied: /etc/config/hydradns:[0-9]*: option 'cache_size'" ||
+	fail "not logged: $(logread | tail -n 5)"
+wait_until 10 stopped hydradns || fail "running with a broken config"
+[ "$(dhcp_sum)" = "$original" ] || fail "dnsmasq left forwarding to nothing"
+wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "dnsmasq does not answer on its own"
+cp /tmp/hydradns.conf /etc/config/hydradns
+/etc/init.d/hydradns restart
+check_daemon
+wait_for 10 1 uci -q get 'dhcp.@dnsmasq[0].noresolv' || fail "upstream mode again"
+
+step "opkg remove: dnsmasq's settings back byte for byte"
+opkg remove hydradns > /tmp/opkg.out 2>&1 || fail "opkg remove: $(cat /tmp/opkg.out)"
+wait_until 10 stopped hydradns || fail "still running after removal"
+[ "$(dhcp_sum)" = "$original" ] || fail "dhcp differs: $(diff /tmp/dhcp.original /etc/config/dhcp)"
+[ ! -f /etc/hydradns-dnsmasq.backup ] || fail "backup left behind"
+wait_until 10 running dnsmasq || fail "dnsmasq down"
+wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "dnsmasq does not answer on its own"
+echo "PASS opkg"
