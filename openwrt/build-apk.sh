@@ -78,13 +78,14 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 version="$pkg_version-r$pkg_release"
 pkg="$out/hydradns-${version}_${arch}.apk"
+# No depends: a static binary needs no libc, and the CA bundle that verifies
+# HTTPS downloads is in every OpenWrt image (DEFAULT_PACKAGES); without it a
+# download fails and says why, and DNS works on.
 mkpkg=(
 	"$apk" mkpkg
 	--info "name:hydradns" --info "version:$version" --info "arch:$arch"
 	--info "description:$pkg_summary" --info "license:$pkg_license"
 	--info "origin:hydradns" --info "url:$pkg_url" --info "maintainer:$pkg_maintainer"
-	# A static binary needs no libc; the CA bundle verifies HTTPS list downloads.
-	--info "depends:ca-bundle"
 	--script "post-install:$scripts/post-install" --script "post-upgrade:$scripts/post-upgrade"
 	--script "pre-deinstall:$scripts/pre-deinstall"
 	--files "$files" --output "$pkg.tmp"

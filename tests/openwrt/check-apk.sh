@@ -23,7 +23,7 @@ info version | grep -qE "^$version-r[0-9]+\$" || fail "version $(info version)"
 for f in description license maintainer url origin; do
     [ -n "$(info "$f")" ] || fail "no $f"
 done
-grep -A1 '^  depends:' "$work/dump" | grep -qx '    - ca-bundle' || fail "depends: $(grep -A2 depends "$work/dump")"
+grep -q '^  depends:' "$work/dump" && fail "depends on $(grep -A2 depends "$work/dump"): a static binary needs nothing"
 for s in post-install post-upgrade pre-deinstall; do
     grep -q "^  $s: |" "$work/dump" || fail "no $s script"
 done

@@ -15,7 +15,7 @@ rig=../shared/openwrt-userland
 out=${OWRT_OUT:-/tmp/owrt}
 [ "$(id -u)" = 0 ] || { echo "tests/openwrt/rig.sh: needs root (namespaces)" >&2; exit 1; }
 
-"$rig/build.sh" "$rig/src" "$out" > /tmp/owrt-build.log 2>&1 || { cat /tmp/owrt-build.log; exit 1; }
+"$rig/build.sh" "$rig/src" "$out" > "$out.build.log" 2>&1 || { cat "$out.build.log"; exit 1; }
 apk="$out/stage/usr/bin/apk"
 
 work=$(mktemp -d)
@@ -31,16 +31,6 @@ RELEASE=1 openwrt/build-ipk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
 RELEASE=2 openwrt/build-ipk.sh "$work/hydradns-r2" x86_64 "$mnt/pkgs" > /dev/null
 RELEASE=1 APK=$apk openwrt/build-apk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
 RELEASE=2 APK=$apk openwrt/build-apk.sh "$work/hydradns-r2" x86_64 "$mnt/pkgs" > /dev/null
-# apk's database on a 25.12 image already holds the stock packages; the
-# rig's came from opkg, so its ca-bundle is repackaged for apk.
-mkdir -p "$work/ca-bundle"
-ca=$(ls "$out"/pkgs/ca-bundle_*.ipk)
-ca_version=$(basename "$ca" | cut -d_ -f2)
-tar -xzOf "$ca" ./data.tar.gz | tar -xz -C "$work/ca-bundle"
-LD_LIBRARY_PATH="$out/stage/usr/lib" "$apk" mkpkg --info name:ca-bundle --info "version:$ca_version" \
-	--info arch:noarch --info "description:CA certificates" --files "$work/ca-bundle" \
-	--output "$mnt/pkgs/ca-bundle-$ca_version.apk"
-
 # name:run.sh options:script[,script...] (one boot per script, in order).
 scenarios=(
 	"opkg::opkg.sh"

@@ -1,8 +1,8 @@
 #!/bin/sh
 # shellcheck disable=SC2015  # A && B || fail is meant: fail when either is false
-# OpenWrt 25.12's way: apk add --allow-untrusted, upgrade, apk del. The rig's
-# stock packages came from opkg, so apk's database is first given ca-bundle
-# as a 25.12 image has it (built from the rig's own ca-bundle package).
+# OpenWrt 25.12's way: apk add --allow-untrusted, upgrade, apk del. The
+# rig's stock packages came from opkg and it has no apk database yet: the
+# first apk add creates one (--initdb), as a 25.12 image has it.
 # shellcheck source=tests/openwrt/rig/lib.sh
 . /rig/mnt/lib.sh
 
@@ -11,10 +11,9 @@ original=$(dhcp_sum)
 cp /etc/config/dhcp /tmp/dhcp.original
 start_wan_resolver 127.0.0.2:53
 wan_up
-apk add --initdb --allow-untrusted "$PKGS"/ca-bundle-*.apk > /tmp/apk.out 2>&1 || fail "base: $(cat /tmp/apk.out)"
 
 step "apk add"
-apk add --allow-untrusted "$PKGS"/hydradns-*-r1_x86_64.apk > /tmp/apk.out 2>&1 || fail "apk add: $(cat /tmp/apk.out)"
+apk add --initdb --allow-untrusted "$PKGS"/hydradns-*-r1_x86_64.apk > /tmp/apk.out 2>&1 || fail "apk add: $(cat /tmp/apk.out)"
 [ -L /etc/rc.d/S18hydradns ] || fail "not enabled"
 check_daemon
 uid=$(id -u hydradns)
