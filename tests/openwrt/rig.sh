@@ -37,6 +37,7 @@ scenarios=(
 	"replace::replace.sh"
 	"replace-ujail:--ujail:replace-ujail.sh"
 	"upgrade-opkg::upgrade-opkg.sh"
+	"legacy::legacy.sh"
 	"apk::apk.sh"
 	"reboot::reboot-1.sh,reboot-2.sh,reboot-3.sh"
 )
