@@ -6,11 +6,7 @@
 # shellcheck source=tests/openwrt/rig/lib.sh
 . /rig/mnt/lib.sh
 
-uci_written_dhcp
-original=$(dhcp_sum)
-cp /etc/config/dhcp /tmp/dhcp.original
-start_wan_resolver 127.0.0.2:53
-wan_up
+router_with_wan
 
 step "apk add"
 apk add --initdb --allow-untrusted "$PKGS"/hydradns-*-r1_x86_64.apk > /tmp/apk.out 2>&1 || fail "apk add: $(cat /tmp/apk.out)"
@@ -25,25 +21,11 @@ sort /lib/apk/packages/hydradns.list | diff - /tmp/apk.files > /dev/null || fail
 grep -qx /etc/config/hydradns /lib/apk/packages/hydradns.conffiles || fail ".conffiles"
 
 step "uci commit + reload_config"
-uci add_list hydradns.@blocklist[1].domain=kept.example
-uci commit hydradns
-reload_config
-wait_for 10 0.0.0.0 ask kept.example 127.0.0.1 || fail "kept.example not blocked"
+block_with_uci kept.example
 
 step "apk upgrade to r2"
-dnsmasq_pid=$(pid_of dnsmasq)
-pid=$(pid_of hydradns)
-sum=$(dhcp_sum)
-apk add --allow-untrusted "$PKGS"/hydradns-*-r2_x86_64.apk > /tmp/apk.out 2>&1 || fail "apk upgrade: $(cat /tmp/apk.out)"
+upgrade_checked apk add --allow-untrusted "$PKGS"/hydradns-*-r2_x86_64.apk
 apk info hydradns | grep -q -- '-r2 ' || fail "not upgraded: $(apk info hydradns)"
-wait_until 10 respawned hydradns "$pid" || fail "still the old process"
-check_daemon
-new=$(pid_of hydradns)
-[ "$(md5sum < "/proc/$new/exe")" = "$(md5sum < /usr/sbin/hydradns)" ] || fail "not running the new binary"
-[ "$(pid_of dnsmasq)" = "$dnsmasq_pid" ] || fail "the upgrade restarted dnsmasq"
-[ "$(dhcp_sum)" = "$sum" ] || fail "the upgrade rewrote /etc/config/dhcp"
-uci -q get hydradns.@blocklist[1].domain | grep -q kept.example || fail "the owner's config was replaced"
-[ -L /etc/rc.d/S18hydradns ] || fail "disabled by the upgrade"
 
 step "apk del: dnsmasq's settings back byte for byte"
 apk del hydradns > /tmp/apk.out 2>&1 || fail "apk del: $(cat /tmp/apk.out)"

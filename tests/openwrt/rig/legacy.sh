@@ -8,11 +8,7 @@
 # shellcheck source=tests/openwrt/rig/lib.sh
 . /rig/mnt/lib.sh
 
-uci_written_dhcp
-original=$(dhcp_sum)
-cp /etc/config/dhcp /tmp/dhcp.original
-start_wan_resolver 127.0.0.2:53
-wan_up
+router_with_wan
 
 step "what 0.1.0-1 left behind, in upstream mode"
 echo 'hydradns:x:453:453:hydradns:/var/run/hydradns:/bin/false' >> /etc/passwd

@@ -102,3 +102,43 @@ check_daemon() {
 	echo "$status" | grep -q '^CapEff:	0000000000000000$' || fail "has capabilities: $(echo "$status" | grep Cap)"
 	wait_until 10 in_log "hydradns\[$pid\]: ready with" || fail "no 'ready' from $pid in the log"
 }
+
+# A factory-fresh router whose WAN is up: dnsmasq's settings noted in
+# $original (and /tmp/dhcp.original), the WAN's resolver on 127.0.0.2:53 and
+# named in resolv.conf.auto.
+router_with_wan() {
+	uci_written_dhcp
+	original=$(dhcp_sum)
+	cp /etc/config/dhcp /tmp/dhcp.original
+	start_wan_resolver 127.0.0.2:53
+	wan_up
+}
+
+# Blocks NAME the owner's way: uci, then reload_config.
+block_with_uci() {
+	uci add_list hydradns.@blocklist[1].domain="$1"
+	uci commit hydradns
+	reload_config
+	wait_for 10 0.0.0.0 ask "$1" 127.0.0.1 || fail "$1 not blocked"
+}
+
+# Runs the package manager's upgrade (the arguments), then checks what an
+# upgrade must do: the new binary runs, dnsmasq is not restarted and
+# /etc/config/dhcp not written, the owner's config (kept.example blocked,
+# see block_with_uci) is kept, and the service stays enabled.
+upgrade_checked() {
+	local dnsmasq_pid pid dhcp new
+	dnsmasq_pid=$(pid_of dnsmasq)
+	pid=$(pid_of hydradns)
+	dhcp=$(file_id /etc/config/dhcp)
+	"$@" > /tmp/upgrade.out 2>&1 || fail "$*: $(cat /tmp/upgrade.out)"
+	wait_until 10 respawned hydradns "$pid" || fail "still the old process"
+	check_daemon
+	new=$(pid_of hydradns)
+	[ "$(md5sum < "/proc/$new/exe")" = "$(md5sum < /usr/sbin/hydradns)" ] || fail "not running the new binary"
+	[ "$(pid_of dnsmasq)" = "$dnsmasq_pid" ] || fail "the upgrade restarted dnsmasq"
+	[ "$(file_id /etc/config/dhcp)" = "$dhcp" ] || fail "the upgrade wrote /etc/config/dhcp"
+	uci -q get hydradns.@blocklist[1].domain | grep -q kept.example || fail "the owner's config was replaced"
+	wait_for 10 0.0.0.0 ask kept.example 127.0.0.1 || fail "kept.example after the upgrade"
+	[ -L /etc/rc.d/S18hydradns ] || fail "disabled by the upgrade"
+}
