@@ -90,6 +90,17 @@ check_daemon
 [ "$(dhcp_sum)" = "$sum" ] || fail "restart changed /etc/config/dhcp"
 wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "not answering after restart"
 
+step "a reload that needs a restart: dnsmasq untouched"
+pid=$(pid_of hydradns)
+dhcp=$(file_id /etc/config/dhcp)
+uci set hydradns.querylog.retention=2d
+uci commit hydradns
+reload_config
+wait_until 15 respawned hydradns "$pid" || fail "a query log change did not restart"
+check_daemon
+[ "$(pid_of dnsmasq)" = "$dnsmasq_pid" ] || fail "the restart restarted dnsmasq"
+[ "$(file_id /etc/config/dhcp)" = "$dhcp" ] || fail "the restart wrote /etc/config/dhcp"
+
 step "a fatal error is logged once"
 cp /etc/config/hydradns /tmp/hydradns.conf
 uci set hydradns.main.user=nosuchuser
