@@ -40,6 +40,11 @@ pub const MAX_ENTRY_BYTES: usize = 4096;
 pub const MAX_NEGATIVE_TTL: u32 = 3600;
 /// Longest cache key: a 255-byte name, type, class and the DO flag.
 pub const MAX_KEY_LEN: usize = wire::MAX_NAME_LEN + 5;
+/// Most bytes of an upstream's Extended DNS Errors kept with an answer
+/// (RFC 8914 options, EXTRA-TEXT included); later ones are dropped.
+pub const MAX_EDE_BYTES: usize = 256;
+/// EDNS option code of an Extended DNS Error (RFC 8914).
+pub const EDE_OPTION: u16 = 15;
 
 /// An upstream answer prepared for replay: OPT removed, TTLs located and clamped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +53,9 @@ pub struct Stored {
     msg: Box<[u8]>,
     /// Offset and clamped original value of every TTL in `msg`.
     ttls: Box<[(u16, u32)]>,
+    /// The upstream's Extended DNS Errors, whole options, passed on to
+    /// clients that use EDNS (the rest of its OPT speaks for its transport).
+    ede: Box<[u8]>,
     /// How long the whole answer may be cached; `None` when it must not be.
     pub cache_ttl: Option<u32>,
 }
@@ -64,6 +72,7 @@ impl Stored {
         let mut ttls = Vec::with_capacity((an + ns + ar) as usize);
         let mut negative_ttl: Option<u32> = None;
         let mut cut: Option<(usize, u16)> = None;
+        let mut ede = Vec::new();
         let additional_start_idx = an as usize + ns as usize;
         let mut additional_pos = pos;
         for i in 0..(an as usize + ns as usize + ar as usize) {
@@ -72,6 +81,7 @@ impl Stored {
             }
             let rr = wire::read_rr(resp, pos)?;
             if rr.rtype == rtype::OPT {
+                ede = extended_errors(resp, rr.rdata_pos, rr.end);
                 // Drop the OPT: it speaks for the upstream's transport, not the
                 // client's. Cut just it when last, else the whole additional section.
                 cut = Some(if rr.end == resp.len() && i + 1 == an as usize + ns as usize + ar as usize {
@@ -118,6 +128,7 @@ impl Stored {
         Some(Stored {
             msg: msg.into_boxed_slice(),
             ttls: ttls.into_boxed_slice(),
+            ede: ede.into_boxed_slice(),
             cache_ttl: cache_ttl.filter(|&t| t > 0),
         })
     }
@@ -135,14 +146,37 @@ impl Stored {
     /// Writes this answer for client query `q`, `elapsed` seconds after it
     /// was stored. The UDP size limit is the caller's to enforce.
     pub fn write_answer(&self, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
-        replay(&self.msg, self.ttls.iter().copied(), q, elapsed, out);
+        replay(&self.msg, self.ttls.iter().copied(), &self.ede, q, elapsed, out);
     }
 }
 
+/// The Extended DNS Error options among the EDNS options at `start..end`
+/// of `msg`, whole, up to [`MAX_EDE_BYTES`].
+fn extended_errors(msg: &[u8], start: usize, end: usize) -> Vec<u8> {
+    let mut ede = Vec::new();
+    let mut p = start;
+    while let (Some(code), Some(len)) = (wire::u16_at(msg, p), wire::u16_at(msg, p + 2)) {
+        let next = p + 4 + len as usize;
+        if next > end {
+            break;
+        }
+        if code == EDE_OPTION && ede.len() + next - p <= MAX_EDE_BYTES {
+            ede.extend_from_slice(&msg[p..next]);
+        }
+        p = next;
+    }
+    ede
+}
+
 /// Writes stored answer `msg` for client query `q`, `elapsed` seconds after
-/// it was stored, counting down the TTLs at `ttls` (offset, stored value).
+/// it was stored, counting down the TTLs at `ttls` (offset, stored value),
+/// with the upstream's Extended DNS Errors `ede` in our OPT.
+///
+/// Flags: ours (QR, RA), the client's RD and CD, the upstream's opcode and
+/// rcode. Not AA: a forwarder is not the authority, even for the upstream's
+/// own zones (Unbound never sets it; dnsmasq clears it on hits).
 #[inline]
-fn replay(msg: &[u8], ttls: impl Iterator<Item = (u16, u32)>, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
+fn replay(msg: &[u8], ttls: impl Iterator<Item = (u16, u32)>, ede: &[u8], q: &Query, elapsed: u32, out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(msg);
     header::set_id(out, q.id);
@@ -151,7 +185,7 @@ fn replay(msg: &[u8], ttls: impl Iterator<Item = (u16, u32)>, q: &Query, elapsed
         name.copy_from_slice(q.qname);
     }
     let upstream = header::flags(out);
-    let mut f = (upstream & (flags::OPCODE_MASK | flags::RCODE_MASK | flags::AA))
+    let mut f = (upstream & (flags::OPCODE_MASK | flags::RCODE_MASK))
         | flags::QR
         | flags::RA
         | (q.flags & (flags::RD | flags::CD));
@@ -164,7 +198,7 @@ fn replay(msg: &[u8], ttls: impl Iterator<Item = (u16, u32)>, q: &Query, elapsed
         wire::put_u32(out, pos as usize, ttl.saturating_sub(elapsed));
     }
     let [_, an, ns, ar] = header::counts(out);
-    wire::build::finish(out, q.edns, [an, ns, ar], false);
+    wire::build::finish_with(out, q.edns, [an, ns, ar], false, ede);
 }
 
 /// What an entry holds beside its bytes.
@@ -181,12 +215,14 @@ struct Meta {
     key_len: u16,
     /// Length of the message after the key.
     msg_len: u16,
+    /// Length of the Extended DNS Errors at the end.
+    ede_len: u16,
 }
 
 /// One cached answer, in one allocation: reference count, [`Meta`], then
 /// the full cache key (checked on every hit: the tag only narrows the set),
-/// the answer as [`Stored`] keeps it, and each TTL's offset (u16) and stored
-/// value (u32), little-endian.
+/// the answer as [`Stored`] keeps it, each TTL's offset (u16) and stored
+/// value (u32), little-endian, and the upstream's Extended DNS Errors.
 ///
 /// A hit follows every pointer on its way, each a likely cache miss after
 /// the kernel's packet work has run through the caches. An `Arc` to a
@@ -200,14 +236,16 @@ type EntryData = HeaderSlice<HeaderWithLength<Meta>, [u8]>;
 fn new_entry(key: &[u8], stored: &Stored, stored_at: u32, expires: u32, checked: u64) -> Option<Entry> {
     let key_len = u16::try_from(key.len()).ok()?;
     let msg_len = u16::try_from(stored.msg.len()).ok()?;
-    let mut buf = Vec::with_capacity(key.len() + stored.msg.len() + 6 * stored.ttls.len());
+    let ede_len = u16::try_from(stored.ede.len()).ok()?;
+    let mut buf = Vec::with_capacity(key.len() + stored.msg.len() + 6 * stored.ttls.len() + stored.ede.len());
     buf.extend_from_slice(key);
     buf.extend_from_slice(&stored.msg);
     for &(pos, ttl) in stored.ttls.iter() {
         buf.extend_from_slice(&pos.to_le_bytes());
         buf.extend_from_slice(&ttl.to_le_bytes());
     }
-    let meta = Meta { checked: AtomicU64::new(checked), stored_at, expires, key_len, msg_len };
+    buf.extend_from_slice(&stored.ede);
+    let meta = Meta { checked: AtomicU64::new(checked), stored_at, expires, key_len, msg_len, ede_len };
     Some(ThinArc::from_header_and_slice(meta, &buf))
 }
 
@@ -220,10 +258,11 @@ fn entry_key(e: &EntryData) -> &[u8] {
 fn entry_write_answer(e: &EntryData, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
     let meta = &e.header.header;
     let rest = e.slice.get(meta.key_len as usize..).unwrap_or_default();
-    let (msg, ttls) = rest.split_at(usize::from(meta.msg_len).min(rest.len()));
+    let (msg, rest) = rest.split_at(usize::from(meta.msg_len).min(rest.len()));
+    let (ttls, ede) = rest.split_at(rest.len().saturating_sub(meta.ede_len.into()));
     let ttls =
         ttls.chunks_exact(6).map(|t| (u16::from_le_bytes([t[0], t[1]]), u32::from_le_bytes([t[2], t[3], t[4], t[5]])));
-    replay(msg, ttls, q, elapsed, out);
+    replay(msg, ttls, ede, q, elapsed, out);
 }
 
 /// The shared answer cache.

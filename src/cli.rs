@@ -396,6 +396,7 @@ fn stats_text(r: &Report) -> String {
         "  errors     {} formerr, {} notimp, {} badvers, {} dropped",
         c.formerr, c.notimp, c.badvers, c.dropped
     );
+    let _ = writeln!(o, "  lost       {} in the kernel (receive buffers full)", r.udp_receive_drops);
     let _ = writeln!(
         o,
         "latency      p50 {} us, p90 {} us, p99 {} us ({} answers)",

@@ -404,12 +404,12 @@ impl Engine {
             }
             Err(Reject::FormErr) => {
                 Counters::bump(&stats.formerr);
-                wire::build::header_only(out, msg, rcode::FORMERR);
+                wire::build::rejection(out, msg, rcode::FORMERR);
                 return self.done(origin, Answered::unparsed(), out, stats);
             }
             Err(Reject::NotImp) => {
                 Counters::bump(&stats.notimp);
-                wire::build::header_only(out, msg, rcode::NOTIMP);
+                wire::build::rejection(out, msg, rcode::NOTIMP);
                 return self.done(origin, Answered::unparsed(), out, stats);
             }
         };
@@ -606,7 +606,7 @@ impl Engine {
     /// Answers a miss whose message no longer parses. It parsed in `handle`,
     /// so this cannot happen, but the miss path stays total: FORMERR.
     fn unparsable(&self, miss: &Miss, out: &mut Vec<u8>, stats: &Counters) {
-        wire::build::header_only(out, miss.msg(), rcode::FORMERR);
+        wire::build::rejection(out, miss.msg(), rcode::FORMERR);
         self.done(&miss.origin, Answered::unparsed(), out, stats);
     }
 

@@ -266,6 +266,10 @@ pub struct Report {
     pub queries: u64,
     /// Per-outcome and error counters.
     pub counters: Totals,
+    /// Queries the kernel dropped before we read them: our UDP sockets'
+    /// receive buffers were full (a burst beyond what they hold).
+    #[nserde(default)]
+    pub udp_receive_drops: u64,
     /// Share of cache lookups answered from the cache, 0–1.
     pub cache_hit_ratio: f64,
     /// Entries in the cache.
@@ -293,7 +297,7 @@ impl Report {
     pub fn summary(&self) -> String {
         let c = &self.counters;
         format!(
-            "stats: uptime={}s queries={} blocked={} cached={} forwarded={} failed={} hit_ratio={:.3} p50={}us p90={}us p99={}us log_written={} log_dropped={} log_lost={} cache={}/{} blocklist={}",
+            "stats: uptime={}s queries={} blocked={} cached={} forwarded={} failed={} hit_ratio={:.3} p50={}us p90={}us p99={}us log_written={} log_dropped={} log_lost={} cache={}/{} blocklist={} udp_receive_drops={}",
             self.uptime_s,
             self.queries,
             c.blocked,
@@ -309,7 +313,8 @@ impl Report {
             self.querylog.lost,
             self.cache_entries,
             self.cache_capacity,
-            self.blocklist_names
+            self.blocklist_names,
+            self.udp_receive_drops
         )
     }
 }

@@ -549,14 +549,24 @@ pub mod build {
         out.extend_from_slice(q.question());
     }
 
-    /// A header-only error answer (FORMERR, NOTIMP) for a message whose
-    /// question cannot be trusted. `msg` must hold at least a header.
+    /// A header-only error answer (FORMERR, NOTIMP, REFUSED) for a message
+    /// whose question cannot be trusted. `msg` must hold at least a header.
     pub fn header_only(out: &mut Vec<u8>, msg: &[u8], rc: u8) {
         out.clear();
         out.extend_from_slice(&msg[..HEADER_LEN]);
         let f = header::flags(msg);
         header::set_flags(out, flags::QR | flags::RA | (f & (flags::OPCODE_MASK | flags::RD | flags::CD)) | rc as u16);
         header::set_counts(out, [0; 4]);
+    }
+
+    /// [`header_only`], plus our OPT when `msg` carries one EDNS record we
+    /// can find (RFC 6891 §6.1.1: a responder answers an OPT with an OPT,
+    /// errors included; without it dig warns and retries without EDNS).
+    pub fn rejection(out: &mut Vec<u8>, msg: &[u8], rc: u8) {
+        header_only(out, msg, rc);
+        if let Some(e) = find_edns(msg) {
+            finish(out, Some(e), [0, 0, 0], false);
+        }
     }
 
     /// Appends a record owned by the question name (a pointer to offset 12).
@@ -584,39 +594,130 @@ pub mod build {
     /// Sets the section counts and appends our OPT when the client used EDNS
     /// (echoing its DO bit; `badvers` sets the extended rcode 16).
     pub fn finish(out: &mut Vec<u8>, edns: Option<Edns>, counts: [u16; 3], badvers: bool) {
+        finish_with(out, edns, counts, badvers, &[]);
+    }
+
+    /// [`finish`], with `options` (whole EDNS options, e.g. Extended DNS
+    /// Errors) in the OPT record when there is one.
+    pub fn finish_with(out: &mut Vec<u8>, edns: Option<Edns>, counts: [u16; 3], badvers: bool, options: &[u8]) {
         let mut ar = counts[2];
         if let Some(e) = edns {
-            push_opt(out, e.dnssec_ok, badvers);
+            push_opt(out, e.dnssec_ok, badvers, options);
             ar += 1;
         }
         let qd = header::counts(out)[0];
         header::set_counts(out, [qd, counts[0], counts[1], ar]);
     }
 
-    fn push_opt(out: &mut Vec<u8>, dnssec_ok: bool, badvers: bool) {
+    fn push_opt(out: &mut Vec<u8>, dnssec_ok: bool, badvers: bool, options: &[u8]) {
         let ext_rcode: u32 = if badvers { 1 << 24 } else { 0 };
         let do_bit: u32 = if dnssec_ok { 0x8000 } else { 0 };
         out.push(0);
         out.extend_from_slice(&rtype::OPT.to_be_bytes());
         out.extend_from_slice(&EDNS_UDP_SIZE.to_be_bytes());
         out.extend_from_slice(&(ext_rcode | do_bit).to_be_bytes());
-        out.extend_from_slice(&0u16.to_be_bytes());
+        out.extend_from_slice(&(options.len() as u16).to_be_bytes());
+        out.extend_from_slice(options);
     }
 
-    /// If `out` is longer than `limit`, replaces it with an empty truncated
-    /// answer (header, question, OPT) so the client retries over TCP.
-    /// Returns whether it truncated.
+    /// If `out` is longer than `limit`, cuts it to the answer's first whole
+    /// RRsets that fit (none, if the first does not), drops the authority
+    /// and additional sections, sets TC and puts the OPT back. A client that
+    /// can retry over TCP does; one that cannot (busybox nslookup, OpenWrt's
+    /// own) still gets what fits, as dnsmasq gives it (RFC 2181 §9: never
+    /// part of an RRset). Returns whether it truncated.
     pub fn fit(out: &mut Vec<u8>, q: &Query, limit: usize) -> bool {
         if out.len() <= limit {
             return false;
         }
+        // Our OPT (11 bytes, no options) goes back after the cut.
+        let room = limit.saturating_sub(if q.edns.is_some() { 11 } else { 0 });
+        let (keep, kept) = whole_rrsets_within(out, q.question_end, room);
         let f = header::flags(out);
-        out.truncate(q.question_end);
+        out.truncate(keep);
         header::set_flags(out, f | flags::TC);
         header::set_counts(out, [1, 0, 0, 0]);
-        finish(out, q.edns, [0, 0, 0], false);
+        finish(out, q.edns, [kept, 0, 0], false);
         true
     }
+
+    /// Where to cut an answer so that it keeps its first whole RRsets (same
+    /// owner, type and class) ending within `room` bytes, and how many
+    /// records that keeps. Every name in them must point before the cut, as
+    /// compression in a well-formed message does.
+    fn whole_rrsets_within(msg: &[u8], question_end: usize, room: usize) -> (usize, u16) {
+        let an = header::counts(msg)[1];
+        let (mut cut, mut kept) = (question_end, 0u16);
+        let (mut pos, mut n) = (question_end, 0u16);
+        let mut owner = [0u8; MAX_NAME_LEN];
+        let mut next = [0u8; MAX_NAME_LEN];
+        let mut set: Option<(usize, u16, u16)> = None;
+        while n < an {
+            let Some(rr) = read_rr(msg, pos) else { break };
+            let Some(len) = name_key_at(msg, pos, &mut next) else { break };
+            let same =
+                set.is_some_and(|(l, t, c)| l == len && t == rr.rtype && c == rr.class && owner[..l] == next[..l]);
+            if !same {
+                // The RRset before this record is whole: cut after it if it fits.
+                if pos > room {
+                    break;
+                }
+                (cut, kept) = (pos, n);
+                owner[..len].copy_from_slice(&next[..len]);
+                set = Some((len, rr.rtype, rr.class));
+            }
+            pos = rr.end;
+            n += 1;
+        }
+        if n == an && pos <= room && pos <= msg.len() {
+            (cut, kept) = (pos, n);
+        }
+        if points_within(msg, question_end, cut, kept) { (cut, kept) } else { (question_end, 0) }
+    }
+
+    /// Do the `count` records from `start` refer only to names before `end`?
+    /// Owner names were walked already; names in RDATA (the types that hold
+    /// one first) are walked here. [`walk_name`] takes only pointers that
+    /// lead backwards, so a name that walks in the kept part stays whole.
+    fn points_within(msg: &[u8], start: usize, end: usize, count: u16) -> bool {
+        let Some(head) = msg.get(..end) else { return false };
+        let mut pos = start;
+        for _ in 0..count {
+            let Some(rr) = read_rr(head, pos) else { return false };
+            if walk_name(head, pos, |_, _| {}).is_none() {
+                return false;
+            }
+            if matches!(rr.rtype, rtype::CNAME | 2 | 12 | 39) && walk_name(head, rr.rdata_pos, |_, _| {}).is_none() {
+                return false;
+            }
+            pos = rr.end;
+        }
+        true
+    }
+}
+
+/// The EDNS record of a message that may be malformed elsewhere (for the
+/// OPT of an error answer): the one OPT owned by the root at the end of
+/// its records, if its records walk that far. Bounded by the message.
+pub fn find_edns(msg: &[u8]) -> Option<Edns> {
+    let [qd, an, ns, ar] = header::counts(msg);
+    let mut pos = HEADER_LEN;
+    for _ in 0..qd {
+        pos = skip_name(msg, pos)? + 4;
+    }
+    let mut found = None;
+    for i in 0..(an as usize + ns as usize + ar as usize) {
+        let rr = read_rr(msg, pos)?;
+        if rr.rtype == rtype::OPT {
+            if found.is_some() || i < an as usize + ns as usize || msg.get(pos) != Some(&0) {
+                return None;
+            }
+            let ttl = rr.ttl(msg);
+            found = Some(Edns { udp_size: rr.class, version: (ttl >> 16) as u8, dnssec_ok: ttl & 0x8000 != 0 });
+        }
+        pos = rr.end;
+    }
+    found
 }
 
 #[cfg(test)]

@@ -261,3 +261,69 @@ fn udp_burst_from_several_clients_gets_every_answer_to_its_sender() {
     }
     assert_eq!(up.total(), 4 * per_client as usize / 5, "each miss forwarded once");
 }
+
+/// Sends `n` queries for a blocked name from one socket, back to back,
+/// while the gateway is stopped (SIGSTOP), so they all wait in the kernel,
+/// then lets it go. The client's own buffer is made large enough for every
+/// answer. Returns the socket.
+fn burst_while_stopped(gw: &Gateway, n: u16) -> std::net::UdpSocket {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Room for every answer on our side, so any loss is the gateway's.
+    let _ = rustix::net::sockopt::set_socket_recv_buffer_size_force(&sock, 8 << 20);
+    gw.signal("STOP");
+    for id in 0..n {
+        sock.send_to(&build_query(id, "blocked.example", A, None), gw.addr).unwrap();
+    }
+    gw.signal("CONT");
+    sock
+}
+
+/// Waits until the gateway's UDP count stops moving; returns the report.
+fn settled(gw: &Gateway) -> hydradns::stats::Report {
+    let mut last = u64::MAX;
+    for _ in 0..100 {
+        let r = gw.report();
+        if r.counters.udp_queries == last {
+            return r;
+        }
+        last = r.counters.udp_queries;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the gateway kept receiving");
+}
+
+/// 300 small queries from one socket at once, and one more: the kernel's
+/// default receive buffer (about 200 such packets) lost some; ours holds
+/// them, and the drop counter says none was lost.
+#[test]
+fn a_burst_of_300_from_one_client_is_answered_in_full() {
+    let gw = Gateway::start(&config(&[], "config blocklist\n\tlist domain 'blocked.example'\n"));
+    let sock = burst_while_stopped(&gw, 301);
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut ids = HashSet::new();
+    let mut buf = [0u8; 512];
+    while ids.len() < 301 {
+        let Ok(n) = sock.recv(&mut buf) else { break };
+        ids.insert(u16::from_be_bytes([buf[0], buf[1]]));
+        assert!(n > 12);
+    }
+    let r = settled(&gw);
+    assert_eq!((ids.len(), r.counters.udp_queries, r.udp_receive_drops), (301, 301, 0), "{r:?}");
+    assert!(gw.stop().success());
+}
+
+/// A burst beyond any buffer: what the kernel drops is counted, so the
+/// gateway's counters still account for every query sent.
+#[test]
+fn queries_the_kernel_drops_are_counted() {
+    let gw = Gateway::start(&config(&[], "config blocklist\n\tlist domain 'blocked.example'\n"));
+    let sent = 20_000u64;
+    let _sock = burst_while_stopped(&gw, sent as u16);
+    let r = settled(&gw);
+    assert!(r.udp_receive_drops > 0, "nothing dropped: {r:?}");
+    assert_eq!(r.counters.udp_queries + r.udp_receive_drops, sent, "{r:?}");
+    let (code, out, _) = cli(&["stats", "-c", gw.config.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&format!("lost       {} in the kernel", r.udp_receive_drops)), "{out}");
+    assert!(gw.stop().success());
+}

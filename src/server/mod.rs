@@ -43,8 +43,14 @@ fn log_stats(status: &Status) {
     let r = status.report();
     let mut line = format!("stats: uptime={}s {}", r.uptime_s, r.counters);
     line.push_str(&format!(
-        " cache_entries={}/{} blocklist={} p50_us={} p90_us={} p99_us={}",
-        r.cache_entries, r.cache_capacity, r.blocklist_names, r.latency.p50_us, r.latency.p90_us, r.latency.p99_us
+        " udp_receive_drops={} cache_entries={}/{} blocklist={} p50_us={} p90_us={} p99_us={}",
+        r.udp_receive_drops,
+        r.cache_entries,
+        r.cache_capacity,
+        r.blocklist_names,
+        r.latency.p50_us,
+        r.latency.p90_us,
+        r.latency.p99_us
     ));
     if r.querylog.enabled {
         line.push_str(&format!(
@@ -147,6 +153,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     let udp_stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     let mut udp_counters = Vec::new();
+    let udp_inodes: Vec<u64> = listeners.iter().flat_map(|l| l.udp_inodes.iter().copied()).collect();
     for (w, stats) in counters.iter().enumerate() {
         // Each UDP socket gets a receive thread; the TCP listeners and the
         // jobs the receive threads hand over go to the worker's executor thread.
@@ -194,7 +201,8 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     let lists = Lists::spawn(engine.clone()).map_err(|e| format!("cannot start the lists thread: {e}"))?;
     let mut counters = counters;
     counters.extend(udp_counters);
-    let status = Arc::new(Status { engine: engine.clone(), workers: counters, started, lists: lists.handle() });
+    let status =
+        Arc::new(Status { engine: engine.clone(), workers: counters, started, lists: lists.handle(), udp_inodes });
     let main = Rc::new(LocalExecutor::new());
     if let Some((listener, _)) = control.as_ref().and_then(|(l, p)| Some((l.try_clone().ok()?, p))) {
         main.spawn(control::serve(listener, status.clone(), main.clone())).detach();

@@ -20,6 +20,8 @@ pub struct Status {
     pub started: Instant,
     /// The lists thread, for reloads and `hydradns update`.
     pub lists: ListsHandle,
+    /// Inode numbers of the listening UDP sockets, for the kernel's drops.
+    pub udp_inodes: Vec<u64>,
 }
 
 impl Status {
@@ -56,6 +58,7 @@ impl Status {
             uptime_s: self.started.elapsed().as_secs(),
             queries: t.queries(),
             counters: t,
+            udp_receive_drops: crate::sys::udp_drops(&self.udp_inodes),
             cache_hit_ratio: if lookups == 0 { 0.0 } else { t.cached as f64 / lookups as f64 },
             cache_entries: snap.cache.len() as u64,
             cache_capacity: snap.cache.capacity() as u64,

@@ -260,11 +260,15 @@ impl Failover {
     }
 }
 
-/// Our query for `q`: fresh ID, RD, the client's question and CD, our EDNS size and its DO bit.
+/// Our query for `q`: fresh ID, RD and AD, the client's question and CD, our
+/// EDNS size and its DO bit. AD asks a validating upstream to say whether
+/// it validated the answer (RFC 6840 §5.7), for every query: the answer is
+/// cached for clients that want AD (they set AD or DO) and clients that do
+/// not alike, and the replay shows it only to the former.
 pub fn build_query(q: &Query, id: u16) -> Vec<u8> {
     let mut m = Vec::with_capacity(q.question_end + 11);
     m.extend_from_slice(&id.to_be_bytes());
-    m.extend_from_slice(&(flags::RD | (q.flags & flags::CD)).to_be_bytes());
+    m.extend_from_slice(&(flags::RD | flags::AD | (q.flags & flags::CD)).to_be_bytes());
     m.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 1]);
     m.extend_from_slice(q.question());
     m.push(0);
