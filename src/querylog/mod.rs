@@ -9,9 +9,11 @@
 //! reads the same database (see [`read`]).
 //!
 //! The writer never parks on the channel: a parked receiver would make every
-//! `try_send` wake it, a syscall per query on the workers. It polls the
-//! queue length on a short timer instead.
+//! `try_send` wake it, a syscall per query on the workers. It sleeps on a
+//! [`doorbell`] that loggers ring only when it matters (the first entry
+//! after a quiet spell, a full batch), so an idle gateway's writer sleeps.
 
+pub mod doorbell;
 pub mod flash;
 pub mod read;
 pub mod writer;
@@ -156,6 +158,8 @@ pub struct LogCounters {
 pub struct Logger {
     /// The bounded queue to the writer.
     tx: Sender<Entry>,
+    /// Wakes the writer when it waits for entries.
+    door: Arc<doorbell::Doorbell>,
     /// Shared counters.
     pub counters: Arc<LogCounters>,
 }
@@ -167,6 +171,7 @@ impl Logger {
         if let Err(TrySendError::Full(_)) = self.tx.try_send(entry) {
             self.counters.dropped.fetch_add(1, Relaxed);
         }
+        self.door.queued(|| self.tx.len());
     }
 
     /// Entries waiting now.
@@ -200,16 +205,19 @@ impl QueryLog {
         }
         let (tx, rx): (Sender<Entry>, Receiver<Entry>) = bounded(cfg.queue_size);
         let counters = Arc::new(LogCounters::default());
-        let writer = writer::spawn(cfg.clone(), rx, counters.clone())?;
+        let (door, bell) = doorbell::doorbell(cfg.batch_size);
+        let door = Arc::new(door);
+        let writer = writer::spawn(cfg.clone(), rx, door.clone(), bell, counters.clone())?;
         let flusher =
             flash::Flusher::spawn(cfg.path.clone(), cfg.flash_path.clone(), cfg.flush_interval, counters.clone())?;
-        Ok(QueryLog { logger: Logger { tx, counters }, writer: Some(writer), flusher: Some(flusher) })
+        Ok(QueryLog { logger: Logger { tx, door, counters }, writer: Some(writer), flusher: Some(flusher) })
     }
 
     /// Stops taking entries, lets the writer commit what is queued, then
     /// writes a last flash copy. Called on SIGTERM.
     pub fn shutdown(mut self) {
         self.logger.tx.close();
+        self.logger.door.ring();
         if let Some(w) = self.writer.take() {
             let _ = w.join();
         }

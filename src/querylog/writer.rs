@@ -24,12 +24,10 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 use rustc_hash::FxHashMap;
 use smol::channel::Receiver;
 
+use super::doorbell::{Bell, Doorbell, Wake};
 use super::{Entry, LogCounters, Outcome};
 use crate::config::QueryLogConfig;
 
-/// How often the writer looks at the queue. Short enough that a full batch
-/// waits little; long enough to cost nothing (40 wake-ups a second).
-const POLL: Duration = Duration::from_millis(25);
 /// Retention and housekeeping cadence.
 const HOUSEKEEPING: Duration = Duration::from_secs(60);
 /// Wait before reopening a database that failed.
@@ -90,10 +88,16 @@ impl RateLimited {
 }
 
 /// Starts the writer thread.
-pub fn spawn(cfg: QueryLogConfig, rx: Receiver<Entry>, counters: Arc<LogCounters>) -> std::io::Result<JoinHandle<()>> {
+pub fn spawn(
+    cfg: QueryLogConfig,
+    rx: Receiver<Entry>,
+    door: Arc<Doorbell>,
+    bell: Bell,
+    counters: Arc<LogCounters>,
+) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("hydradns-log".into()).spawn(move || {
         crate::sys::lower_thread_priority();
-        Writer::new(cfg, counters).run(rx)
+        Writer::new(cfg, counters).run(rx, &door, &bell)
     })
 }
 
@@ -231,17 +235,20 @@ impl Writer {
         }
     }
 
-    fn run(mut self, rx: Receiver<Entry>) {
+    /// Commits full batches at once and a partial one when its first entry
+    /// has waited `batch_interval`; in between it sleeps on the doorbell, and
+    /// with nothing queued until the next entry or housekeeping.
+    fn run(mut self, rx: Receiver<Entry>, door: &Doorbell, bell: &Bell) {
         self.connect();
         // Entries past retention may have waited on flash through a long power-off.
         self.housekeeping();
         let mut batch: Vec<Entry> = Vec::with_capacity(self.cfg.batch_size);
-        let mut last_write = Instant::now();
+        // When the oldest entry waiting was first seen.
+        let mut first_seen: Option<Instant> = None;
         let mut last_housekeeping = Instant::now();
         loop {
             let closed = rx.is_closed();
-            let due = last_write.elapsed() >= self.cfg.batch_interval;
-            // Full batches at once; a partial one when its time is up or at shutdown.
+            let due = first_seen.is_some_and(|t| t.elapsed() >= self.cfg.batch_interval);
             while rx.len() >= self.cfg.batch_size || ((due || closed) && !rx.is_empty()) {
                 while batch.len() < self.cfg.batch_size {
                     match rx.try_recv() {
@@ -251,10 +258,7 @@ impl Writer {
                 }
                 self.write(&batch);
                 batch.clear();
-                last_write = Instant::now();
-            }
-            if due {
-                last_write = Instant::now();
+                first_seen = None;
             }
             if closed && rx.is_empty() {
                 break;
@@ -263,7 +267,24 @@ impl Writer {
                 self.housekeeping();
                 last_housekeeping = Instant::now();
             }
-            std::thread::sleep(POLL);
+            let until_housekeeping = HOUSEKEEPING.saturating_sub(last_housekeeping.elapsed());
+            if rx.is_empty() {
+                door.arm(Wake::Any);
+                // An entry queued before the bell was armed rang nothing.
+                if rx.is_empty() && !rx.is_closed() {
+                    bell.wait(until_housekeeping);
+                }
+            } else {
+                let seen = *first_seen.get_or_insert_with(Instant::now);
+                door.arm(Wake::Full);
+                if rx.len() < self.cfg.batch_size && !rx.is_closed() {
+                    bell.wait(self.cfg.batch_interval.saturating_sub(seen.elapsed()).min(until_housekeeping));
+                }
+            }
+            door.disarm();
+            if first_seen.is_none() && !rx.is_empty() {
+                first_seen = Some(Instant::now());
+            }
         }
         if let Some(conn) = self.conn.take() {
             // Fold the WAL back so the flash copy and other readers see one file.

@@ -153,6 +153,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     let udp_stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     let mut udp_counters = Vec::new();
+    let mut udp_sockets = Vec::new();
     let udp_inodes: Vec<u64> = listeners.iter().flat_map(|l| l.udp_inodes.iter().copied()).collect();
     for (w, stats) in counters.iter().enumerate() {
         // Each UDP socket gets a receive thread; the TCP listeners and the
@@ -160,6 +161,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
         let mut udp = Vec::new();
         for sock in listeners.iter_mut().filter_map(|l| l.udp.pop()) {
             let sock = Arc::new(sock);
+            udp_sockets.push(sock.clone());
             let (tx, rx) = smol::channel::bounded(udp::MISS_QUEUE);
             // Counters have one writer each (see stats.rs): the receive thread
             // gets its own; the jobs it hands over count on the worker's.
@@ -255,6 +257,12 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     log::info!("stopping");
     drop(stop_tx);
     udp_stop.store(true, Ordering::Relaxed);
+    // A receive thread blocked with no timeout wakes when its socket's read
+    // side is shut (Linux wakes readers even of an unconnected UDP socket,
+    // though the call reports ENOTCONN).
+    for sock in &udp_sockets {
+        let _ = rustix::net::shutdown(&**sock, rustix::net::Shutdown::Read);
+    }
     for t in threads {
         let _ = t.join();
     }

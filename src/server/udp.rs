@@ -65,8 +65,11 @@ const UPSTREAM_BATCH: usize = 8;
 /// Batches an upstream query may wait behind while the client socket keeps
 /// filling them: at most `HOLD_BATCHES × BATCH` queries' work.
 const HOLD_BATCHES: u32 = 3;
-/// How often a blocked receive thread looks at the stop flag.
-const STOP_CHECK: Duration = Duration::from_millis(200);
+/// How long a receive thread blocks while upstream ports are open but idle,
+/// before it sweeps them (two sweeps close a port that carried nothing).
+/// With none open it blocks until a query comes, or until stopping shuts
+/// the socket's read side: an idle gateway does not wake.
+const SWEEP_EVERY: Duration = Duration::from_millis(200);
 
 /// Work the receive thread hands to the worker's executor, with where the answer goes.
 pub enum Job {
@@ -182,6 +185,10 @@ struct Loop {
     watched: bool,
     /// Batches the queued upstream queries have waited behind so far.
     held: u32,
+    /// The receive timeout now set on the socket ([`SWEEP_EVERY`] or none).
+    timeout: Option<Duration>,
+    /// Set when the gateway stops; the socket's read side is shut then too.
+    stop: Arc<AtomicBool>,
 }
 
 /// Serves one UDP socket on the calling thread until `stop` is set.
@@ -192,10 +199,6 @@ pub fn receive_loop(
     jobs: Sender<Job>,
     stop: Arc<AtomicBool>,
 ) {
-    if let Err(e) = sock.set_read_timeout(Some(STOP_CHECK)) {
-        log::error!("cannot set a receive timeout on a UDP socket: {e}");
-        return;
-    }
     let mux = match Mux::new(MAX_MISS_TASKS) {
         Ok(m) => m,
         Err(e) => {
@@ -217,6 +220,8 @@ pub fn receive_loop(
         failed: Vec::new(),
         watched: false,
         held: 0,
+        timeout: Some(Duration::ZERO),
+        stop: stop.clone(),
     };
     let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
     // Whether the last receive took a full batch: more are likely queued behind it.
@@ -224,7 +229,11 @@ pub fn receive_loop(
     while !stop.load(Ordering::Relaxed) {
         let taken = if r.mux.in_flight() == 0 {
             r.unwatch();
-            // Nothing upstream: block in recvmmsg alone (see the module notes).
+            // Nothing upstream: block in recvmmsg alone (see the module
+            // notes), for good once no upstream port is left to sweep.
+            if !r.block_for(r.mux.has_open_ports().then_some(SWEEP_EVERY)) {
+                return;
+            }
             let taken = r.receive(true);
             if taken == 0 {
                 r.mux.sweep_idle();
@@ -232,7 +241,7 @@ pub fn receive_loop(
             taken
         } else {
             let now = Instant::now();
-            let mut timeout = r.mux.next_deadline(now).unwrap_or(STOP_CHECK).min(STOP_CHECK);
+            let mut timeout = r.mux.next_deadline(now).unwrap_or(SWEEP_EVERY);
             // While batches come in full, the socket stays out of the set
             // (see `watched`) and the wait only collects upstream replies,
             // without sleeping. Once one comes in short, the socket goes in
@@ -297,8 +306,24 @@ impl Loop {
 
     /// Takes up to [`BATCH`] queries with one `recvmmsg` (waiting for the
     /// first if `wait`) and answers or forwards each; returns how many it took.
+    /// Sets how long a blocking receive may wait (`None`: until a query
+    /// comes), when it changes. False if the kernel refuses.
+    fn block_for(&mut self, timeout: Option<Duration>) -> bool {
+        if self.timeout == timeout {
+            return true;
+        }
+        if let Err(e) = self.sock.set_read_timeout(timeout) {
+            log::error!("cannot set a receive timeout on a UDP socket: {e}");
+            return false;
+        }
+        self.timeout = timeout;
+        true
+    }
+
     fn receive(&mut self, wait: bool) -> usize {
         let taken = match self.batch.recv(&*self.sock, wait) {
+            // Woken by the shutdown at stop: what it read is not a query.
+            Ok(_) if self.stop.load(Ordering::Relaxed) => return 0,
             Ok(n) => n,
             Err(Errno::AGAIN | Errno::INTR) => return 0,
             Err(e) => {

@@ -331,6 +331,11 @@ impl Mux {
         None
     }
 
+    /// Whether any upstream port is open (a sweep has something to close).
+    pub fn has_open_ports(&self) -> bool {
+        self.ports.iter().any(Option::is_some)
+    }
+
     /// Closes ports that carried nothing since the last sweep.
     pub fn sweep_idle(&mut self) {
         for i in 0..self.ports.len() {
