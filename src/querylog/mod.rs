@@ -171,7 +171,7 @@ impl Logger {
         if let Err(TrySendError::Full(_)) = self.tx.try_send(entry) {
             self.counters.dropped.fetch_add(1, Relaxed);
         }
-        self.door.queued(|| self.tx.len());
+        let _ = self.door.queued(|| self.tx.len());
     }
 
     /// Entries waiting now.
@@ -205,9 +205,8 @@ impl QueryLog {
         }
         let (tx, rx): (Sender<Entry>, Receiver<Entry>) = bounded(cfg.queue_size);
         let counters = Arc::new(LogCounters::default());
-        let (door, bell) = doorbell::doorbell(cfg.batch_size);
-        let door = Arc::new(door);
-        let writer = writer::spawn(cfg.clone(), rx, door.clone(), bell, counters.clone())?;
+        let door = Arc::new(doorbell::Doorbell::new(cfg.batch_size));
+        let writer = writer::spawn(cfg.clone(), rx, door.clone(), counters.clone())?;
         let flusher =
             flash::Flusher::spawn(cfg.path.clone(), cfg.flash_path.clone(), cfg.flush_interval, counters.clone())?;
         Ok(QueryLog { logger: Logger { tx, door, counters }, writer: Some(writer), flusher: Some(flusher) })

@@ -24,7 +24,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 use rustc_hash::FxHashMap;
 use smol::channel::Receiver;
 
-use super::doorbell::{Bell, Doorbell, Wake};
+use super::doorbell::{Doorbell, Wake};
 use super::{Entry, LogCounters, Outcome};
 use crate::config::QueryLogConfig;
 
@@ -92,12 +92,11 @@ pub fn spawn(
     cfg: QueryLogConfig,
     rx: Receiver<Entry>,
     door: Arc<Doorbell>,
-    bell: Bell,
     counters: Arc<LogCounters>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("hydradns-log".into()).spawn(move || {
         crate::sys::lower_thread_priority();
-        Writer::new(cfg, counters).run(rx, &door, &bell)
+        Writer::new(cfg, counters).run(rx, &door)
     })
 }
 
@@ -238,7 +237,7 @@ impl Writer {
     /// Commits full batches at once and a partial one when its first entry
     /// has waited `batch_interval`; in between it sleeps on the doorbell, and
     /// with nothing queued until the next entry or housekeeping.
-    fn run(mut self, rx: Receiver<Entry>, door: &Doorbell, bell: &Bell) {
+    fn run(mut self, rx: Receiver<Entry>, door: &Doorbell) {
         self.connect();
         // Entries past retention may have waited on flash through a long power-off.
         self.housekeeping();
@@ -272,13 +271,13 @@ impl Writer {
                 door.arm(Wake::Any);
                 // An entry queued before the bell was armed rang nothing.
                 if rx.is_empty() && !rx.is_closed() {
-                    bell.wait(until_housekeeping);
+                    door.sleep(until_housekeeping);
                 }
             } else {
                 let seen = *first_seen.get_or_insert_with(Instant::now);
                 door.arm(Wake::Full);
                 if rx.len() < self.cfg.batch_size && !rx.is_closed() {
-                    bell.wait(self.cfg.batch_interval.saturating_sub(seen.elapsed()).min(until_housekeeping));
+                    door.sleep(self.cfg.batch_interval.saturating_sub(seen.elapsed()).min(until_housekeeping));
                 }
             }
             door.disarm();
