@@ -185,7 +185,8 @@ struct Loop {
     watched: bool,
     /// Batches the queued upstream queries have waited behind so far.
     held: u32,
-    /// The receive timeout now set on the socket ([`SWEEP_EVERY`] or none).
+    /// The receive timeout now set on the socket ([`SWEEP_EVERY`] or none;
+    /// zero at first, a value never set, so the first wait sets one).
     timeout: Option<Duration>,
     /// Set when the gateway stops; the socket's read side is shut then too.
     stop: Arc<AtomicBool>,
