@@ -331,9 +331,10 @@ impl Mux {
         None
     }
 
-    /// Whether any upstream port is open (a sweep has something to close).
+    /// Whether any upstream port is open (a sweep has something to close):
+    /// every slot of `ports` not listed in `free_ports` holds one.
     pub fn has_open_ports(&self) -> bool {
-        self.ports.iter().any(Option::is_some)
+        self.ports.len() > self.free_ports.len()
     }
 
     /// Closes ports that carried nothing since the last sweep.
