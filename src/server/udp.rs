@@ -222,12 +222,12 @@ pub fn receive_loop(
         watched: false,
         held: 0,
         timeout: Some(Duration::ZERO),
-        stop: stop.clone(),
+        stop,
     };
     let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
     // Whether the last receive took a full batch: more are likely queued behind it.
     let mut full = false;
-    while !stop.load(Ordering::Relaxed) {
+    while !r.stop.load(Ordering::Relaxed) {
         let taken = if r.mux.in_flight() == 0 {
             r.unwatch();
             // Nothing upstream: block in recvmmsg alone (see the module
