@@ -320,7 +320,7 @@ pub fn refresh_all(cfg: &Config, which: Which) -> Vec<Refreshed> {
     let chosen = |s: &&ListSource| match which {
         Which::All => true,
         Which::Due => is_due(cfg, s),
-        Which::Failed => s.saved.as_deref().is_some_and(|p| !p.exists() || load_meta(p).last_error.is_some()),
+        Which::Failed => s.saved.as_deref().is_some_and(|p| failed(p, &load_meta(p))),
     };
     let sources: Vec<&ListSource> = cfg.lists.iter().filter(|s| s.url.is_some()).filter(chosen).collect();
     if sources.is_empty() {
@@ -356,6 +356,11 @@ pub fn load_policy(cfg: &Config) -> Policy {
 /// up to the refresh interval, so a dead list host is not hammered.
 const RETRY_AFTER: u64 = 60;
 
+/// A downloaded source with no good copy: never saved, or its last try failed.
+fn failed(saved: &Path, meta: &Meta) -> bool {
+    meta.last_error.is_some() || !saved.exists()
+}
+
 /// When a downloaded source is next due (Unix time): an interval after its
 /// last success, give or take 10 % so routers do not all call at once; after
 /// a failure, a backoff from the last attempt; right away if never tried.
@@ -363,7 +368,7 @@ fn due_unix(cfg: &Config, saved: &Path) -> Option<u64> {
     let meta = load_meta(saved);
     let interval = cfg.refresh_interval.as_secs();
     let cap = if interval == 0 { 6 * 3600 } else { interval };
-    if meta.last_error.is_some() || !saved.exists() {
+    if failed(saved, &meta) {
         if !saved.exists() && meta.last_attempt_unix == 0 {
             return Some(0);
         }
