@@ -223,6 +223,15 @@ pub struct Edns {
     pub dnssec_ok: bool,
 }
 
+impl Edns {
+    /// What the OPT record `rr` of `msg` says: UDP size (its class), version
+    /// and DO bit (its TTL field).
+    fn of_opt(msg: &[u8], rr: &Rr) -> Edns {
+        let ttl = rr.ttl(msg);
+        Edns { udp_size: rr.class, version: (ttl >> 16) as u8, dnssec_ok: ttl & 0x8000 != 0 }
+    }
+}
+
 /// A client query, viewed in place.
 #[derive(Debug, Clone, Copy)]
 pub struct Query<'a> {
@@ -375,8 +384,7 @@ pub fn parse_query(msg: &[u8]) -> Result<Query<'_>, Reject> {
             {
                 return Err(Reject::FormErr);
             }
-            let ttl = rr.ttl(msg);
-            edns = Some(Edns { udp_size: rr.class, version: (ttl >> 16) as u8, dnssec_ok: ttl & 0x8000 != 0 });
+            edns = Some(Edns::of_opt(msg, &rr));
         }
         pos = rr.end;
     }
@@ -669,24 +677,23 @@ pub mod build {
             pos = rr.end;
             n += 1;
         }
-        if n == an && pos <= room && pos <= msg.len() {
+        if n == an && pos <= room {
             (cut, kept) = (pos, n);
         }
         if points_within(msg, question_end, cut, kept) { (cut, kept) } else { (question_end, 0) }
     }
 
     /// Do the `count` records from `start` refer only to names before `end`?
-    /// Owner names were walked already; names in RDATA (the types that hold
-    /// one first) are walked here. [`walk_name`] takes only pointers that
-    /// lead backwards, so a name that walks in the kept part stays whole.
+    /// Owner names were walked already (for the RRset keys); names in RDATA
+    /// (the types that hold one first) are walked here. [`walk_name`] takes
+    /// only pointers that lead backwards, so a name that walks in the kept
+    /// part stays whole.
     fn points_within(msg: &[u8], start: usize, end: usize, count: u16) -> bool {
         let Some(head) = msg.get(..end) else { return false };
         let mut pos = start;
         for _ in 0..count {
             let Some(rr) = read_rr(head, pos) else { return false };
-            if walk_name(head, pos, |_, _| {}).is_none() {
-                return false;
-            }
+            // CNAME, NS, PTR, DNAME.
             if matches!(rr.rtype, rtype::CNAME | 2 | 12 | 39) && walk_name(head, rr.rdata_pos, |_, _| {}).is_none() {
                 return false;
             }
@@ -712,8 +719,7 @@ pub fn find_edns(msg: &[u8]) -> Option<Edns> {
             if found.is_some() || i < an as usize + ns as usize || msg.get(pos) != Some(&0) {
                 return None;
             }
-            let ttl = rr.ttl(msg);
-            found = Some(Edns { udp_size: rr.class, version: (ttl >> 16) as u8, dnssec_ok: ttl & 0x8000 != 0 });
+            found = Some(Edns::of_opt(msg, &rr));
         }
         pos = rr.end;
     }
