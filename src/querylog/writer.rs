@@ -237,6 +237,12 @@ impl Writer {
     /// Commits full batches at once and a partial one when its first entry
     /// has waited `batch_interval`; in between it sleeps on the doorbell, and
     /// with nothing queued until the next entry or housekeeping.
+    ///
+    /// While entries keep coming below the batch size (a router's usual
+    /// load), a partial batch costs one wake-up, not two: after writing one
+    /// it sleeps a whole interval without waiting for the next entry's ring,
+    /// and whatever came meanwhile is due when it wakes. Only an interval
+    /// that brought nothing sends it back to sleeping until an entry comes.
     fn run(mut self, rx: Receiver<Entry>, door: &Doorbell) {
         self.connect();
         // Entries past retention may have waited on flash through a long power-off.
@@ -245,9 +251,12 @@ impl Writer {
         // When the oldest entry waiting was first seen.
         let mut first_seen: Option<Instant> = None;
         let mut last_housekeeping = Instant::now();
+        // Whether the last wake-up wrote entries: more are likely on the way.
+        let mut busy = false;
         loop {
             let closed = rx.is_closed();
             let due = first_seen.is_some_and(|t| t.elapsed() >= self.cfg.batch_interval);
+            let mut wrote = false;
             while rx.len() >= self.cfg.batch_size || ((due || closed) && !rx.is_empty()) {
                 while batch.len() < self.cfg.batch_size {
                     match rx.try_recv() {
@@ -258,7 +267,9 @@ impl Writer {
                 self.write(&batch);
                 batch.clear();
                 first_seen = None;
+                wrote = true;
             }
+            busy = wrote || (busy && !rx.is_empty());
             if closed && rx.is_empty() {
                 break;
             }
@@ -267,6 +278,20 @@ impl Writer {
                 last_housekeeping = Instant::now();
             }
             let until_housekeeping = HOUSEKEEPING.saturating_sub(last_housekeeping.elapsed());
+            if rx.is_empty() && busy {
+                // Entries arriving now wait at most one interval from here.
+                let since = Instant::now();
+                door.arm(Wake::Full);
+                if rx.len() < self.cfg.batch_size && !rx.is_closed() {
+                    door.sleep(self.cfg.batch_interval.min(until_housekeeping));
+                }
+                door.disarm();
+                if !rx.is_empty() {
+                    first_seen = Some(since);
+                }
+                busy = false;
+                continue;
+            }
             if rx.is_empty() {
                 door.arm(Wake::Any);
                 // An entry queued before the bell was armed rang nothing.
