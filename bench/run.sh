@@ -6,7 +6,8 @@
 # data deterministically, prints a markdown table and writes it, with the
 # machine and the date, to docs/benchmarks.md (--quick: a short pass on the
 # 100k list that proves the script works; it writes nothing, judges nothing).
-# Then bench/instructions.py adds instructions per query counted by
+# Then bench/lowrate.py adds the idle and low-rate table (bench/lowrate.py
+# alone rewrites just that section), and bench/instructions.py adds instructions per query counted by
 # callgrind, which a noisy machine moves far less than the rates (a few per cent).
 #   bench/run.sh [--quick]          (full run: about 30 minutes on the 2-core dev VM)
 set -euo pipefail
@@ -21,8 +22,11 @@ cargo build --release --locked --quiet --example synth-list --example list-expor
 out=docs/benchmarks.md
 [ "${1:-}" = "--quick" ] && out=
 python3 bench/redline.py --bin target/release --hydradns "$HYDRADNS_BIN" ${out:+--out "$out"} "$@"
+# A router's real load beside the redline: idle, 100 and 1,000 QPS.
 if [ -n "$out" ]; then
+    python3 bench/lowrate.py --bin target/release --hydradns "$HYDRADNS_BIN" --out "$out"
     python3 bench/instructions.py --bin target/release --hydradns "$HYDRADNS_BIN" | tee -a "$out"
 else
+    python3 bench/lowrate.py --bin target/release --hydradns "$HYDRADNS_BIN" --quick
     python3 bench/instructions.py --bin target/release --hydradns "$HYDRADNS_BIN" --quick
 fi
