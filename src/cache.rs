@@ -12,13 +12,18 @@
 //! [`Cache::used`]). Memory is bounded by `capacity × MAX_ENTRY_BYTES`
 //! whatever the load.
 //!
+//! Serve-stale (RFC 8767) keeps nothing extra: an expired entry stays in
+//! its slot, servable for `stale_max_age`, until an insert needs the slot,
+//! and an insert takes expired slots before live ones. A lookup that asks
+//! for stale entries gets them marked as such ([`Hit::is_stale`]).
+//!
 //! Entries keep the upstream answer as bytes (OPT removed) and the offset of
 //! every TTL; a hit copies the bytes, patches ID, question case, flags and
 //! counted-down TTLs, and needs no parse. Each entry also records which
 //! lists last passed its name (see [`Hit`]).
 
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 use arc_swap::{ArcSwapAny, Guard};
@@ -45,6 +50,8 @@ pub const MAX_KEY_LEN: usize = wire::MAX_NAME_LEN + 5;
 pub const MAX_EDE_BYTES: usize = 256;
 /// EDNS option code of an Extended DNS Error (RFC 8914).
 pub const EDE_OPTION: u16 = 15;
+/// Extended DNS Error 3, "Stale Answer", as a whole option (RFC 8914 §4.4).
+const EDE_STALE: [u8; 6] = [0, EDE_OPTION as u8, 0, 2, 0, 3];
 
 /// An upstream answer prepared for replay: OPT removed, TTLs located and clamped.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,8 +216,13 @@ struct Meta {
     checked: AtomicU64,
     /// Clock second it was stored.
     stored_at: u32,
-    /// Clock second it stops being served.
+    /// Clock second it stops being served fresh.
     expires: u32,
+    /// Clock second before which a stale entry is not refreshed again: a
+    /// refresh that failed holds the name off the upstream for a while.
+    refresh_after: AtomicU32,
+    /// A prefetch of this entry has been started (at most one per entry).
+    prefetched: AtomicBool,
     /// Length of the key at the start of the bytes.
     key_len: u16,
     /// Length of the message after the key.
@@ -245,7 +257,16 @@ fn new_entry(key: &[u8], stored: &Stored, stored_at: u32, expires: u32, checked:
         buf.extend_from_slice(&ttl.to_le_bytes());
     }
     buf.extend_from_slice(&stored.ede);
-    let meta = Meta { checked: AtomicU64::new(checked), stored_at, expires, key_len, msg_len, ede_len };
+    let meta = Meta {
+        checked: AtomicU64::new(checked),
+        stored_at,
+        expires,
+        refresh_after: AtomicU32::new(0),
+        prefetched: AtomicBool::new(false),
+        key_len,
+        msg_len,
+        ede_len,
+    };
     Some(ThinArc::from_header_and_slice(meta, &buf))
 }
 
@@ -254,15 +275,35 @@ fn entry_key(e: &EntryData) -> &[u8] {
     e.slice.get(..e.header.header.key_len as usize).unwrap_or_default()
 }
 
-#[inline]
-fn entry_write_answer(e: &EntryData, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
+/// An entry's message, TTL table (6 bytes per TTL: offset u16, stored
+/// value u32, little-endian) and Extended DNS Errors. The table stays bytes:
+/// each caller reads it with its own closure, which inlines into it (one
+/// iterator shared by two callers was outlined, +100 instructions per hit).
+#[inline(always)]
+fn entry_parts(e: &EntryData) -> (&[u8], &[u8], &[u8]) {
     let meta = &e.header.header;
     let rest = e.slice.get(meta.key_len as usize..).unwrap_or_default();
     let (msg, rest) = rest.split_at(usize::from(meta.msg_len).min(rest.len()));
     let (ttls, ede) = rest.split_at(rest.len().saturating_sub(meta.ede_len.into()));
+    (msg, ttls, ede)
+}
+
+#[inline(always)]
+fn entry_write_answer(e: &EntryData, q: &Query, elapsed: u32, out: &mut Vec<u8>) {
+    let (msg, ttls, ede) = entry_parts(e);
     let ttls =
         ttls.chunks_exact(6).map(|t| (u16::from_le_bytes([t[0], t[1]]), u32::from_le_bytes([t[2], t[3], t[4], t[5]])));
     replay(msg, ttls, ede, q, elapsed, out);
+}
+
+/// Writes an expired entry's answer: every TTL `ttl`, and Extended DNS
+/// Error 3 after the upstream's own for a client that uses EDNS.
+fn entry_write_stale(e: &EntryData, q: &Query, ttl: u32, out: &mut Vec<u8>) {
+    let (msg, ttls, ede) = entry_parts(e);
+    let mut all = Vec::with_capacity(ede.len() + EDE_STALE.len());
+    all.extend_from_slice(ede);
+    all.extend_from_slice(&EDE_STALE);
+    replay(msg, ttls.chunks_exact(6).map(|t| (u16::from_le_bytes([t[0], t[1]]), ttl)), &all, q, 0, out);
 }
 
 /// The shared answer cache.
@@ -375,16 +416,17 @@ impl Cache {
     /// Writes the cached answer for `q` into `out` if there is a live one.
     #[cfg(test)]
     pub fn answer(&self, key: &[u8], hash: u64, q: &Query, out: &mut Vec<u8>) -> bool {
-        self.find(key, hash, Instant::now()).is_some_and(|hit| {
+        self.find(key, hash, Instant::now(), 0).is_some_and(|hit| {
             hit.write_answer(q, out);
             true
         })
     }
 
     /// The entry for `key` live at `at` (when the query arrived: the
-    /// caller's clock read serves here too, so a lookup reads no clock).
+    /// caller's clock read serves here too, so a lookup reads no clock), or
+    /// expired less than `stale_for` seconds before (then [`Hit::is_stale`]).
     #[inline]
-    pub fn find(&self, key: &[u8], hash: u64, at: Instant) -> Option<Hit> {
+    pub fn find(&self, key: &[u8], hash: u64, at: Instant, stale_for: u32) -> Option<Hit> {
         if self.sets == 0 {
             return None;
         }
@@ -402,16 +444,19 @@ impl Cache {
             // byte loop in the static musl build, 1.9 % of the server's
             // samples in the mix (`bench/profile.sh --scenario mix --graph
             // compiler_rt.bcmp`), all of it this comparison on a hit.
-            if !key_eq(entry_key(e), key) || now >= e.header.header.expires {
+            let expires = e.header.header.expires;
+            if !key_eq(entry_key(e), key) || now >= expires.saturating_add(stale_for) {
                 continue;
             }
             // At most one store per entry per second: a hit writes no shared
             // cache line that another core is reading.
             let mark = now << 1 | 1;
-            if self.used[slot].load(Relaxed) != mark {
+            let used = self.used[slot].load(Relaxed);
+            if used != mark {
                 self.used[slot].store(mark, Relaxed);
             }
-            return Some(Hit { entry: guard, now });
+            // Bit 0: hit before, since it was stored.
+            return Some(Hit { entry: guard, now, stale: now >= expires, hit_before: used & 1 != 0 });
         }
         None
     }
@@ -460,9 +505,42 @@ fn tag(hash: u64) -> u16 {
 pub struct Hit {
     entry: Guard<Option<Entry>>,
     now: u32,
+    stale: bool,
+    hit_before: bool,
 }
 
 impl Hit {
+    /// Expired, found because the lookup asked for stale entries too.
+    #[inline]
+    pub fn is_stale(&self) -> bool {
+        self.stale
+    }
+
+    /// Whether this hit should refresh the entry ahead of its expiry, and
+    /// claims that refresh (true once per entry): the name was asked at
+    /// least twice since it was stored (this hit and one before) and is in
+    /// the last tenth of its TTL (at least the last second).
+    pub fn claim_prefetch(&self) -> bool {
+        let Some(e) = self.entry.as_ref() else { return false };
+        let m = &e.header.header;
+        let window = ((m.expires - m.stored_at) / 10).max(1);
+        self.hit_before
+            && !self.stale
+            && self.now.saturating_add(window) >= m.expires
+            && !m.prefetched.load(Relaxed)
+            && !m.prefetched.swap(true, Relaxed)
+    }
+
+    /// A failed refresh holds the name off the upstream until later.
+    pub fn refresh_held(&self) -> bool {
+        self.entry.as_ref().is_some_and(|e| self.now < e.header.header.refresh_after.load(Relaxed))
+    }
+
+    /// The entry, owned, to answer from if a refresh fails or is slow.
+    pub fn into_stale(self) -> Option<Stale> {
+        Guard::into_inner(self.entry).map(Stale)
+    }
+
     /// See [`Cache::insert`].
     #[inline]
     pub fn checked(&self) -> u64 {
@@ -478,11 +556,33 @@ impl Hit {
     }
 
     /// Writes the answer for client query `q` into `out`, TTLs counted down.
-    #[inline]
+    #[inline(always)]
     pub fn write_answer(&self, q: &Query, out: &mut Vec<u8>) {
         if let Some(e) = self.entry.as_ref() {
             entry_write_answer(e, q, self.now - e.header.header.stored_at, out);
         }
+    }
+}
+
+/// An expired entry kept by a miss that refreshes it: the answer the
+/// client gets if the upstream fails or is slow.
+pub struct Stale(Entry);
+
+impl Stale {
+    /// Writes the stale answer for `q`: every TTL `ttl`, Extended DNS Error 3.
+    pub fn write_answer(&self, q: &Query, ttl: u32, out: &mut Vec<u8>) {
+        entry_write_stale(&self.0, q, ttl, out);
+    }
+
+    /// No refresh of this name before cache clock second `until`.
+    pub fn hold_refresh(&self, until: u32) {
+        self.0.header.header.refresh_after.store(until, Relaxed);
+    }
+}
+
+impl std::fmt::Debug for Stale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stale").field("expires", &self.0.header.header.expires).finish_non_exhaustive()
     }
 }
 
@@ -547,6 +647,54 @@ pub(crate) mod tests {
             }),
         ));
         p.build_bytes_vec().unwrap()
+    }
+
+    /// A cache holding one answer (TTL `ttl`) for `name`, with its key.
+    fn one_entry(name: &str, ttl: u32) -> (Cache, Vec<u8>, u64, Vec<u8>) {
+        let msg = query(1, name, rtype::A, Some((1232, false)));
+        let s = Stored::from_response(&upstream_answer(&msg, &[ttl], false), 0, 86400).unwrap();
+        let cache = Cache::new(64);
+        let mut kb = [0u8; MAX_KEY_LEN];
+        let k = key(&parse_query(&msg).unwrap(), &mut kb);
+        let h = cache.hash(&kb[..k]);
+        cache.insert(&kb[..k], h, &s, 0);
+        (cache, kb[..k].to_vec(), h, msg)
+    }
+
+    #[test]
+    fn expired_entries_are_found_only_as_stale_and_only_for_a_while() {
+        let (cache, k, h, msg) = one_entry("old.example", 10);
+        let at = |secs| Instant::now() + Duration::from_secs(secs);
+        assert!(cache.find(&k, h, at(0), 60).is_some_and(|hit| !hit.is_stale()));
+        assert!(cache.find(&k, h, at(12), 0).is_none(), "expired, stale not asked for");
+        let hit = cache.find(&k, h, at(12), 60).expect("servable stale");
+        assert!(hit.is_stale() && !hit.refresh_held());
+        assert!(cache.find(&k, h, at(75), 60).is_none(), "past the stale window");
+        // The stale answer: every TTL 30, EDE 3 for an EDNS client.
+        let q = parse_query(&msg).unwrap();
+        let mut out = Vec::new();
+        let stale = hit.into_stale().unwrap();
+        stale.write_answer(&q, 30, &mut out);
+        let p = Packet::parse(&out).unwrap();
+        assert_eq!(p.answers[0].ttl, 30);
+        let opt = p.opt().unwrap();
+        assert_eq!(opt.opt_codes.len(), 1);
+        assert_eq!((opt.opt_codes[0].code, &opt.opt_codes[0].data[..]), (EDE_OPTION, &[0u8, 3][..]));
+        // A failed refresh holds the name until the given clock second.
+        stale.hold_refresh(cache.now() + 30);
+        assert!(cache.find(&k, h, at(12), 60).unwrap().refresh_held());
+        assert!(!cache.find(&k, h, at(45), 60).unwrap().refresh_held());
+    }
+
+    #[test]
+    fn a_prefetch_is_claimed_once_late_in_the_ttl_of_a_name_hit_before() {
+        let at = |secs| Instant::now() + Duration::from_secs(secs);
+        let (cache, k, h, _) = one_entry("popular.example", 100);
+        assert!(!cache.find(&k, h, at(0), 0).unwrap().claim_prefetch(), "early in the TTL");
+        assert!(cache.find(&k, h, at(95), 0).unwrap().claim_prefetch(), "late, and hit before");
+        assert!(!cache.find(&k, h, at(96), 0).unwrap().claim_prefetch(), "once");
+        let (cache, k, h, _) = one_entry("once.example", 100);
+        assert!(!cache.find(&k, h, at(95), 0).unwrap().claim_prefetch(), "the first hit");
     }
 
     #[test]

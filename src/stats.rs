@@ -56,6 +56,12 @@ counters! {
     rebind_blocked,
     /// Answered from the cache.
     cached,
+    /// Answered with an expired cache entry (serve-stale): the upstream failed or was slow.
+    stale_served,
+    /// Cache hits near expiry that started a refresh of the name (prefetch).
+    prefetched,
+    /// Prefetches not started because `forward_max / 8` were in flight.
+    prefetch_skipped,
     /// Sent upstream (one per distinct miss).
     forwarded,
     /// Misses that waited for an identical miss already in flight.
@@ -297,11 +303,12 @@ impl Report {
     pub fn summary(&self) -> String {
         let c = &self.counters;
         format!(
-            "stats: uptime={}s queries={} blocked={} cached={} forwarded={} failed={} hit_ratio={:.3} p50={}us p90={}us p99={}us log_written={} log_dropped={} log_lost={} cache={}/{} blocklist={} udp_receive_drops={}",
+            "stats: uptime={}s queries={} blocked={} cached={} stale={} forwarded={} failed={} hit_ratio={:.3} p50={}us p90={}us p99={}us log_written={} log_dropped={} log_lost={} cache={}/{} blocklist={} udp_receive_drops={}",
             self.uptime_s,
             self.queries,
             c.blocked,
             c.cached,
+            c.stale_served,
             c.forwarded + c.coalesced,
             c.failed + c.overloaded,
             self.cache_hit_ratio,

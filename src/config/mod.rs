@@ -185,6 +185,17 @@ pub struct Config {
     pub max_ttl: u32,
     /// Per-try timeout for one upstream.
     pub upstream_timeout: Duration,
+    /// Serve expired answers when the upstream fails or is slow (RFC 8767).
+    pub serve_stale: bool,
+    /// How long a client whose name has an expired answer waits for the
+    /// upstream before it gets that answer; 0 = at once, refreshed behind it.
+    pub stale_client_timeout: Duration,
+    /// TTL of a stale answer, seconds.
+    pub stale_answer_ttl: u32,
+    /// How long after expiry an answer may still be served stale, seconds.
+    pub stale_max_age: u32,
+    /// Refresh names in use shortly before they expire.
+    pub prefetch: bool,
     /// A TCP client that sends nothing for this long is disconnected.
     pub tcp_idle_timeout: Duration,
     /// Open TCP connections allowed at once, over all listeners.
@@ -302,6 +313,11 @@ impl Config {
             min_ttl: 0,
             max_ttl: 86_400,
             upstream_timeout: Duration::from_secs(2),
+            serve_stale: true,
+            stale_client_timeout: Duration::from_millis(1800),
+            stale_answer_ttl: 30,
+            stale_max_age: 86_400,
+            prefetch: true,
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_max_connections: 128,
             tcp_max_per_client: 16,
@@ -609,6 +625,11 @@ impl SectionReader<'_> {
                 "min_ttl" => cfg.min_ttl = self.number(v, 0, 604_800)? as u32,
                 "max_ttl" => cfg.max_ttl = self.number(v, 0, 604_800)? as u32,
                 "upstream_timeout" => cfg.upstream_timeout = self.duration(v, 10, 60_000)?,
+                "serve_stale" => cfg.serve_stale = self.boolean(v)?,
+                "prefetch" => cfg.prefetch = self.boolean(v)?,
+                "stale_client_timeout" => cfg.stale_client_timeout = self.duration(v, 0, 60_000)?,
+                "stale_answer_ttl" => cfg.stale_answer_ttl = self.duration(v, 1000, 3_600_000)?.as_secs() as u32,
+                "stale_max_age" => cfg.stale_max_age = self.duration(v, 1000, 30 * 86_400_000)?.as_secs() as u32,
                 "tcp_idle_timeout" => cfg.tcp_idle_timeout = self.duration(v, 100, 3_600_000)?,
                 "tcp_max_connections" => cfg.tcp_max_connections = self.number(v, 1, 65_535)? as usize,
                 "tcp_max_per_client" => cfg.tcp_max_per_client = self.number(v, 1, 65_535)? as usize,

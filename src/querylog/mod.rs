@@ -43,6 +43,8 @@ pub enum Outcome {
     Local,
     /// SERVFAIL: no upstream answered, or too many misses in flight.
     Failed,
+    /// An expired cache entry, because the upstream failed or was slow (serve-stale).
+    Stale,
 }
 
 impl Outcome {
@@ -54,12 +56,13 @@ impl Outcome {
             Outcome::Blocked => "blocked",
             Outcome::Local => "local",
             Outcome::Failed => "failed",
+            Outcome::Stale => "stale",
         }
     }
 
     /// Every outcome, in a fixed order (counters are kept per outcome).
-    pub const ALL: [Outcome; 5] =
-        [Outcome::Forwarded, Outcome::Cached, Outcome::Blocked, Outcome::Local, Outcome::Failed];
+    pub const ALL: [Outcome; 6] =
+        [Outcome::Forwarded, Outcome::Cached, Outcome::Blocked, Outcome::Local, Outcome::Failed, Outcome::Stale];
 }
 
 impl fmt::Display for Outcome {

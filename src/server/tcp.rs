@@ -232,6 +232,15 @@ async fn serve_conn(
             }
             // Garbage or a response on a stream: the client is confused; hang up.
             Step::Drop => break,
+            // A stale answer now, and the cache refreshed behind it. The
+            // refresh answers no one; the in-flight table bounds how many run.
+            Step::Refresh(miss) => {
+                let (engine, stats) = (engine.clone(), stats.clone());
+                ex.spawn(async move { engine.resolve(miss, &mut Vec::new(), &stats).await }).detach();
+                if !write_frame(&stream, &lock, &out, idle).await {
+                    break;
+                }
+            }
             Step::Resolve(miss) => {
                 if pending == MAX_PIPELINE {
                     let _ = done_rx.recv().await;
@@ -242,8 +251,8 @@ async fn serve_conn(
                     (stream.clone(), lock.clone(), engine.clone(), stats.clone(), done_tx.clone());
                 ex.spawn(async move {
                     let mut out = Vec::new();
-                    engine.resolve(miss, &mut out, &stats).await;
-                    if !write_frame(&stream, &lock, &out, idle).await {
+                    let answered = engine.resolve(miss, &mut out, &stats).await;
+                    if answered && !write_frame(&stream, &lock, &out, idle).await {
                         // A half-written frame leaves the stream unusable: end it for the reader too.
                         let _ = stream.get_ref().shutdown(Shutdown::Both);
                     }

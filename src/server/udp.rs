@@ -29,6 +29,7 @@
 //! (the retry over TCP).
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -190,6 +191,11 @@ struct Loop {
     timeout: Option<Duration>,
     /// Set when the gateway stops; the socket's read side is shut then too.
     stop: Arc<AtomicBool>,
+    /// When the clients of misses with an expired answer to fall back on
+    /// stop waiting (serve-stale), in order, with their slots. At most one
+    /// per pending miss once finished ones are swept out: bounded by
+    /// [`MAX_MISS_TASKS`].
+    stale_due: VecDeque<(Instant, u32)>,
 }
 
 /// Serves one UDP socket on the calling thread until `stop` is set.
@@ -223,6 +229,7 @@ pub fn receive_loop(
         held: 0,
         timeout: Some(Duration::ZERO),
         stop,
+        stale_due: VecDeque::new(),
     };
     let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
     // Whether the last receive took a full batch: more are likely queued behind it.
@@ -243,6 +250,9 @@ pub fn receive_loop(
         } else {
             let now = Instant::now();
             let mut timeout = r.mux.next_deadline(now).unwrap_or(SWEEP_EVERY);
+            if let Some(&(due, _)) = r.stale_due.front() {
+                timeout = timeout.min(due.saturating_duration_since(now));
+            }
             // While batches come in full, the socket stays out of the set
             // (see `watched`) and the wait only collects upstream replies,
             // without sleeping. Once one comes in short, the socket goes in
@@ -349,6 +359,10 @@ impl Loop {
                 Step::Reply => self.out.push(client),
                 Step::Drop => {}
                 Step::Resolve(miss) => self.forward(miss, client),
+                Step::Refresh(miss) => {
+                    self.out.push(client);
+                    self.forward(miss, client);
+                }
             }
         }
         taken
@@ -356,10 +370,15 @@ impl Loop {
 
     /// Starts a miss: leads it upstream, hands a wait to the executor, or answers SERVFAIL.
     fn forward(&mut self, miss: Miss, peer: SocketAddr) {
+        if self.out.len == BATCH {
+            self.flush_replies();
+        }
         let reply = &mut self.out.replies[self.out.len];
         if self.free.is_empty() && self.pending.len() >= MAX_MISS_TASKS {
-            self.engine.refuse_miss(&miss, reply, &self.stats);
-            return self.out.push(peer);
+            if self.engine.refuse_miss(&miss, reply, &self.stats) {
+                self.out.push(peer);
+            }
+            return;
         }
         match self.engine.begin(miss, reply, &self.stats) {
             Begin::Lead(led) => {
@@ -370,6 +389,9 @@ impl Loop {
                         (self.pending.len() - 1) as u32
                     }
                 };
+                if let Some(due) = led.stale_deadline() {
+                    self.stale_due_push(due, slot);
+                }
                 self.pending[slot as usize] = Some(Pending { led, peer, current: None });
                 self.next_try(slot);
             }
@@ -377,13 +399,24 @@ impl Loop {
                 if let Err(
                     TrySendError::Full(Job::Wait(miss, _, peer)) | TrySendError::Closed(Job::Wait(miss, _, peer)),
                 ) = self.jobs.try_send(Job::Wait(miss, rx, peer))
+                    && self.engine.refuse_miss(&miss, &mut self.out.replies[self.out.len], &self.stats)
                 {
-                    self.engine.refuse_miss(&miss, &mut self.out.replies[self.out.len], &self.stats);
                     self.out.push(peer);
                 }
             }
             Begin::Answered => self.out.push(peer),
+            Begin::Dropped => {}
         }
+    }
+
+    /// Queues when slot's client stops waiting, first sweeping out the
+    /// deadlines of misses that ended if the queue is as long as it may be.
+    fn stale_due_push(&mut self, due: Instant, slot: u32) {
+        if self.stale_due.len() >= MAX_MISS_TASKS {
+            let pending = &self.pending;
+            self.stale_due.retain(|&(t, s)| stale_waits(pending, s, t));
+        }
+        self.stale_due.push_back((due, slot));
     }
 
     /// Sends slot's miss to the next server in its order, or ends it when none is left.
@@ -460,6 +493,26 @@ impl Loop {
         while let Some(slot) = self.mux.expired(now) {
             self.try_failed(slot, TryError::Timeout);
         }
+        // Clients that waited long enough get the expired answer; their
+        // misses go on refreshing the cache.
+        while let Some(&(due, slot)) = self.stale_due.front() {
+            if due > now {
+                break;
+            }
+            self.stale_due.pop_front();
+            if !stale_waits(&self.pending, slot, due) {
+                continue;
+            }
+            if self.out.len == BATCH {
+                self.flush_replies();
+            }
+            if let Some(p) = self.pending.get_mut(slot as usize).and_then(Option::as_mut)
+                && self.engine.answer_stale_now(&mut p.led, &mut self.out.replies[self.out.len], &self.stats)
+            {
+                let peer = p.peer;
+                self.out.push(peer);
+            }
+        }
     }
 
     /// Ends slot's miss with `reply` and queues its answer.
@@ -469,8 +522,9 @@ impl Loop {
         if self.out.len == BATCH {
             self.flush_replies();
         }
-        self.engine.finish(p.led, reply, &mut self.out.replies[self.out.len], &self.stats);
-        self.out.push(p.peer);
+        if self.engine.finish(p.led, reply, &mut self.out.replies[self.out.len], &self.stats) {
+            self.out.push(p.peer);
+        }
     }
 
     /// Sends what the batch queued: upstream queries first, so misses
@@ -532,6 +586,7 @@ pub async fn run_jobs(
                     peer
                 }
             };
+            // Empty when there is nothing to send (a refresh).
             send(&sock, &out, &peer, &stats);
             continue;
         };
@@ -545,7 +600,9 @@ pub async fn run_jobs(
                     peer
                 }
                 Job::Truncated(led, idx, peer) => {
-                    engine.resolve_led(led, Some(idx), &mut out, &stats).await;
+                    if !engine.resolve_led(led, Some(idx), &mut out, &stats).await {
+                        out.clear();
+                    }
                     peer
                 }
             };
@@ -553,6 +610,12 @@ pub async fn run_jobs(
         })
         .detach();
     }
+}
+
+/// Whether slot's miss is the one whose client stops waiting at `due` and
+/// still waits (a slot is reused by later misses, with later deadlines).
+fn stale_waits(pending: &[Option<Pending>], slot: u32, due: Instant) -> bool {
+    pending.get(slot as usize).and_then(Option::as_ref).is_some_and(|p| p.led.stale_deadline() == Some(due))
 }
 
 /// Sends one answer without blocking the executor (the socket itself blocks,

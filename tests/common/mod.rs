@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,6 +66,9 @@ pub struct Behaviour {
     pub delay_ms: AtomicU64,
     /// Answer every UDP query with junk that carries the query's ID.
     pub garbage: AtomicBool,
+    /// When not 0, answer every query with this RCODE and no records (an
+    /// NXDOMAIN carries an SOA): an upstream whose answers changed.
+    pub rcode: AtomicU8,
 }
 
 /// A DNS server on 127.0.0.1 (UDP and TCP, same port) with scripted answers.
@@ -138,30 +141,31 @@ impl Upstream {
                 };
                 log.lock().unwrap().push((name.clone(), qtype, false));
                 let delay = b.delay_ms.load(SeqCst);
+                let force = b.rcode.load(SeqCst);
                 let udp = udp.clone();
                 let reply = move || {
                     if delay > 0 {
                         std::thread::sleep(Duration::from_millis(delay));
                     }
                     if name.starts_with("spoof.") {
-                        let mut wrong_id = answer(&msg, answer_ip, false);
+                        let mut wrong_id = answer(&msg, answer_ip, false, 0);
                         wrong_id[0] ^= 0xff;
                         let _ = udp.send_to(&wrong_id, peer);
                         let other = build_query(1, "other.example", A, None);
-                        let mut other = answer(&other, Ipv4Addr::new(6, 6, 6, 6), false);
+                        let mut other = answer(&other, Ipv4Addr::new(6, 6, 6, 6), false, 0);
                         other[..2].copy_from_slice(&msg[..2]);
                         let _ = udp.send_to(&other, peer);
                         let _ = udp.send_to(b"garbage", peer);
                     }
                     if name.starts_with("flood.") {
-                        let mut forged = answer(&msg, Ipv4Addr::new(6, 6, 6, 6), false);
+                        let mut forged = answer(&msg, Ipv4Addr::new(6, 6, 6, 6), false, 0);
                         for i in 0..2000u16 {
                             let id = u16::from_be_bytes([msg[0], msg[1]]) ^ (i | 1);
                             forged[..2].copy_from_slice(&id.to_be_bytes());
                             let _ = udp.send_to(&forged, peer);
                         }
                     }
-                    let _ = udp.send_to(&answer(&msg, answer_ip, false), peer);
+                    let _ = udp.send_to(&answer(&msg, answer_ip, false, force), peer);
                 };
                 if delay > 0 {
                     std::thread::spawn(reply);
@@ -185,7 +189,7 @@ impl Upstream {
                     }
                     let Some((name, qtype)) = question(&msg) else { break };
                     log.lock().unwrap().push((name, qtype, true));
-                    let _ = write_frame(&mut s, &answer(&msg, answer_ip, true));
+                    let _ = write_frame(&mut s, &answer(&msg, answer_ip, true, b.rcode.load(SeqCst)));
                 }
             }
         });
@@ -265,8 +269,8 @@ fn soa(zone: &str, ttl: u32, minimum: u32) -> ResourceRecord<'static> {
     )
 }
 
-/// The fake upstream's answer to `msg`.
-fn answer(msg: &[u8], ip: Ipv4Addr, over_tcp: bool) -> Vec<u8> {
+/// The fake upstream's answer to `msg` (`force`: see [`Behaviour::rcode`]).
+fn answer(msg: &[u8], ip: Ipv4Addr, over_tcp: bool, force: u8) -> Vec<u8> {
     let q = Packet::parse(msg).unwrap();
     let mut p = Packet::new_reply(q.id());
     p.set_flags(PacketFlag::RECURSION_DESIRED | PacketFlag::RECURSION_AVAILABLE);
@@ -281,7 +285,12 @@ fn answer(msg: &[u8], ip: Ipv4Addr, over_tcp: bool) -> Vec<u8> {
     let record = |i: u32| {
         ResourceRecord::new(qn.qname.clone(), CLASS::IN, ttl, rdata::RData::A(rdata::A { address: u32::from(ip) + i }))
     };
-    if name.starts_with("cloaked.") {
+    if force != 0 {
+        *p.rcode_mut() = RCODE::from(u16::from(force));
+        if force == 3 {
+            p.name_servers.push(soa("test", 600, 60));
+        }
+    } else if name.starts_with("cloaked.") {
         // A first-party name that is really a tracker: CNAME into another domain.
         let target = Name::new_unchecked("tracker.cname-target.example").into_owned();
         p.answers.push(ResourceRecord::new(

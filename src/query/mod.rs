@@ -24,7 +24,7 @@ use arc_swap::ArcSwap;
 use smol::channel::Receiver;
 
 use crate::access::{self, AccessList, DenyAction};
-use crate::cache::{self, Cache, Stored};
+use crate::cache::{self, Cache, Stale, Stored};
 use crate::config::Config;
 use crate::policy::domainset::{SEP, name_key};
 use crate::policy::{Policy, Verdict};
@@ -33,6 +33,8 @@ use crate::ratelimit::RateLimiter;
 use crate::stats::Counters;
 use crate::upstream::{self, Failover, Group, Inflight, Join, Lead, Resolution, Resolved, Server, TryError};
 use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
+
+mod refresh;
 
 /// Source of [`Snapshot::generation`].
 static GENERATIONS: AtomicU64 = AtomicU64::new(1);
@@ -53,6 +55,11 @@ pub struct Snapshot {
     pub forwards: Vec<(Box<[u8]>, Arc<Group>)>,
     /// Per-try upstream timeout.
     pub timeout: Duration,
+    /// Seconds after expiry a cached answer may still be served stale (0: never).
+    pub stale_for: u32,
+    /// Refresh names in use before they expire (kept here beside the rest
+    /// a hit reads, not behind the config's pointer).
+    pub prefetch: bool,
     /// TTL clamps for cached answers.
     pub min_ttl: u32,
     /// See `min_ttl`.
@@ -116,6 +123,8 @@ impl Snapshot {
             upstreams: Group::new(&config.upstreams, &known),
             forwards,
             timeout: config.upstream_timeout,
+            stale_for: if config.serve_stale { config.stale_max_age } else { 0 },
+            prefetch: config.prefetch,
             min_ttl: config.min_ttl,
             max_ttl: config.max_ttl,
             config,
@@ -167,6 +176,9 @@ pub enum Step {
     Drop,
     /// Resolve upstream; the answer comes from [`Engine::resolve`].
     Resolve(Miss),
+    /// Send the answer in the output buffer now (a stale one), then resolve
+    /// the miss to refresh the cache, answering no one.
+    Refresh(Miss),
 }
 
 /// A query that has to go upstream, owned so it can outlive the receive buffer.
@@ -197,6 +209,13 @@ pub struct Miss {
     allowed: bool,
     /// The snapshot the query started on, so a reload mid-flight changes nothing for it.
     snapshot: Arc<Snapshot>,
+    /// The expired answer to fall back on (serve-stale), if the cache held one.
+    stale: Option<Stale>,
+    /// The client has its answer already (a stale or cached one): resolving
+    /// only refreshes the cache.
+    quiet: bool,
+    /// Held while this miss is a prefetch: counts it against the cap.
+    prefetch_slot: Option<refresh::PrefetchSlot>,
 }
 
 impl std::fmt::Debug for Miss {
@@ -206,6 +225,37 @@ impl std::fmt::Debug for Miss {
 }
 
 impl Miss {
+    /// A miss for `q` (the message `msg`), its cache key `key` and hash,
+    /// and its name's reversed-label key `name_key`.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        origin: &Origin,
+        msg: &[u8],
+        q: &Query,
+        key: &[u8],
+        name_key: &[u8],
+        hash: u64,
+        allowed: bool,
+        snap: arc_swap::Guard<Arc<Snapshot>>,
+    ) -> Miss {
+        let mut bytes = Vec::with_capacity(msg.len() + name_key.len());
+        bytes.extend_from_slice(msg);
+        bytes.extend_from_slice(name_key);
+        Miss {
+            origin: *origin,
+            bytes: bytes.into_boxed_slice(),
+            msg_len: msg.len(),
+            layout: q.layout(),
+            key: key.into(),
+            hash,
+            allowed,
+            snapshot: arc_swap::Guard::into_inner(snap),
+            stale: None,
+            quiet: false,
+            prefetch_slot: None,
+        }
+    }
+
     /// The client's message.
     fn msg(&self) -> &[u8] {
         self.bytes.get(..self.msg_len).unwrap_or_default()
@@ -228,8 +278,11 @@ pub enum Begin {
     Lead(Led),
     /// The same key is in flight: its outcome arrives on the channel ([`Engine::wait`]).
     Wait(Miss, Receiver<Resolution>),
-    /// The answer (SERVFAIL: too many misses in flight) is already written.
+    /// The answer (SERVFAIL: too many misses in flight, or a stale one) is already written.
     Answered,
+    /// Nothing to send: a refresh that another is already doing, or that
+    /// found too many misses in flight.
+    Dropped,
 }
 
 /// A miss this thread leads, with what its upstream tries need.
@@ -358,12 +411,20 @@ pub struct Engine {
     /// lists thread, the main thread when resolv_file changes), so neither
     /// undoes the other's change; queries never take it.
     writer: std::sync::Mutex<()>,
+    /// Prefetches in flight.
+    prefetching: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Engine {
     /// An engine serving `snapshot`, recording answers into `log` if given.
     pub fn new(snapshot: Snapshot, log: Option<Logger>) -> Engine {
-        Engine { snapshot: ArcSwap::from_pointee(snapshot), inflight: Arc::default(), log, writer: Default::default() }
+        Engine {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            inflight: Arc::default(),
+            log,
+            writer: Default::default(),
+            prefetching: Arc::default(),
+        }
     }
 
     /// The query log handle, if logging is on.
@@ -423,15 +484,21 @@ impl Engine {
         let k = cache::key(&q, key_buf);
         let key = &key_buf[..k];
         let hash = snap.cache.hash(key);
-        let hit = snap.cache.find(key, hash, origin.received);
+        let hit = snap.cache.find(key, hash, origin.received, snap.stale_for);
         // A name these very lists passed when it was cached needs no lookup.
-        if let Some(hit) = &hit {
+        if let Some(hit) = hit.as_ref().filter(|h| !h.is_stale()) {
             let checked = hit.checked();
             if checked >> 1 == snap.generation {
                 if checked & 1 != 0 {
                     Counters::bump(&stats.allowed);
                 }
-                return self.cached(hit, &q, origin, out, stats);
+                let step = self.cached(hit, &q, origin, out, stats);
+                if snap.prefetch && hit.claim_prefetch() {
+                    let n = wire::reversed_key_folded(&key[..q.qname.len()], name_key);
+                    let miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, checked & 1 != 0, snap);
+                    return self.prefetch(miss, stats).unwrap_or(step);
+                }
+                return step;
             }
         }
         // The cache key starts with the name, folded already.
@@ -461,27 +528,41 @@ impl Engine {
             fit(out, &q, origin.transport, stats);
             return self.done(origin, Answered::of(&q, Outcome::Local), out, stats);
         }
-        if let Some(hit) = &hit {
+        if let Some(hit) = &hit
+            && !hit.is_stale()
+        {
             // Cached under older lists, and these pass it too.
             hit.set_checked(snap.passed(allowed));
-            return self.cached(hit, &q, origin, out, stats);
+            let step = self.cached(hit, &q, origin, out, stats);
+            if snap.prefetch && hit.claim_prefetch() {
+                let miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, allowed, snap);
+                return self.prefetch(miss, stats).unwrap_or(step);
+            }
+            return step;
         }
-        let mut bytes = Vec::with_capacity(msg.len() + n);
-        bytes.extend_from_slice(msg);
-        bytes.extend_from_slice(&name_key[..n]);
-        Step::Resolve(Miss {
-            origin: *origin,
-            bytes: bytes.into_boxed_slice(),
-            msg_len: msg.len(),
-            layout: q.layout(),
-            key: key.into(),
-            hash,
-            allowed,
-            snapshot: arc_swap::Guard::into_inner(snap),
-        })
+        // Expired but servable: answered now if the client is not to wait
+        // (or a refresh failed a moment ago), else kept for the miss to fall back on.
+        let (stale, quiet) = match hit.map(|h| (h.refresh_held(), h.into_stale())) {
+            Some((held, Some(stale))) => {
+                let now = held || snap.config.stale_client_timeout.is_zero();
+                if now {
+                    self.answer_stale(origin, &q, &stale, &snap, out, stats);
+                    if held {
+                        return Step::Reply;
+                    }
+                }
+                (Some(stale), now)
+            }
+            _ => (None, false),
+        };
+        let mut miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, allowed, snap);
+        miss.stale = stale;
+        miss.quiet = quiet;
+        if miss.quiet { Step::Refresh(miss) } else { Step::Resolve(miss) }
     }
 
     /// Answers from the cache.
+    #[inline(always)]
     fn cached(&self, hit: &cache::Hit, q: &Query, origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Step {
         Counters::bump(&stats.cached);
         hit.write_answer(q, out);
@@ -525,19 +606,29 @@ impl Engine {
     }
 
     /// Resolves a miss upstream (or joins an identical one in flight) and
-    /// writes the answer into `out`. Always produces an answer: SERVFAIL when
-    /// nothing usable came back in time.
-    pub async fn resolve(&self, miss: Miss, out: &mut Vec<u8>, stats: &Counters) {
+    /// writes the answer into `out`. True when there is one to send: always
+    /// (SERVFAIL when nothing usable came back in time) but for a refresh.
+    pub async fn resolve(&self, miss: Miss, out: &mut Vec<u8>, stats: &Counters) -> bool {
         match self.begin(miss, out, stats) {
             Begin::Lead(led) => self.resolve_led(led, None, out, stats).await,
-            Begin::Wait(miss, rx) => self.wait(miss, rx, out, stats).await,
-            Begin::Answered => {}
+            Begin::Wait(miss, rx) => {
+                self.wait(miss, rx, out, stats).await;
+                true
+            }
+            Begin::Answered => true,
+            Begin::Dropped => false,
         }
     }
 
     /// Finishes a miss this thread leads through the async upstream path;
     /// `truncated` is a server whose UDP reply had TC set (see [`Group::resolve_from`]).
-    pub async fn resolve_led(&self, mut led: Led, truncated: Option<usize>, out: &mut Vec<u8>, stats: &Counters) {
+    pub async fn resolve_led(
+        &self,
+        mut led: Led,
+        truncated: Option<usize>,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) -> bool {
         let Led { miss, failover, forward, .. } = &mut led;
         let reply = match miss.query() {
             Some(q) => {
@@ -546,7 +637,7 @@ impl Engine {
             }
             None => None,
         };
-        self.finish(led, reply, out, stats);
+        self.finish(led, reply, out, stats)
     }
 
     /// Waits for the miss someone else leads, then answers from its outcome.
@@ -574,6 +665,14 @@ impl Engine {
                 let query = upstream::build_query(&q, 0);
                 Begin::Lead(Led { failover: group.failover(), forward, query, lead, miss })
             }
+            // A refresh already in flight: a stale answer now beats waiting on it.
+            Join::Wait(_) | Join::Full if miss.quiet => Begin::Dropped,
+            Join::Wait(_) | Join::Full if miss.stale.is_some() => {
+                if let Some(s) = &miss.stale {
+                    self.answer_stale(&miss.origin, &q, s, snap, out, stats);
+                }
+                Begin::Answered
+            }
             Join::Wait(rx) => {
                 Counters::bump(&stats.coalesced);
                 Begin::Wait(miss, rx)
@@ -587,12 +686,17 @@ impl Engine {
 
     /// Ends a miss this thread led with the reply its upstreams gave (`None`:
     /// none usable in time): vets and caches it, hands it to the clients
-    /// waiting on the same key and writes the answer into `out`.
-    pub fn finish(&self, led: Led, reply: Option<(Vec<u8>, SocketAddr)>, out: &mut Vec<u8>, stats: &Counters) {
+    /// waiting on the same key and writes the answer into `out`. False when
+    /// there is nothing to send: the client already has a stale answer.
+    pub fn finish(&self, led: Led, reply: Option<(Vec<u8>, SocketAddr)>, out: &mut Vec<u8>, stats: &Counters) -> bool {
         let Led { miss, lead, .. } = led;
         let Some(q) = miss.query() else {
             lead.complete(None);
-            return self.unparsable(&miss, out, stats);
+            if miss.quiet {
+                return false;
+            }
+            self.unparsable(&miss, out, stats);
+            return true;
         };
         let snap = &miss.snapshot;
         let resolved = reply.and_then(|(r, upstream)| self.vet_reply(&q, miss.name_key(), snap, &r, upstream, stats));
@@ -600,7 +704,20 @@ impl Engine {
             snap.cache.insert(&miss.key, miss.hash, &r.stored, snap.passed(miss.allowed));
         }
         lead.complete(resolved.clone());
+        if let Some(s) = &miss.stale
+            && refresh::failed(resolved.as_ref())
+        {
+            s.hold_refresh(snap.cache.now().saturating_add(refresh::RETRY_AFTER));
+            if !miss.quiet {
+                self.answer_stale(&miss.origin, &q, s, snap, out, stats);
+                return true;
+            }
+        }
+        if miss.quiet {
+            return false;
+        }
         self.answer(&miss.origin, &q, resolved, out, stats);
+        true
     }
 
     /// Answers a miss whose message no longer parses. It parsed in `handle`,
@@ -735,8 +852,20 @@ impl Engine {
         }
     }
 
-    /// Answers SERVFAIL to a miss without resolving it (server overload).
-    pub fn refuse_miss(&self, miss: &Miss, out: &mut Vec<u8>, stats: &Counters) {
+    /// Answers SERVFAIL to a miss without resolving it (server overload), or
+    /// its stale answer. False when there is nothing to send (a refresh).
+    pub fn refuse_miss(&self, miss: &Miss, out: &mut Vec<u8>, stats: &Counters) -> bool {
+        if miss.quiet {
+            return false;
+        }
+        match (miss.query(), &miss.stale) {
+            (Some(q), Some(s)) => self.answer_stale(&miss.origin, &q, s, &miss.snapshot, out, stats),
+            _ => self.refuse_unanswered(miss, out, stats),
+        }
+        true
+    }
+
+    fn refuse_unanswered(&self, miss: &Miss, out: &mut Vec<u8>, stats: &Counters) {
         match miss.query() {
             Some(q) => self.overloaded(&miss.origin, &q, out, stats),
             None => {
