@@ -420,8 +420,14 @@ fn stats_text(r: &Report) -> String {
     for u in &r.upstreams {
         let _ = writeln!(
             o,
-            "upstream     {}: {} answers, {} timeouts, {} errors, {} ignored replies, avg {} us",
-            u.addr, u.answers, u.timeouts, u.errors, u.mismatched, u.avg_latency_us
+            "upstream     {}: {}{} answers, {} timeouts, {} errors, {} ignored replies, avg {} us",
+            u.addr,
+            if u.down { "DOWN (probed every 30 s), " } else { "" },
+            u.answers,
+            u.timeouts,
+            u.errors,
+            u.mismatched,
+            u.avg_latency_us
         );
     }
     let q = &r.querylog;

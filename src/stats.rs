@@ -219,6 +219,9 @@ pub struct UpstreamReport {
     pub mismatched: u64,
     /// Mean reply time, µs.
     pub avg_latency_us: u64,
+    /// Down after failures in a row: skipped but for a probe every 30 s.
+    #[nserde(default)]
+    pub down: bool,
 }
 
 /// The query log's figures.

@@ -66,6 +66,45 @@ fn all_upstreams_down_gives_servfail_in_bounded_time() {
 }
 
 #[test]
+fn a_dead_upstream_is_skipped_once_down_while_another_answers() {
+    let a = Upstream::start("192.0.2.1".parse().unwrap());
+    let b = Upstream::start("192.0.2.2".parse().unwrap());
+    a.behaviour.silent.store(true, SeqCst);
+    b.behaviour.silent.store(true, SeqCst);
+    let gw = Gateway::start(&config(&[&a, &b], "\toption upstream_timeout '300ms'\n"));
+    // Three misses in a row, each trying both: both down.
+    for name in ["d1.example", "d2.example", "d3.example"] {
+        assert_eq!(udp(gw.addr, name, A).rcode, RCODE::ServerFailure);
+    }
+    let r = gw.report();
+    assert!(r.upstreams.iter().all(|u| u.down), "{:?}", r.upstreams);
+    // Everything down: all are still tried, and the one that answers is up again.
+    b.behaviour.silent.store(false, SeqCst);
+    assert_eq!(udp(gw.addr, "d4.example", A).ips(), ["192.0.2.2"]);
+    let r = gw.report();
+    assert_eq!((r.upstreams[0].down, r.upstreams[1].down), (true, false));
+    let a_timeouts = r.upstreams[0].timeouts;
+    // The live one misses a reply: the down one is not tried behind it.
+    b.behaviour.silent.store(true, SeqCst);
+    let t = Instant::now();
+    assert_eq!(udp(gw.addr, "d5.example", A).rcode, RCODE::ServerFailure);
+    assert!(t.elapsed() < Duration::from_millis(550), "one 300 ms try, not two: {:?}", t.elapsed());
+    assert_eq!(gw.report().upstreams[0].timeouts, a_timeouts, "the down server was skipped");
+}
+
+#[test]
+fn random_strategy_spreads_misses_over_the_upstreams() {
+    let a = Upstream::start("192.0.2.1".parse().unwrap());
+    let b = Upstream::start("192.0.2.2".parse().unwrap());
+    let gw = Gateway::start(&config(&[&a, &b], "\toption upstream_strategy 'random'\n"));
+    for i in 0..40 {
+        assert_eq!(udp(gw.addr, &format!("r{i}.example"), A).rcode, RCODE::NoError);
+    }
+    assert_eq!(a.total() + b.total(), 40);
+    assert!(a.total() >= 5 && b.total() >= 5, "{} / {}", a.total(), b.total());
+}
+
+#[test]
 fn truncated_upstream_reply_is_retried_over_tcp() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
     let gw = Gateway::start(&config(&[&up], ""));

@@ -185,6 +185,8 @@ pub struct Config {
     pub max_ttl: u32,
     /// Per-try timeout for one upstream.
     pub upstream_timeout: Duration,
+    /// How a miss picks the upstream it tries first.
+    pub upstream_strategy: crate::upstream::Strategy,
     /// Serve expired answers when the upstream fails or is slow (RFC 8767).
     pub serve_stale: bool,
     /// How long a client whose name has an expired answer waits for the
@@ -313,6 +315,7 @@ impl Config {
             min_ttl: 0,
             max_ttl: 86_400,
             upstream_timeout: Duration::from_secs(2),
+            upstream_strategy: crate::upstream::Strategy::Failover,
             serve_stale: true,
             stale_client_timeout: Duration::from_millis(1800),
             stale_answer_ttl: 30,
@@ -625,6 +628,10 @@ impl SectionReader<'_> {
                 "min_ttl" => cfg.min_ttl = self.number(v, 0, 604_800)? as u32,
                 "max_ttl" => cfg.max_ttl = self.number(v, 0, 604_800)? as u32,
                 "upstream_timeout" => cfg.upstream_timeout = self.duration(v, 10, 60_000)?,
+                "upstream_strategy" => {
+                    cfg.upstream_strategy = crate::upstream::Strategy::from_name(&v.value)
+                        .ok_or_else(|| self.bad(v, "failover or random"))?
+                }
                 "serve_stale" => cfg.serve_stale = self.boolean(v)?,
                 "prefetch" => cfg.prefetch = self.boolean(v)?,
                 "stale_client_timeout" => cfg.stale_client_timeout = self.duration(v, 0, 60_000)?,

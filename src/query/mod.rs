@@ -95,7 +95,7 @@ impl Snapshot {
             .forwards
             .iter()
             .flat_map(|f| {
-                let group = Arc::new(Group::new(&f.servers, &known));
+                let group = Arc::new(Group::new(&f.servers, &known, config.upstream_strategy));
                 f.domains.iter().filter_map(move |d| Some((name_key(d)?.into_boxed_slice(), group.clone())))
             })
             .collect();
@@ -120,7 +120,7 @@ impl Snapshot {
             policy,
             rebind_allow,
             cache,
-            upstreams: Group::new(&config.upstreams, &known),
+            upstreams: Group::new(&config.upstreams, &known, config.upstream_strategy),
             forwards,
             timeout: config.upstream_timeout,
             stale_for: if config.serve_stale { config.stale_max_age } else { 0 },

@@ -78,6 +78,7 @@ impl Status {
                         errors: s.errors.load(Relaxed),
                         mismatched: s.mismatched.load(Relaxed),
                         avg_latency_us: s.latency_us.load(Relaxed).checked_div(answers).unwrap_or(0),
+                        down: s.health.is_down(),
                     }
                 })
                 .collect(),

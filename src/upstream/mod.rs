@@ -23,6 +23,7 @@
 //!
 //! [`Inflight`] makes identical concurrent misses share one upstream query.
 
+pub mod health;
 pub mod mux;
 pub mod resolv;
 
@@ -72,6 +73,8 @@ pub struct Server {
     pub mismatched: AtomicU64,
     /// Sum of reply latencies, µs, for the average.
     pub latency_us: AtomicU64,
+    /// Down after failures in a row: skipped but for a probe now and then.
+    pub health: health::Health,
     /// Connected sockets between tries (see the module notes).
     idle: Mutex<Vec<IdleSocket>>,
 }
@@ -86,6 +89,7 @@ impl Server {
             errors: AtomicU64::new(0),
             mismatched: AtomicU64::new(0),
             latency_us: AtomicU64::new(0),
+            health: health::Health::default(),
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -121,10 +125,36 @@ impl Server {
 /// Servers tried in order for one kind of name (the defaults, or one forward rule).
 #[derive(Debug)]
 pub struct Group {
-    /// The servers, in configured order.
+    /// The servers, in configured order (at most [`MAX_SERVERS`]).
     pub servers: Vec<Arc<Server>>,
     /// Index of the server to try first: the last one that answered.
     preferred: AtomicUsize,
+    /// How a resolution picks its first server.
+    strategy: Strategy,
+}
+
+/// Servers per group: a resolution marks the ones it tried in a `u64`.
+pub const MAX_SERVERS: usize = 64;
+
+/// How a resolution picks the server it tries first (`upstream_strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// The last one that answered, then the rest in order.
+    #[default]
+    Failover,
+    /// One at random, then the rest in order: spreads the load.
+    Random,
+}
+
+impl Strategy {
+    /// The config's name for it.
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        match name {
+            "failover" => Some(Strategy::Failover),
+            "random" => Some(Strategy::Random),
+            _ => None,
+        }
+    }
 }
 
 /// Why a try produced no reply.
@@ -137,13 +167,15 @@ pub enum TryError {
 }
 
 impl Group {
-    /// A group over `servers`, reusing `Server`s (and their counters) from `known` by address.
-    pub fn new(addrs: &[SocketAddr], known: &[Arc<Server>]) -> Group {
+    /// A group over `servers` (the first [`MAX_SERVERS`]), reusing
+    /// `Server`s (their counters and health) from `known` by address.
+    pub fn new(addrs: &[SocketAddr], known: &[Arc<Server>], strategy: Strategy) -> Group {
         let servers = addrs
             .iter()
+            .take(MAX_SERVERS)
             .map(|a| known.iter().find(|s| s.addr == *a).cloned().unwrap_or_else(|| Arc::new(Server::new(*a))))
             .collect();
-        Group { servers, preferred: AtomicUsize::new(0) }
+        Group { servers, preferred: AtomicUsize::new(0), strategy }
     }
 
     /// Resolves `q` through the servers. Returns the first good reply, else the
@@ -192,32 +224,54 @@ impl Group {
 
     /// A fresh resolution's place in the server order.
     pub fn failover(&self) -> Failover {
-        let n = self.servers.len();
-        Failover { first: self.preferred.load(Relaxed) % n.max(1), tried: 0, fallback: None }
+        let n = self.servers.len().max(1);
+        let first = match self.strategy {
+            Strategy::Failover => self.preferred.load(Relaxed) % n,
+            Strategy::Random => (random_id() as usize) % n,
+        };
+        Failover { first, tried: 0, any_up: false, fallback: None }
     }
 }
 
 /// Where one resolution stands: which servers it has tried and the error
 /// reply to fall back on. Both drivers (the async one above and the UDP
 /// loop's [`mux`]) go through it, so they fail over alike: servers in order
-/// from the last one that answered; SERVFAIL, REFUSED or NOTIMP moves on but
-/// is kept in case no one does better; a timeout or error moves on and, on
-/// the preferred server, makes the next one preferred.
+/// from the last one that answered (or a random one, see [`Strategy`]),
+/// skipping those that are down ([`health`]) unless all are; SERVFAIL,
+/// REFUSED or NOTIMP moves on but is kept in case no one does better; a
+/// timeout or error moves on and, on the preferred server, makes the next
+/// one preferred.
 #[derive(Debug)]
 pub struct Failover {
     first: usize,
-    tried: usize,
+    /// Bit `i`: server `i` has been tried.
+    tried: u64,
+    /// A server that was not down has been tried: down ones are then left out.
+    any_up: bool,
     fallback: Option<(Vec<u8>, SocketAddr)>,
 }
 
 impl Failover {
-    /// The next server to try, or `None` when every one has been tried.
+    /// The next server to try, or `None` when every one worth a try has been.
     pub fn next(&mut self, group: &Group) -> Option<usize> {
-        let n = group.servers.len();
-        (self.tried < n).then(|| {
-            self.tried += 1;
-            (self.first + self.tried - 1) % n
-        })
+        let n = group.servers.len().min(MAX_SERVERS);
+        let untried = (0..n).map(|k| (self.first + k) % n).filter(|&i| self.tried & 1 << i == 0);
+        let mut pick = None;
+        for i in untried {
+            if group.servers[i].health.try_now() {
+                self.any_up = true;
+                pick = Some(i);
+                break;
+            }
+            // Down: tried only when every server is (none up was tried, none is left).
+            if pick.is_none() && !self.any_up && group.servers.iter().all(|s| s.health.is_down()) {
+                pick = Some(i);
+                break;
+            }
+        }
+        let i = pick?;
+        self.tried |= 1 << i;
+        Some(i)
     }
 
     /// Records a try of server `idx` that began at `started`. Returns the
@@ -234,6 +288,7 @@ impl Failover {
         match outcome {
             Ok(r) => {
                 server.answers.fetch_add(1, Relaxed);
+                server.health.answered();
                 server.latency_us.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
                 let rc = header::rcode(&r);
                 if rc == rcode::SERVFAIL || rc == rcode::REFUSED || rc == rcode::NOTIMP {
@@ -248,6 +303,7 @@ impl Failover {
             Err(TryError::Timeout) => server.timeouts.fetch_add(1, Relaxed),
             Err(TryError::Io) => server.errors.fetch_add(1, Relaxed),
         };
+        server.health.failed();
         if idx == self.first && n > 1 {
             group.preferred.store((idx + 1) % n, Relaxed);
         }
@@ -697,7 +753,7 @@ mod tests {
     #[test]
     fn sockets_are_reused_a_bounded_number_of_times() {
         let (addr, ports) = fake_server(true, 0);
-        let group = Group::new(&[addr], &[]);
+        let group = Group::new(&[addr], &[], Strategy::Failover);
         let m = query(5, "www.example", rtype::A, None);
         let q = parse_query(&m).unwrap();
         for _ in 0..(SOCKET_USES + 6) {
@@ -713,7 +769,7 @@ mod tests {
     #[test]
     fn a_socket_that_timed_out_is_not_reused() {
         let (addr, ports) = fake_server(false, 0);
-        let group = Group::new(&[addr], &[]);
+        let group = Group::new(&[addr], &[], Strategy::Failover);
         let m = query(5, "www.example", rtype::A, None);
         let q = parse_query(&m).unwrap();
         for _ in 0..3 {
