@@ -105,6 +105,43 @@ fn random_strategy_spreads_misses_over_the_upstreams() {
 }
 
 #[test]
+fn parallel_strategy_answers_as_fast_as_the_live_upstream_beside_a_dead_one() {
+    let dead = Upstream::start("192.0.2.1".parse().unwrap());
+    dead.behaviour.silent.store(true, SeqCst);
+    let live = Upstream::start("192.0.2.2".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&dead, &live],
+        "\toption upstream_strategy 'parallel'\n\toption upstream_timeout '2s'\n",
+    ));
+    for i in 0..10 {
+        let t = Instant::now();
+        assert_eq!(udp(gw.addr, &format!("p{i}.example"), A).ips(), ["192.0.2.2"]);
+        assert!(t.elapsed() < Duration::from_millis(500), "query {i} waited for the dead one: {:?}", t.elapsed());
+    }
+    // The async path (TCP clients) races the two the same way.
+    let t = Instant::now();
+    assert_eq!(tcp(gw.addr, "p-tcp.example", A).ips(), ["192.0.2.2"]);
+    assert!(t.elapsed() < Duration::from_millis(500), "{:?}", t.elapsed());
+    assert_eq!(live.total(), 11);
+}
+
+#[test]
+fn parallel_strategy_asks_both_upstreams_and_takes_the_first_answer() {
+    let a = Upstream::start("192.0.2.1".parse().unwrap());
+    let b = Upstream::start("192.0.2.2".parse().unwrap());
+    b.behaviour.delay_ms.store(300, SeqCst);
+    let gw =
+        Gateway::start(&config(&[&a, &b], "\toption upstream_strategy 'parallel'\n\toption upstream_timeout '2s'\n"));
+    for i in 0..5 {
+        let t = Instant::now();
+        assert_eq!(udp(gw.addr, &format!("both{i}.example"), A).ips(), ["192.0.2.1"]);
+        assert!(t.elapsed() < Duration::from_millis(250), "{:?}", t.elapsed());
+    }
+    assert_eq!(a.total(), 5);
+    assert_eq!(b.total(), 5, "the slower one was asked too");
+}
+
+#[test]
 fn truncated_upstream_reply_is_retried_over_tcp() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
     let gw = Gateway::start(&config(&[&up], ""));

@@ -630,7 +630,7 @@ impl SectionReader<'_> {
                 "upstream_timeout" => cfg.upstream_timeout = self.duration(v, 10, 60_000)?,
                 "upstream_strategy" => {
                     cfg.upstream_strategy = crate::upstream::Strategy::from_name(&v.value)
-                        .ok_or_else(|| self.bad(v, "failover or random"))?
+                        .ok_or_else(|| self.bad(v, "failover, random or parallel"))?
                 }
                 "serve_stale" => cfg.serve_stale = self.boolean(v)?,
                 "prefetch" => cfg.prefetch = self.boolean(v)?,

@@ -329,6 +329,11 @@ impl Led {
         self.failover.fallback()
     }
 
+    /// Server `idx`'s try lost the race to another's answer (see [`Failover::lost`]).
+    pub fn lost(&self, idx: usize, started: Instant) {
+        self.failover.lost(self.miss.snapshot.group(self.forward), idx, started);
+    }
+
     /// The servers, with the failover state and query to try the next one (borrowed together).
     pub fn next_try(&mut self) -> (&Group, &mut Failover, &mut [u8]) {
         (self.miss.snapshot.group(self.forward), &mut self.failover, &mut self.query)
@@ -562,7 +567,7 @@ impl Engine {
     }
 
     /// Answers from the cache.
-    #[inline(always)]
+    #[inline]
     fn cached(&self, hit: &cache::Hit, q: &Query, origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Step {
         Counters::bump(&stats.cached);
         hit.write_answer(q, out);

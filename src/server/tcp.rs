@@ -224,43 +224,42 @@ async fn serve_conn(
         }
         Counters::bump(&stats.tcp_queries);
         let origin = Origin { client, received: Instant::now(), transport: Transport::Tcp };
-        match engine.handle(&msg, &origin, &mut out, &stats) {
+        let miss = match engine.handle(&msg, &origin, &mut out, &stats) {
             Step::Reply => {
                 if !write_frame(&stream, &lock, &out, idle).await {
                     break;
                 }
+                continue;
             }
             // Garbage or a response on a stream: the client is confused; hang up.
             Step::Drop => break,
-            // A stale answer now, and the cache refreshed behind it. The
-            // refresh answers no one; the in-flight table bounds how many run.
+            Step::Resolve(miss) => miss,
+            // A stale or cached answer now, and the cache refreshed behind
+            // it by the same task a miss gets (it answers no one).
             Step::Refresh(miss) => {
-                let (engine, stats) = (engine.clone(), stats.clone());
-                ex.spawn(async move { engine.resolve(miss, &mut Vec::new(), &stats).await }).detach();
                 if !write_frame(&stream, &lock, &out, idle).await {
                     break;
                 }
+                miss
             }
-            Step::Resolve(miss) => {
-                if pending == MAX_PIPELINE {
-                    let _ = done_rx.recv().await;
-                    pending -= 1;
-                }
-                pending += 1;
-                let (stream, lock, engine, stats, done) =
-                    (stream.clone(), lock.clone(), engine.clone(), stats.clone(), done_tx.clone());
-                ex.spawn(async move {
-                    let mut out = Vec::new();
-                    let answered = engine.resolve(miss, &mut out, &stats).await;
-                    if answered && !write_frame(&stream, &lock, &out, idle).await {
-                        // A half-written frame leaves the stream unusable: end it for the reader too.
-                        let _ = stream.get_ref().shutdown(Shutdown::Both);
-                    }
-                    let _ = done.try_send(());
-                })
-                .detach();
-            }
+        };
+        if pending == MAX_PIPELINE {
+            let _ = done_rx.recv().await;
+            pending -= 1;
         }
+        pending += 1;
+        let (stream, lock, engine, stats, done) =
+            (stream.clone(), lock.clone(), engine.clone(), stats.clone(), done_tx.clone());
+        ex.spawn(async move {
+            let mut out = Vec::new();
+            let answered = engine.resolve(miss, &mut out, &stats).await;
+            if answered && !write_frame(&stream, &lock, &out, idle).await {
+                // A half-written frame leaves the stream unusable: end it for the reader too.
+                let _ = stream.get_ref().shutdown(Shutdown::Both);
+            }
+            let _ = done.try_send(());
+        })
+        .detach();
     }
     // Answer what was already asked before closing (RFC 7766 §6.2.4).
     while pending > 0 && done_rx.recv().await.is_ok() {

@@ -29,7 +29,6 @@
 //! (the retry over TCP).
 
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -153,8 +152,20 @@ struct Pending {
     /// The client. A `SocketAddr`, not the 136-byte `SocketAddrAny` that
     /// `sendmmsg` takes: a miss's state is moved several times on its way.
     peer: SocketAddr,
-    /// The try in flight: its handle, the server's index in the group, when it was sent.
-    current: Option<(Try, usize, Instant)>,
+    /// The tries in flight (two at the start of a `parallel` resolution,
+    /// else at most one): handle, the server's index in the group, when sent.
+    current: [Option<(Try, usize, Instant)>; 2],
+}
+
+impl Pending {
+    /// Where try `t` is in `current`.
+    fn find(&self, t: Try) -> Option<usize> {
+        self.current.iter().position(|c| c.is_some_and(|c| c.0 == t))
+    }
+
+    fn in_flight(&self) -> usize {
+        self.current.iter().flatten().count()
+    }
 }
 
 /// One receive thread's state.
@@ -171,8 +182,8 @@ struct Loop {
     batch: sys::RecvBatch,
     /// Room for the keys of the query being answered.
     scratch: Scratch,
-    /// Slots whose queued upstream query the kernel refused.
-    failed: Vec<u32>,
+    /// Tries (with their slots) whose queued upstream query the kernel refused.
+    failed: Vec<(u32, Try)>,
     /// Whether the client socket is in the epoll set: only while misses are
     /// in flight and the socket has run dry. In the set, every answer sent
     /// walks the socket's wait queue (`sock_wfree` → a write-space wake-up,
@@ -192,10 +203,11 @@ struct Loop {
     /// Set when the gateway stops; the socket's read side is shut then too.
     stop: Arc<AtomicBool>,
     /// When the clients of misses with an expired answer to fall back on
-    /// stop waiting (serve-stale), in order, with their slots. At most one
-    /// per pending miss once finished ones are swept out: bounded by
-    /// [`MAX_MISS_TASKS`].
-    stale_due: VecDeque<(Instant, u32)>,
+    /// stop waiting (serve-stale), with their slots; unordered (a reload
+    /// may change the wait), and short: only expired names whose upstream
+    /// is slow are here. At most one per pending miss once finished ones are
+    /// swept out: bounded by [`MAX_MISS_TASKS`].
+    stale_due: Vec<(Instant, u32)>,
 }
 
 /// Serves one UDP socket on the calling thread until `stop` is set.
@@ -229,7 +241,7 @@ pub fn receive_loop(
         held: 0,
         timeout: Some(Duration::ZERO),
         stop,
-        stale_due: VecDeque::new(),
+        stale_due: Vec::new(),
     };
     let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
     // Whether the last receive took a full batch: more are likely queued behind it.
@@ -250,7 +262,7 @@ pub fn receive_loop(
         } else {
             let now = Instant::now();
             let mut timeout = r.mux.next_deadline(now).unwrap_or(SWEEP_EVERY);
-            if let Some(&(due, _)) = r.stale_due.front() {
+            if let Some(due) = r.stale_due.iter().map(|d| d.0).min() {
                 timeout = timeout.min(due.saturating_duration_since(now));
             }
             // While batches come in full, the socket stays out of the set
@@ -392,7 +404,7 @@ impl Loop {
                 if let Some(due) = led.stale_deadline() {
                     self.stale_due_push(due, slot);
                 }
-                self.pending[slot as usize] = Some(Pending { led, peer, current: None });
+                self.pending[slot as usize] = Some(Pending { led, peer, current: [None; 2] });
                 self.next_try(slot);
             }
             Begin::Wait(miss, rx) => {
@@ -416,24 +428,32 @@ impl Loop {
             let pending = &self.pending;
             self.stale_due.retain(|&(t, s)| stale_waits(pending, s, t));
         }
-        self.stale_due.push_back((due, slot));
+        self.stale_due.push((due, slot));
     }
 
-    /// Sends slot's miss to the next server in its order, or ends it when none is left.
+    /// Sends slot's miss to the next servers in its order, as many as it
+    /// should have in flight; ends it when none is in flight and none is left.
     fn next_try(&mut self, slot: u32) {
         let Some(p) = self.pending.get_mut(slot as usize).and_then(Option::as_mut) else { return };
         let timeout = p.led.timeout();
+        let mut in_flight = p.in_flight();
         let (group, failover, query) = p.led.next_try();
         let started = Instant::now();
-        while let Some(idx) = failover.next(group) {
+        while in_flight < failover.width() {
+            let Some(idx) = failover.next(group) else { break };
             if let Some(t) = self.mux.send(&group.servers[idx], query, slot, started, timeout) {
-                p.current = Some((t, idx, started));
-                return;
+                if let Some(free) = p.current.iter_mut().find(|c| c.is_none()) {
+                    *free = Some((t, idx, started));
+                }
+                in_flight += 1;
+                continue;
             }
             let _ = failover.record(group, idx, Err(TryError::Io), started);
         }
-        let reply = p.led.fallback();
-        self.finish(slot, reply);
+        if in_flight == 0 {
+            let reply = p.led.fallback();
+            self.finish(slot, reply);
+        }
     }
 
     /// Reads every datagram waiting on an upstream port.
@@ -443,9 +463,9 @@ impl Loop {
                 Recv::Empty => return,
                 Recv::Stray => {}
                 Recv::Reply { slot, t, reply } => self.reply(slot, t, reply),
-                Recv::Failed(slots) => {
-                    for slot in slots {
-                        self.try_failed(slot, TryError::Io);
+                Recv::Failed(ended) => {
+                    for (slot, t) in ended {
+                        self.try_failed(slot, t, TryError::Io);
                     }
                     return;
                 }
@@ -456,7 +476,8 @@ impl Loop {
     /// A reply carrying the ID of slot's try `t`: checked, then accepted or ignored.
     fn reply(&mut self, slot: u32, t: Try, reply: Vec<u8>) {
         let Some(p) = self.pending.get_mut(slot as usize).and_then(Option::as_mut) else { return };
-        let Some((current, idx, started)) = p.current.filter(|c| c.0 == t) else { return };
+        let Some(k) = p.find(t) else { return };
+        let Some((current, idx, started)) = p.current[k] else { return };
         let group = p.led.group();
         let fits = p.led.query().is_some_and(|q| upstream::is_reply_to(&reply, header::id(&reply), &q));
         if !fits {
@@ -464,42 +485,55 @@ impl Loop {
             return;
         }
         self.mux.end(current);
-        p.current = None;
+        p.current[k] = None;
         // Truncated: the executor retries over TCP. With its queue full, the
         // truncated answer goes to the client, which retries over TCP itself.
         if header::flags(&reply) & flags::TC != 0 && !self.jobs.is_full() {
             if let Some(p) = self.pending[slot as usize].take() {
                 self.free.push(slot);
+                self.end_tries(&p);
                 let _ = self.jobs.try_send(Job::Truncated(p.led, idx, p.peer));
             }
             return;
         }
         match p.led.record(idx, Ok(reply), started) {
             Some(done) => self.finish(slot, Some(done)),
+            // An error reply: the other try in flight may do better, else the next server.
             None => self.next_try(slot),
         }
     }
 
-    /// Slot's try ended without a reply: the next server, or the end.
-    fn try_failed(&mut self, slot: u32, e: TryError) {
+    /// Ends the tries a finished miss still has in flight (the slower of a parallel pair).
+    fn end_tries(&mut self, p: &Pending) {
+        for &(t, idx, started) in p.current.iter().flatten() {
+            self.mux.end(t);
+            p.led.lost(idx, started);
+        }
+    }
+
+    /// Slot's try `t` ended without a reply: the other in flight, the next server, or the end.
+    fn try_failed(&mut self, slot: u32, t: Try, e: TryError) {
         let Some(p) = self.pending.get_mut(slot as usize).and_then(Option::as_mut) else { return };
-        let Some((_, idx, started)) = p.current.take() else { return };
+        let Some(k) = p.find(t) else { return };
+        let Some((_, idx, started)) = p.current[k].take() else { return };
         let _ = p.led.record(idx, Err(e), started);
         self.next_try(slot);
     }
 
     fn expire(&mut self) {
         let now = Instant::now();
-        while let Some(slot) = self.mux.expired(now) {
-            self.try_failed(slot, TryError::Timeout);
+        while let Some((slot, t)) = self.mux.expired(now) {
+            self.try_failed(slot, t, TryError::Timeout);
         }
         // Clients that waited long enough get the expired answer; their
         // misses go on refreshing the cache.
-        while let Some(&(due, slot)) = self.stale_due.front() {
+        let mut i = 0;
+        while let Some(&(due, slot)) = self.stale_due.get(i) {
             if due > now {
-                break;
+                i += 1;
+                continue;
             }
-            self.stale_due.pop_front();
+            self.stale_due.swap_remove(i);
             if !stale_waits(&self.pending, slot, due) {
                 continue;
             }
@@ -519,6 +553,7 @@ impl Loop {
     fn finish(&mut self, slot: u32, reply: Option<(Vec<u8>, SocketAddr)>) {
         let Some(p) = self.pending.get_mut(slot as usize).and_then(Option::take) else { return };
         self.free.push(slot);
+        self.end_tries(&p);
         if self.out.len == BATCH {
             self.flush_replies();
         }
@@ -550,8 +585,8 @@ impl Loop {
         while self.mux.queued() > 0 {
             self.mux.flush(&mut self.failed);
             // Refused: the next server's try is queued, or the miss ends.
-            while let Some(slot) = self.failed.pop() {
-                self.try_failed(slot, TryError::Io);
+            while let Some((slot, t)) = self.failed.pop() {
+                self.try_failed(slot, t, TryError::Io);
             }
         }
         self.flush_replies();

@@ -29,7 +29,7 @@ pub mod resolv;
 
 use std::cell::RefCell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -75,6 +75,9 @@ pub struct Server {
     pub latency_us: AtomicU64,
     /// Down after failures in a row: skipped but for a probe now and then.
     pub health: health::Health,
+    /// Recent reply time, µs (a moving average; 0: not known yet). A try
+    /// that gets nothing doubles it. `parallel` asks the two lowest.
+    pub rtt_us: AtomicU32,
     /// Connected sockets between tries (see the module notes).
     idle: Mutex<Vec<IdleSocket>>,
 }
@@ -90,6 +93,7 @@ impl Server {
             mismatched: AtomicU64::new(0),
             latency_us: AtomicU64::new(0),
             health: health::Health::default(),
+            rtt_us: AtomicU32::new(0),
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -144,6 +148,9 @@ pub enum Strategy {
     Failover,
     /// One at random, then the rest in order: spreads the load.
     Random,
+    /// The two with the lowest recent reply time at once; the first good
+    /// answer wins (Blocky's `parallel_best`). Then the rest one by one.
+    Parallel,
 }
 
 impl Strategy {
@@ -152,6 +159,7 @@ impl Strategy {
         match name {
             "failover" => Some(Strategy::Failover),
             "random" => Some(Strategy::Random),
+            "parallel" => Some(Strategy::Parallel),
             _ => None,
         }
     }
@@ -195,30 +203,62 @@ impl Group {
         mut truncated: Option<usize>,
     ) -> Option<(Vec<u8>, SocketAddr)> {
         loop {
-            let (idx, over_tcp) = match truncated.take() {
-                Some(idx) => (idx, true),
-                None => match failover.next(self) {
-                    Some(idx) => (idx, false),
-                    None => return failover.fallback(),
-                },
-            };
-            let server = &self.servers[idx];
-            let query = build_query(q, random_id());
             let started = Instant::now();
-            let mut reply = if over_tcp {
-                try_tcp(server, &query, q, timeout).await
-            } else {
-                try_udp(server, &query, q, timeout).await
-            };
-            if let Ok(r) = &reply
-                && header::flags(r) & flags::TC != 0
-                && !over_tcp
-            {
-                reply = try_tcp(server, &query, q, timeout).await;
+            if let Some(idx) = truncated.take() {
+                let reply = self.try_server(idx, q, timeout, true).await;
+                if let Some(done) = failover.record(self, idx, reply, started) {
+                    return Some(done);
+                }
+                continue;
             }
-            if let Some(done) = failover.record(self, idx, reply, started) {
+            let Some(a) = failover.next(self) else { return failover.fallback() };
+            let Some(b) = (failover.width() > 1).then(|| failover.next(self)).flatten() else {
+                let reply = self.try_server(a, q, timeout, false).await;
+                if let Some(done) = failover.record(self, a, reply, started) {
+                    return Some(done);
+                }
+                continue;
+            };
+            // `parallel`: both at once; the first good answer wins and the
+            // other try is dropped, an error answer waits for the other.
+            let mut fa = std::pin::pin!(self.try_server(a, q, timeout, false));
+            let mut fb = std::pin::pin!(self.try_server(b, q, timeout, false));
+            let (first, reply) = std::future::poll_fn(|cx| {
+                if let std::task::Poll::Ready(r) = fa.as_mut().poll(cx) {
+                    return std::task::Poll::Ready((a, r));
+                }
+                fb.as_mut().poll(cx).map(|r| (b, r))
+            })
+            .await;
+            if let Some(done) = failover.record(self, first, reply, started) {
+                failover.lost(self, if first == a { b } else { a }, started);
                 return Some(done);
             }
+            let (second, reply) = if first == a { (b, fb.await) } else { (a, fa.await) };
+            if let Some(done) = failover.record(self, second, reply, started) {
+                return Some(done);
+            }
+        }
+    }
+
+    /// One try of server `idx` (over TCP at once if `over_tcp`, else UDP
+    /// and TCP when the reply is truncated).
+    async fn try_server(
+        &self,
+        idx: usize,
+        q: &Query<'_>,
+        timeout: Duration,
+        over_tcp: bool,
+    ) -> Result<Vec<u8>, TryError> {
+        let server = &self.servers[idx];
+        let query = build_query(q, random_id());
+        if over_tcp {
+            return try_tcp(server, &query, q, timeout).await;
+        }
+        let reply = try_udp(server, &query, q, timeout).await;
+        match &reply {
+            Ok(r) if header::flags(r) & flags::TC != 0 => try_tcp(server, &query, q, timeout).await,
+            _ => reply,
         }
     }
 
@@ -226,10 +266,10 @@ impl Group {
     pub fn failover(&self) -> Failover {
         let n = self.servers.len().max(1);
         let first = match self.strategy {
-            Strategy::Failover => self.preferred.load(Relaxed) % n,
+            Strategy::Failover | Strategy::Parallel => self.preferred.load(Relaxed) % n,
             Strategy::Random => (random_id() as usize) % n,
         };
-        Failover { first, tried: 0, any_up: false, fallback: None }
+        Failover { first, tried: 0, any_up: false, parallel: self.strategy == Strategy::Parallel, fallback: None }
     }
 }
 
@@ -248,25 +288,46 @@ pub struct Failover {
     tried: u64,
     /// A server that was not down has been tried: down ones are then left out.
     any_up: bool,
+    /// `parallel`: the first two servers are the fastest, and tried at once.
+    parallel: bool,
     fallback: Option<(Vec<u8>, SocketAddr)>,
 }
 
 impl Failover {
+    /// How many tries to keep in flight: two while a `parallel`
+    /// resolution starts, else one.
+    pub fn width(&self) -> usize {
+        if self.parallel && self.tried.count_ones() < 2 { 2 } else { 1 }
+    }
+
     /// The next server to try, or `None` when every one worth a try has been.
     pub fn next(&mut self, group: &Group) -> Option<usize> {
         let n = group.servers.len().min(MAX_SERVERS);
-        let untried = (0..n).map(|k| (self.first + k) % n).filter(|&i| self.tried & 1 << i == 0);
+        let (tried, first) = (self.tried, self.first);
+        let untried = move || (0..n).map(move |k| (first + k) % n).filter(move |&i| tried & 1 << i == 0);
         let mut pick = None;
-        for i in untried {
-            if group.servers[i].health.try_now() {
-                self.any_up = true;
-                pick = Some(i);
-                break;
-            }
-            // Down: tried only when every server is (none up was tried, none is left).
-            if pick.is_none() && !self.any_up && group.servers.iter().all(|s| s.health.is_down()) {
-                pick = Some(i);
-                break;
+        if self.parallel && tried.count_ones() < 2 {
+            // The fastest of those up (ties keep the failover order): a
+            // scan, where a sort's code was most of this feature's bytes.
+            pick = untried()
+                .filter(|&i| !group.servers[i].health.is_down())
+                .enumerate()
+                .min_by_key(|&(place, i)| (group.servers[i].rtt_us.load(Relaxed), place))
+                .map(|(_, i)| i);
+            self.any_up |= pick.is_some();
+        }
+        if pick.is_none() {
+            for i in untried() {
+                if group.servers[i].health.try_now() {
+                    self.any_up = true;
+                    pick = Some(i);
+                    break;
+                }
+                // Down: tried only when every server is (none up was tried).
+                if !self.any_up && group.servers.iter().all(|s| s.health.is_down()) {
+                    pick = Some(i);
+                    break;
+                }
             }
         }
         let i = pick?;
@@ -289,7 +350,11 @@ impl Failover {
             Ok(r) => {
                 server.answers.fetch_add(1, Relaxed);
                 server.health.answered();
-                server.latency_us.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+                let took = started.elapsed().as_micros() as u64;
+                server.latency_us.fetch_add(took, Relaxed);
+                let rtt = server.rtt_us.load(Relaxed);
+                let took = took.min(u32::MAX as u64) as u32;
+                server.rtt_us.store(if rtt == 0 { took } else { rtt - rtt / 8 + took / 8 }, Relaxed);
                 let rc = header::rcode(&r);
                 if rc == rcode::SERVFAIL || rc == rcode::REFUSED || rc == rcode::NOTIMP {
                     self.fallback = Some((r, server.addr));
@@ -304,10 +369,22 @@ impl Failover {
             Err(TryError::Io) => server.errors.fetch_add(1, Relaxed),
         };
         server.health.failed();
+        let rtt = server.rtt_us.load(Relaxed);
+        server.rtt_us.store(rtt.saturating_mul(2).max(started.elapsed().as_micros() as u32), Relaxed);
         if idx == self.first && n > 1 {
             group.preferred.store((idx + 1) % n, Relaxed);
         }
         None
+    }
+
+    /// Server `idx`'s try, begun at `started`, was dropped because another
+    /// answered first: it is at least that slow, so `parallel` ranks it behind.
+    pub fn lost(&self, group: &Group, idx: usize, started: Instant) {
+        let server = &group.servers[idx];
+        let took = started.elapsed().as_micros().min(u32::MAX as u128) as u32 + 1;
+        if server.rtt_us.load(Relaxed) < took {
+            server.rtt_us.store(took, Relaxed);
+        }
     }
 
     /// The best error reply seen, once every server has been tried.

@@ -68,8 +68,8 @@ pub enum Recv {
     Stray,
     /// Nothing (more) to read.
     Empty,
-    /// The port failed; these slots' tries ended with an error.
-    Failed(Vec<u32>),
+    /// The port failed; these tries (with their slots) ended with an error.
+    Failed(Vec<(u32, Try)>),
 }
 
 /// A query waiting for [`Mux::flush`]: its try and where its bytes are in `Mux::queued_bytes`.
@@ -206,9 +206,9 @@ impl Mux {
 
     /// Sends every queued query, one `sendmmsg` per port. A query the
     /// kernel refuses ends its try, the port takes no new ones (the error
-    /// is likely an ICMP report about its server), and its slot is pushed
-    /// to `failed`.
-    pub fn flush(&mut self, failed: &mut Vec<u32>) {
+    /// is likely an ICMP report about its server), and it is pushed to
+    /// `failed` with its slot.
+    pub fn flush(&mut self, failed: &mut Vec<(u32, Try)>) {
         let mut queued = std::mem::take(&mut self.queued);
         // A try that ended since it was queued (its port failed) sends nothing.
         queued.retain(|q| self.tries.contains_key(&(q.t.port, q.t.id)));
@@ -246,14 +246,14 @@ impl Mux {
         crate::sys::sendmmsg(&p.sock, bytes, None, SendFlags::DONTWAIT)
     }
 
-    /// Ends try `t`, whose query the kernel refused, and reports its slot.
-    fn refused(&mut self, t: Try, failed: &mut Vec<u32>) {
+    /// Ends try `t`, whose query the kernel refused, and reports it.
+    fn refused(&mut self, t: Try, failed: &mut Vec<(u32, Try)>) {
         let Some(&(slot, _)) = self.tries.get(&(t.port, t.id)) else { return };
         if let Some(p) = self.ports.get_mut(t.port as usize).and_then(Option::as_mut) {
             p.current = false;
         }
         self.end(t);
-        failed.push(slot);
+        failed.push((slot, t));
     }
 
     /// The next datagram from port `port` (an epoll token). Call it until
@@ -298,8 +298,8 @@ impl Mux {
         }
     }
 
-    /// The slot of a try whose deadline passed by `now`, ended; `None` when there is none.
-    pub fn expired(&mut self, now: Instant) -> Option<u32> {
+    /// A try whose deadline passed by `now`, ended, with its slot; `None` when there is none.
+    pub fn expired(&mut self, now: Instant) -> Option<(u32, Try)> {
         while let Some(Reverse((at, seq, port, id))) = self.deadlines.peek().copied() {
             if at > now {
                 return None;
@@ -314,7 +314,7 @@ impl Mux {
                     p.current = false;
                 }
                 self.end(Try { port, id });
-                return Some(slot);
+                return Some((slot, Try { port, id }));
             }
         }
         None
@@ -377,7 +377,7 @@ impl Mux {
     }
 
     /// Ends every try on a failed port; returns their slots.
-    fn fail_port(&mut self, port: u32) -> Vec<u32> {
+    fn fail_port(&mut self, port: u32) -> Vec<(u32, Try)> {
         let ended: Vec<(u16, u32)> =
             self.tries.iter().filter(|((p, _), _)| *p == port).map(|(&(_, id), &(slot, _))| (id, slot)).collect();
         if let Some(p) = self.ports.get_mut(port as usize).and_then(Option::as_mut) {
@@ -387,7 +387,7 @@ impl Mux {
             self.end(Try { port, id });
         }
         self.close_if_done(port);
-        ended.into_iter().map(|(_, slot)| slot).collect()
+        ended.into_iter().map(|(id, slot)| (slot, Try { port, id })).collect()
     }
 
     fn close_if_done(&mut self, port: u32) {
@@ -512,8 +512,8 @@ mod tests {
         assert!(mux.next_deadline(Instant::now()).unwrap() <= Duration::from_millis(20));
         assert_eq!(mux.expired(Instant::now()), None);
         let later = Instant::now() + Duration::from_millis(50);
-        assert_eq!(mux.expired(later), Some(3));
-        assert_eq!(mux.expired(later), Some(7));
+        assert_eq!(mux.expired(later).map(|e| e.0), Some(3));
+        assert_eq!(mux.expired(later).map(|e| e.0), Some(7));
         assert_eq!(mux.expired(later), None);
         assert_eq!(mux.in_flight(), 0);
         for slot in 0..8 {
@@ -533,7 +533,7 @@ mod tests {
         let n = mux.wait(&mut events, Duration::from_secs(2));
         assert_eq!(n, 1, "ICMP port unreachable wakes the wait");
         match mux.recv(events[0].data.u64()) {
-            Recv::Failed(slots) => assert_eq!(slots, vec![1]),
+            Recv::Failed(ended) => assert_eq!(ended.iter().map(|e| e.0).collect::<Vec<_>>(), vec![1]),
             other => panic!("{other:?}"),
         }
         assert_eq!(mux.in_flight(), 0);
@@ -555,7 +555,11 @@ mod tests {
         let t3 = mux.send(&server, &mut q, 3, Instant::now(), Duration::from_secs(5)).unwrap();
         assert_eq!((t2.port, t3.port), (0, 0), "the same port, so one sendmmsg");
         mux.flush(&mut failed);
-        assert_eq!(failed, vec![2], "the first of the run took the error; the second went");
+        assert_eq!(
+            failed.iter().map(|f| f.0).collect::<Vec<_>>(),
+            vec![2],
+            "the first of the run took the error; the second went"
+        );
         assert_eq!(mux.in_flight(), 2);
         assert!(!mux.ports[0].as_ref().unwrap().current, "the port takes no new tries");
     }
