@@ -2,13 +2,23 @@
 """Soak: a realistic mix at a fixed rate for a set time, query log on, a list
 refresh half-way, RSS sampled every second. Fails unless the server's own
 counters account for everything sent, no query failed, every log entry is
-written or counted, and RSS stays bounded. Run through bench/soak.sh."""
+written or counted, and RSS stays bounded. Run through bench/soak.sh.
+
+--wan-outage MIN: the upstream answers with TTL 30 s and is stopped
+(SIGSTOP, as a dead WAN: queries go out, nothing comes back) for MIN minutes
+after the warm-up. Then it fails unless every name cached before the outage
+keeps resolving through it (a checker asks 100 of them every second), names
+never seen get SERVFAIL within the upstream timeout, and, once the upstream
+is back, the count of stale answers stops growing (the last 15 s of at
+least a minute's recovery add none). Queries failed or turned away during
+the outage are then expected: they are the names nobody could know."""
 import argparse
 import http.server
 import json
 import os
 import platform
 import random
+import signal
 import socket
 import struct
 import subprocess
@@ -104,6 +114,50 @@ def dnsperf_result(proc):
     return r
 
 
+def rcode_of(port, name, qid, wait):
+    """RCODE of the answer to `name` (A), -1 if none came within `wait` s; and how long it took."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(wait)
+    q = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    for label in name.split("."):
+        q += bytes([len(label)]) + label.encode()
+    q += b"\x00\x00\x01\x00\x01"
+    t = time.monotonic()
+    try:
+        s.sendto(q, ("127.0.0.1", port))
+        while True:
+            r = s.recv(4096)
+            if r[:2] == q[:2]:
+                return r[3] & 0x0F, time.monotonic() - t
+    except OSError:
+        return -1, time.monotonic() - t
+    finally:
+        s.close()
+
+
+def outage_checker(port, cached, stop, out):
+    """During the outage: 100 names cached before it, each once a second, must
+    answer NOERROR; one never-seen name a second must fail within 2.5 s."""
+    qid = 0
+    while not stop.is_set():
+        t0 = time.monotonic()
+        for name in cached:
+            qid = (qid + 1) % 65536
+            rc, _ = rcode_of(port, name, qid, 3.0)
+            out["cached_asked"] += 1
+            if rc != 0:
+                out["cached_failed"].append((name, rc))
+        qid = (qid + 1) % 65536
+        rc, took = rcode_of(port, f"never{qid}.outage.example", qid, 5.0)
+        out["new_asked"] += 1
+        if stop.is_set():
+            break  # the upstream may be back: this one says nothing about the outage
+        out["new_slowest"] = max(out["new_slowest"], took)
+        if rc == 0:
+            out["new_answered"] += 1
+        stop.wait(max(0.0, 1.0 - (time.monotonic() - t0)))
+
+
 def stats(hydradns, conf):
     out = subprocess.run([hydradns, "stats", "-c", conf, "--json"], capture_output=True, check=True, text=True)
     return json.loads(out.stdout)
@@ -117,10 +171,14 @@ def main():
     ap.add_argument("--qps", type=int, default=5000, help="UDP queries per second")
     ap.add_argument("--tcp-qps", type=int, default=200)
     ap.add_argument("--junk-qps", type=int, default=100)
+    ap.add_argument("--wan-outage", type=float, default=0, metavar="MIN",
+                    help="stop the upstream for MIN minutes after the warm-up")
     ap.add_argument("--out")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
-    secs = max(2 * WARM_UP, int(args.minutes * 60))
+    outage = int(args.wan_outage * 60)
+    # An outage needs a warm-up before it and a minute of recovery after.
+    secs = max(2 * WARM_UP, int(args.minutes * 60), WARM_UP + outage + 60 if outage else 0)
     work = tempfile.mkdtemp(prefix="hydradns-soak-")
     logdir = tempfile.mkdtemp(prefix="hydradns-soak-log-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     rng = random.Random(20261130)
@@ -145,8 +203,9 @@ def main():
     threading.Thread(target=web.serve_forever, daemon=True).start()
 
     upstream_port = free_port()
+    # With an outage, answers live 30 s, so cached names expire during it.
     upstream = subprocess.Popen(["taskset", "-c", "1", os.path.join(args.bin, "examples", "bench-upstream"),
-                                 f"127.0.0.1:{upstream_port}"])
+                                 f"127.0.0.1:{upstream_port}"] + (["30"] if outage else []))
     port = free_port()
     conf = os.path.join(work, "soak.conf")
     with open(conf, "w") as f:
@@ -196,7 +255,8 @@ config querylog 'querylog'
     samples = []
     try:
         first_answer(port, True, time.monotonic() + 60)
-        time.sleep(1)
+        # The start-up probes' log entries are committed within a batch interval (1 s).
+        time.sleep(2)
         drops0 = kernel_udp_drops()
         # Counted from here: the start-up probes are not part of the load.
         st0 = stats(args.hydradns, conf)
@@ -209,8 +269,30 @@ config querylog 'querylog'
         t0 = time.monotonic()
         cpu0 = proc_cpu(gw.pid)
         refreshed = None
+        phase = "before"
+        check = {"pre_asked": 0, "cached_asked": 0, "cached_failed": [], "new_asked": 0, "new_answered": 0,
+                 "new_slowest": 0.0}
+        check_stop = threading.Event()
+        stale_trace = []  # (seconds since the upstream came back, stale answers so far)
         while udp_load.poll() is None or tcp_load.poll() is None:
             now = time.monotonic() - t0
+            if outage and phase == "before" and now >= WARM_UP:
+                # Names asked just now, while the upstream answers: cached.
+                cached = hits[:100]
+                for i, name in enumerate(cached):
+                    rcode_of(port, name, 60000 + i, 3.0)
+                check["pre_asked"] = len(cached)
+                st_in = stats(args.hydradns, conf)
+                os.kill(upstream.pid, signal.SIGSTOP)
+                threading.Thread(target=outage_checker, args=(port, cached, check_stop, check), daemon=True).start()
+                phase, outage_at = "out", now
+            elif phase == "out" and now >= outage_at + outage:
+                check_stop.set()
+                os.kill(upstream.pid, signal.SIGCONT)
+                phase, back_at = "back", now
+                st_out = stats(args.hydradns, conf)
+            if phase == "back":
+                stale_trace.append((now - back_at, stats(args.hydradns, conf)["counters"]["stale_served"]))
             if now > secs + 60:
                 udp_load.kill()
                 tcp_load.kill()
@@ -236,20 +318,37 @@ config querylog 'querylog'
     finally:
         gw.terminate()
         gw.wait(10)
+        if outage:
+            os.kill(upstream.pid, signal.SIGCONT)
         upstream.terminate()
         web.shutdown()
         log.close()
 
     c = {k: v - st0["counters"].get(k, 0) for k, v in st["counters"].items() if isinstance(v, int)}
     ql = {k: st["querylog"][k] - st0["querylog"][k] for k in ("written", "dropped", "lost")}
-    sent = udp_r["sent"] + tcp_r["sent"] + junk[0]
+    sent = udp_r["sent"] + tcp_r["sent"] + junk[0] + (check["pre_asked"] + check["cached_asked"] + check["new_asked"] if outage else 0)
     seen = st["queries"] - st0["queries"]
     problems = []
     unseen = sent - seen
     if unseen > drops or unseen < 0:
         problems.append(f"sent {sent}, the server saw {seen} and the kernel dropped {drops}")
-    if c["failed"] or c["overloaded"]:
+    if (c["failed"] or c["overloaded"]) and not outage:
         problems.append(f"engine errors: failed {c['failed']}, overloaded {c['overloaded']}")
+    if outage:
+        if phase != "back":
+            problems.append("the outage did not run to its end")
+        else:
+            if check["cached_failed"]:
+                problems.append(f"{len(check['cached_failed'])} of {check['cached_asked']} answers for names cached "
+                                f"before the outage were not NOERROR: {check['cached_failed'][:5]}")
+            if check["new_answered"] or check["new_slowest"] > 2.5:
+                problems.append(f"never-seen names during the outage: {check['new_answered']} answered, slowest "
+                                f"failure {check['new_slowest']:.2f} s (expected SERVFAIL within the 2 s timeout)")
+            late = [v for t, v in stale_trace if t >= stale_trace[-1][0] - 15]
+            if stale_trace[-1][0] < 45 or late[-1] != late[0]:
+                problems.append(f"stale answers still growing after the upstream came back: {stale_trace[-16:]}")
+            if st_out["counters"]["stale_served"] - st0["counters"].get("stale_served", 0) == 0:
+                problems.append("no stale answer was served during the outage")
     answered = seen - c["dropped"]
     logged = ql["written"] + ql["dropped"] + ql["lost"]
     if logged != answered:
@@ -275,7 +374,8 @@ config querylog 'querylog'
                                            f"(kernel receive-buffer drops: {drops})"),
         ("answered by kind", f"blocked {c['blocked']:,}, cached {c['cached']:,}, forwarded {c['forwarded']:,}, "
                              f"FORMERR {c['formerr']:,}, NOTIMP {c['notimp']:,}, dropped unanswered {c['dropped']:,}"),
-        ("engine errors (failed / overloaded)", f"{c['failed']} / {c['overloaded']}"),
+        ("engine errors (failed / overloaded)", f"{c['failed']} / {c['overloaded']}"
+                                                + (" (misses while the upstream was down)" if outage else "")),
         ("lost by dnsperf (UDP / TCP)", f"{udp_r['lost']} / {tcp_r['lost']}"),
         ("query log written / dropped / lost", f"{ql['written']:,} / {ql['dropped']:,} / {ql['lost']:,}"),
         ("CPU", f"{cpu / run_secs * 100:.1f} % of one core ({cpu / max(seen, 1) * 1e6:.1f} µs per query)"),
@@ -286,10 +386,27 @@ config querylog 'querylog'
                                                     (samples[:third], samples[third:-third], samples[-third:]))
          + " MiB"),
     ]
+    if outage and phase == "back":
+        stale_during = st_out["counters"]["stale_served"] - st0["counters"].get("stale_served", 0)
+        rows += [
+            ("WAN outage", f"upstream stopped {outage_at:.0f}–{back_at:.0f} s; answers TTL 30 s"),
+            ("query log dropped before / during / after it",
+             " / ".join(f"{b - a:,}" for a, b in zip(
+                 [st0["querylog"]["dropped"], st_in["querylog"]["dropped"], st_out["querylog"]["dropped"]],
+                 [st_in["querylog"]["dropped"], st_out["querylog"]["dropped"], st["querylog"]["dropped"]]))),
+            ("names cached before it, asked during it", f"{check['cached_asked']:,}, all NOERROR"
+             if not check["cached_failed"] else f"{check['cached_asked']:,}, {len(check['cached_failed'])} failed"),
+            ("never-seen names during it", f"{check['new_asked']} asked, {check['new_answered']} answered, slowest "
+                                           f"SERVFAIL {check['new_slowest']:.2f} s"),
+            ("stale answers during it / in the recovery", f"{stale_during:,} / "
+             f"{stale_trace[-1][1] - st_out['counters']['stale_served']:,}, none in its last 15 s"
+             if stale_trace and stale_trace[-1][0] >= 45 else ""),
+        ]
     per_min = {}
     for t, r in samples:
         per_min.setdefault(int(t // 60), []).append(r)
-    text = [f"Soak, {time.strftime('%Y-%m-%d')}, {machine()}, `bench/soak.sh --minutes {args.minutes:g}`", "",
+    flags = f" --wan-outage {args.wan_outage:g}" if outage else ""
+    text = [f"Soak, {time.strftime('%Y-%m-%d')}, {machine()}, `bench/soak.sh --minutes {args.minutes:g}{flags}`", "",
             "| figure | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
     text += ["", "RSS per minute (MiB, min–max): " + ", ".join(
         f"{m}: {mb(min(v))}–{mb(max(v))}" for m, v in sorted(per_min.items()))]

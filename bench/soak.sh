@@ -5,7 +5,9 @@
 # unless the server's own counters account for every query sent, nothing
 # failed, every log entry is written or counted and RSS stays bounded.
 # Writes docs/soak.md (--quick: two minutes, proves the harness, writes nothing).
-#   bench/soak.sh [--quick] [--minutes N] [--qps N] [--tcp-qps N] [--junk-qps N]
+# --wan-outage MIN stops the upstream for MIN minutes after the first and
+# checks that cached names keep resolving (serve-stale) and recover after.
+#   bench/soak.sh [--quick] [--minutes N] [--qps N] [--tcp-qps N] [--junk-qps N] [--wan-outage MIN]
 #   (default 10 minutes at 5,000 UDP QPS)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -4,7 +4,10 @@
 //! per packet, so it stays a small fraction of a core at the rates the
 //! benchmark forwards; bench/redline.py checks that from /proc.
 //!
-//!     cargo run --release --example bench-upstream -- 127.0.0.1:5399
+//!     cargo run --release --example bench-upstream -- 127.0.0.1:5399 [TTL | real]
+//!
+//! TTL: every answer's, in seconds. `real`: each name gets one of the TTLs
+//! common on the Internet (30 s, 1, 5, 10 min, 1 h, 1 d), fixed per name.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::UdpSocket;
@@ -22,6 +25,9 @@ fn question_end(msg: &[u8]) -> Option<usize> {
 
 fn main() {
     let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:5399".into());
+    let ttl = std::env::args().nth(2);
+    let real = ttl.as_deref() == Some("real");
+    let fixed: u32 = ttl.filter(|t| t != "real").map_or(86_400, |t| t.parse().expect("TTL: seconds or 'real'"));
     let sock = UdpSocket::bind(&addr).expect("bind");
     let mut buf = [0u8; 4096];
     loop {
@@ -38,7 +44,9 @@ fn main() {
             let h = buf[12..end - 4]
                 .iter()
                 .fold(0x811c_9dc5_u32, |h, &b| (h ^ u32::from(b.to_ascii_lowercase())).wrapping_mul(0x0100_0193));
-            let rr = [0xc0, 12, 0, 1, 0, 1, 0, 1, 0x51, 0x80, 0, 4, 198, 18, (h >> 8) as u8, h as u8];
+            const REAL: [u32; 6] = [30, 60, 300, 600, 3600, 86_400];
+            let t = if real { REAL[(h >> 16) as usize % REAL.len()] } else { fixed }.to_be_bytes();
+            let rr = [0xc0, 12, 0, 1, 0, 1, t[0], t[1], t[2], t[3], 0, 4, 198, 18, (h >> 8) as u8, h as u8];
             buf[end..end + rr.len()].copy_from_slice(&rr);
             len += rr.len();
         }
