@@ -21,7 +21,9 @@ fuzz_target!(|msg: &[u8]| {
             Step::Drop => continue,
             Step::Reply => {}
             // No network here: take the path an overloaded server takes.
-            Step::Resolve(miss) => engine.refuse_miss(&miss, &mut out, &stats),
+            Step::Resolve(miss) => assert!(engine.refuse_miss(&miss, &mut out, &stats), "a client's miss is answered"),
+            // The answer (stale or cached) is written already; the refresh answers no one.
+            Step::Refresh(miss) => assert!(!engine.refuse_miss(&miss, &mut Vec::new(), &stats)),
         }
         assert!(out.len() >= wire::HEADER_LEN, "an answer shorter than a header");
         assert_eq!(out[..2], msg[..2], "the answer carries the query's ID");
