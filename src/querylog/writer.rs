@@ -251,8 +251,6 @@ impl Writer {
         // When the oldest entry waiting was first seen.
         let mut first_seen: Option<Instant> = None;
         let mut last_housekeeping = Instant::now();
-        // Whether the last wake-up wrote entries: more are likely on the way.
-        let mut busy = false;
         loop {
             let closed = rx.is_closed();
             let due = first_seen.is_some_and(|t| t.elapsed() >= self.cfg.batch_interval);
@@ -269,7 +267,6 @@ impl Writer {
                 first_seen = None;
                 wrote = true;
             }
-            busy = wrote || (busy && !rx.is_empty());
             if closed && rx.is_empty() {
                 break;
             }
@@ -278,27 +275,17 @@ impl Writer {
                 last_housekeeping = Instant::now();
             }
             let until_housekeeping = HOUSEKEEPING.saturating_sub(last_housekeeping.elapsed());
-            if rx.is_empty() && busy {
-                // Entries arriving now wait at most one interval from here.
-                let since = Instant::now();
-                door.arm(Wake::Full);
-                if rx.len() < self.cfg.batch_size && !rx.is_closed() {
-                    door.sleep(self.cfg.batch_interval.min(until_housekeeping));
-                }
-                door.disarm();
-                if !rx.is_empty() {
-                    first_seen = Some(since);
-                }
-                busy = false;
-                continue;
-            }
-            if rx.is_empty() {
+            if rx.is_empty() && !wrote {
+                // Nothing came since the last wake-up: sleep until something does.
+                first_seen = None;
                 door.arm(Wake::Any);
                 // An entry queued before the bell was armed rang nothing.
                 if rx.is_empty() && !rx.is_closed() {
                     door.sleep(until_housekeeping);
                 }
             } else {
+                // A partial batch waits out its interval; right after a write
+                // the next one is expected, and its interval starts now.
                 let seen = *first_seen.get_or_insert_with(Instant::now);
                 door.arm(Wake::Full);
                 if rx.len() < self.cfg.batch_size && !rx.is_closed() {
