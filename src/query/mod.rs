@@ -176,8 +176,8 @@ pub enum Step {
     Drop,
     /// Resolve upstream; the answer comes from [`Engine::resolve`].
     Resolve(Miss),
-    /// Send the answer in the output buffer now (a stale one), then resolve
-    /// the miss to refresh the cache, answering no one.
+    /// Send the answer in the output buffer now (a stale or cached one),
+    /// then resolve the miss to refresh the cache, answering no one.
     Refresh(Miss),
 }
 
@@ -670,21 +670,18 @@ impl Engine {
                 let query = upstream::build_query(&q, 0);
                 Begin::Lead(Led { failover: group.failover(), forward, query, lead, miss })
             }
-            // A refresh already in flight: a stale answer now beats waiting on it.
-            Join::Wait(_) | Join::Full if miss.quiet => Begin::Dropped,
-            Join::Wait(_) | Join::Full if miss.stale.is_some() => {
-                if let Some(s) = &miss.stale {
-                    self.answer_stale(&miss.origin, &q, s, snap, out, stats);
-                }
-                Begin::Answered
-            }
-            Join::Wait(rx) => {
+            Join::Wait(rx) if !miss.quiet && miss.stale.is_none() => {
                 Counters::bump(&stats.coalesced);
                 Begin::Wait(miss, rx)
             }
-            Join::Full => {
-                self.overloaded(&miss.origin, &q, out, stats);
-                Begin::Answered
+            // Too many in flight, or a refresh of this name already is: a
+            // stale answer now beats waiting on it, and a refresh has nothing to do.
+            Join::Wait(_) | Join::Full => {
+                if self.refuse_miss(&miss, out, stats) {
+                    Begin::Answered
+                } else {
+                    Begin::Dropped
+                }
             }
         }
     }

@@ -635,9 +635,8 @@ pub async fn run_jobs(
                     peer
                 }
                 Job::Truncated(led, idx, peer) => {
-                    if !engine.resolve_led(led, Some(idx), &mut out, &stats).await {
-                        out.clear();
-                    }
+                    // Nothing is written when there is nothing to send (a refresh).
+                    engine.resolve_led(led, Some(idx), &mut out, &stats).await;
                     peer
                 }
             };
