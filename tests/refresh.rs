@@ -13,8 +13,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use simple_dns::{Packet, RCODE};
 
-const A: u16 = 1;
-
 /// Extended DNS Error info codes in the answer's OPT (RFC 8914).
 fn ede_codes(raw: &[u8]) -> Vec<u16> {
     let p = Packet::parse(raw).unwrap();
@@ -75,10 +73,7 @@ fn with_no_client_wait_it_answers_stale_at_once_and_refreshes_behind() {
     assert_eq!(ede_codes(&r.raw), vec![3]);
     // The refresh went upstream behind the answer; once it is back the
     // name is fresh again.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while up.seen("ttl1.now.example") < 2 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the refresh", Duration::from_secs(5), || up.seen("ttl1.now.example") >= 2);
     assert_eq!(up.seen("ttl1.now.example"), 2);
     std::thread::sleep(Duration::from_millis(1200));
     up.behaviour.delay_ms.store(0, SeqCst);
@@ -219,19 +214,15 @@ fn a_name_in_use_is_refreshed_once_before_it_expires_and_one_asked_once_is_not()
         let r = udp(gw.addr, name, A);
         assert!(r.answers[0].1 <= 2, "answered from the cache: {r:?}");
     }
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while up.seen("ttl20.popular.example") < 2 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("the prefetch", Duration::from_secs(3), || up.seen("ttl20.popular.example") >= 2);
     assert_eq!(up.seen("ttl20.popular.example"), 2, "one refresh of the name in use");
     // Fresh once the reply is in (the upstream counts the query before it
     // answers), and refreshed once only.
-    let deadline = Instant::now() + Duration::from_secs(2);
     let mut fresh = udp(gw.addr, "ttl20.popular.example", A);
-    while fresh.answers[0].1 < 18 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
+    wait_for("the fresh answer", Duration::from_secs(2), || {
         fresh = udp(gw.addr, "ttl20.popular.example", A);
-    }
+        fresh.answers[0].1 >= 18
+    });
     assert!(fresh.answers[0].1 >= 18, "{fresh:?}");
     assert_eq!(udp(gw.addr, "ttl20.popular.example", A).answers.len(), 1);
     std::thread::sleep(Duration::from_millis(200));

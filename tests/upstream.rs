@@ -139,10 +139,7 @@ fn parallel_strategy_asks_both_upstreams_and_takes_the_first_answer() {
     }
     assert_eq!(a.total(), 5);
     // Both were sent at once, but the slower one may count its last a moment after the answer.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while b.total() < 5 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for("the slower upstream's count", Duration::from_secs(2), || b.total() >= 5);
     assert_eq!(b.total(), 5, "the slower one was asked too");
 }
 
@@ -251,14 +248,6 @@ fn write_like_netifd(path: &std::path::Path, text: &str) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_rewritten_resolv_file_brings_its_upstreams_and_retries_only_failed_downloads() {
     use http::{HttpServer, Route, list_body};
@@ -289,7 +278,7 @@ fn a_rewritten_resolv_file_brings_its_upstreams_and_retries_only_failed_download
     let config = dir.file("hydradns.conf", &Gateway::localize(&text, &dir.0));
     let g = Gateway::start_with(dir, config);
     assert!(g.log().contains("(from built-in fallback)"), "{}", g.log());
-    wait_for("the first downloads", || g.log().matches("download failed").count() == 2);
+    wait_for("the first downloads", Duration::from_secs(10), || g.log().matches("download failed").count() == 2);
     assert!(g.log().contains("list 'good': updated"), "{}", g.log());
     let good_hits = web.hits("/good.txt");
 
@@ -297,15 +286,19 @@ fn a_rewritten_resolv_file_brings_its_upstreams_and_retries_only_failed_download
     // failed is fetched, the good one is left alone.
     web.set("/late.txt", Route::List { body: list_body(50, "late.example"), etag: "\"l\"".into() });
     write_like_netifd(&resolv, &format!("# Interface wan\nnameserver 127.1.{net}.1\n"));
-    wait_for("the new upstreams", || g.log().contains(&format!("upstreams now 127.1.{net}.1:53 (from ")));
-    wait_for("the late list", || udp(g.addr, "h1.late.example", 1).ips() == ["0.0.0.0"]);
+    wait_for("the new upstreams", Duration::from_secs(10), || {
+        g.log().contains(&format!("upstreams now 127.1.{net}.1:53 (from "))
+    });
+    wait_for("the late list", Duration::from_secs(10), || udp(g.addr, "h1.late.example", 1).ips() == ["0.0.0.0"]);
     assert_eq!(udp(g.addr, "one.example", 1).ips(), ["192.0.2.1"]);
     assert_eq!(wan1.seen("one.example"), 1);
     assert_eq!(web.hits("/good.txt"), good_hits, "a good list is not downloaded again");
 
     // A new lease with other resolvers.
     write_like_netifd(&resolv, &format!("nameserver 127.1.{net}.2\n"));
-    wait_for("the second upstreams", || g.log().contains(&format!("upstreams now 127.1.{net}.2:53 (from ")));
+    wait_for("the second upstreams", Duration::from_secs(10), || {
+        g.log().contains(&format!("upstreams now 127.1.{net}.2:53 (from "))
+    });
     assert_eq!(udp(g.addr, "two.example", 1).ips(), ["192.0.2.2"]);
     assert_eq!((wan1.seen("two.example"), wan2.seen("two.example")), (0, 1));
 
@@ -313,7 +306,7 @@ fn a_rewritten_resolv_file_brings_its_upstreams_and_retries_only_failed_download
     let later_hits = web.hits("/later.txt");
     web.set("/later.txt", Route::List { body: list_body(50, "later.example"), etag: "\"x\"".into() });
     g.signal("USR2");
-    wait_for("the later list", || udp(g.addr, "h1.later.example", 1).ips() == ["0.0.0.0"]);
+    wait_for("the later list", Duration::from_secs(10), || udp(g.addr, "h1.later.example", 1).ips() == ["0.0.0.0"]);
     assert_eq!(web.hits("/later.txt"), later_hits + 1);
     assert_eq!(web.hits("/good.txt"), good_hits);
     assert_eq!(web.hits("/late.txt"), 2, "one failure, one success");

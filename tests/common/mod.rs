@@ -390,6 +390,15 @@ impl Reply {
     }
 }
 
+/// Polls `done` until it holds; fails the test if it does not within `within`.
+pub fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Sends raw bytes over UDP and waits for one datagram.
 pub fn udp_raw(server: SocketAddr, msg: &[u8], wait: Duration) -> Option<Vec<u8>> {
     let bind = if server.is_ipv4() { "127.0.0.1:0" } else { "[::1]:0" };
