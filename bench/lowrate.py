@@ -125,8 +125,7 @@ def measure(args, servers, sc, log):
 
 
 def table(args, idle, rates, elapsed):
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               "unknown")
+    cpu = redline.cpu_model()
     L = [BEGIN, "", "## At a router's load: idle, 100 and 1,000 QPS", "",
          f"Run: {datetime.date.today()}, `bench/lowrate.py{' --quick' if args.quick else ''}` "
          f"({elapsed / 60:.0f} min, commit {redline.commit()}). Machine: {cpu}, {os.cpu_count()} cores, "

@@ -591,13 +591,14 @@ def commit():
     return (r.stdout.strip() or "unknown") + ("-dirty" if changed.stdout.strip() else "")
 
 
-def report(args, results, elapsed):
-    cpu = "unknown"
+def cpu_model(default="unknown"):
+    """The CPU's model name, for the machine line of a report."""
     with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), default)
+
+
+def report(args, results, elapsed):
+    cpu = cpu_model()
     vers = {
         "dnsmasq": subprocess.run(["dnsmasq", "--version"], capture_output=True, text=True).stdout.split("\n")[0],
         "unbound": subprocess.run(["unbound", "-V"], capture_output=True, text=True).stdout.split("\n")[0],

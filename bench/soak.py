@@ -29,11 +29,11 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the repository
 sys.path.insert(0, os.path.dirname(__file__))
-from redline import CANARY, first_answer, free_port, proc_cpu, proc_rss  # noqa: E402
+from redline import CANARY, cpu_model, first_answer, free_port, proc_cpu, proc_rss  # noqa: E402
 
 
 def machine():
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    cpu = cpu_model("?")
     return f"{os.cpu_count()}-core {cpu}, Linux {platform.release()}"
 
 
