@@ -186,14 +186,26 @@ fn after_a_failed_refresh_the_name_is_answered_stale_at_once_without_a_try() {
 }
 
 #[test]
-fn a_stale_answer_over_tcp_when_the_upstream_fails() {
+fn a_tcp_client_gets_the_stale_answer_at_its_timeout_too() {
     let up = Upstream::start("192.0.2.15".parse().unwrap());
-    let gw = gateway(&up, "\toption stale_client_timeout '300ms'\n\toption upstream_timeout '500ms'\n");
+    let gw = gateway(&up, "\toption stale_client_timeout '500ms'\n");
     cached_then_expired(&gw, "ttl1.tcp.example");
-    up.behaviour.silent.store(true, SeqCst);
+    up.behaviour.delay_ms.store(1500, SeqCst);
+    let t = Instant::now();
     let r = tcp(gw.addr, "ttl1.tcp.example", A);
+    let waited = t.elapsed();
     assert_eq!(r.rcode, RCODE::NoError);
     assert_eq!(r.answers, vec![(A, 30, "192.0.2.15".to_string())]);
+    // At the client's timeout, not the slow upstream's 1.5 s.
+    assert!(waited >= Duration::from_millis(450) && waited < Duration::from_millis(1400), "{waited:?}");
+    // The refresh went on behind the answer and stored the upstream's.
+    wait_for("the refresh", Duration::from_secs(5), || gw.report().counters.forwarded >= 2);
+    std::thread::sleep(Duration::from_millis(1500).saturating_sub(t.elapsed()) + Duration::from_millis(200));
+    up.behaviour.silent.store(true, SeqCst);
+    let fresh = tcp(gw.addr, "ttl1.tcp.example", A);
+    assert_eq!(fresh.answers[0].1, 1, "the refreshed answer, from the cache: {fresh:?}");
+    let c = gw.report().counters;
+    assert_eq!((c.stale_served, c.failed, c.cached), (1, 0, 1));
 }
 
 #[test]

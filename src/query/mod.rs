@@ -612,10 +612,17 @@ impl Engine {
 
     /// Resolves a miss upstream (or joins an identical one in flight) and
     /// writes the answer into `out`. True when there is one to send: always
-    /// (SERVFAIL when nothing usable came back in time) but for a refresh.
-    pub async fn resolve(&self, miss: Miss, out: &mut Vec<u8>, stats: &Counters) -> bool {
+    /// (SERVFAIL when nothing usable came back in time) but for a refresh,
+    /// and for a client that got its stale answer through `early`.
+    pub async fn resolve(
+        &self,
+        miss: Miss,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+        early: impl AsyncFnOnce(&[u8]),
+    ) -> bool {
         match self.begin(miss, out, stats) {
-            Begin::Lead(led) => self.resolve_led(led, None, out, stats).await,
+            Begin::Lead(led) => self.resolve_led(led, None, out, stats, early).await,
             Begin::Wait(miss, rx) => {
                 self.wait(miss, rx, out, stats).await;
                 true
@@ -627,21 +634,54 @@ impl Engine {
 
     /// Finishes a miss this thread leads through the async upstream path;
     /// `truncated` is a server whose UDP reply had TC set (see [`Group::resolve_from`]).
+    /// A client with an expired answer to fall back on gets it through
+    /// `early` at its `stale_client_timeout` while the upstream is still
+    /// being asked; the refresh then goes on without it.
     pub async fn resolve_led(
         &self,
         mut led: Led,
         truncated: Option<usize>,
         out: &mut Vec<u8>,
         stats: &Counters,
+        early: impl AsyncFnOnce(&[u8]),
     ) -> bool {
+        let stale_at = led.stale_deadline();
+        let mut answered_early = false;
         let Led { miss, failover, forward, .. } = &mut led;
         let reply = match miss.query() {
             Some(q) => {
                 let snap = &miss.snapshot;
-                snap.group(*forward).resolve_from(&q, snap.timeout, failover, truncated).await
+                let upstream = snap.group(*forward).resolve_from(&q, snap.timeout, failover, truncated);
+                let mut upstream = std::pin::pin!(upstream);
+                let first = match (stale_at, &miss.stale) {
+                    (Some(at), Some(s)) => {
+                        let reply = async { Some(upstream.as_mut().await) };
+                        match smol::future::FutureExt::or(reply, async {
+                            smol::Timer::at(at).await;
+                            None
+                        })
+                        .await
+                        {
+                            Some(reply) => Some(reply),
+                            None => {
+                                let mut stale = Vec::new();
+                                self.answer_stale(&miss.origin, &q, s, snap, &mut stale, stats);
+                                early(&stale).await;
+                                answered_early = true;
+                                None
+                            }
+                        }
+                    }
+                    _ => None,
+                };
+                match first {
+                    Some(reply) => reply,
+                    None => upstream.await,
+                }
             }
             None => None,
         };
+        led.miss.quiet |= answered_early;
         self.finish(led, reply, out, stats)
     }
 

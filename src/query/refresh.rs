@@ -7,7 +7,8 @@
 //! - the query goes upstream as a refresh that carries the expired entry
 //!   ([`Miss::stale`]); if the upstream has not answered within
 //!   `stale_client_timeout` of the query's arrival ([`Led::stale_deadline`],
-//!   watched by the UDP receive loop), or fails first, the client gets the
+//!   watched by the UDP receive loop, and by [`Engine::resolve_led`] for TCP
+//!   clients and UDP retries over TCP), or fails first, the client gets the
 //!   expired answer, every TTL `stale_answer_ttl`, with Extended DNS Error 3
 //!   for an EDNS client (RFC 8914), and the refresh goes on without it;
 //! - with `stale_client_timeout 0`, the client gets it at once and the

@@ -252,10 +252,18 @@ async fn serve_conn(
             (stream.clone(), lock.clone(), engine.clone(), stats.clone(), done_tx.clone());
         ex.spawn(async move {
             let mut out = Vec::new();
-            let answered = engine.resolve(miss, &mut out, &stats).await;
-            if answered && !write_frame(&stream, &lock, &out, idle).await {
-                // A half-written frame leaves the stream unusable: end it for the reader too.
+            // A half-written frame leaves the stream unusable: end it for the reader too.
+            let hang_up = || {
                 let _ = stream.get_ref().shutdown(Shutdown::Both);
+            };
+            let early = async |stale: &[u8]| {
+                if !write_frame(&stream, &lock, stale, idle).await {
+                    hang_up();
+                }
+            };
+            let answered = engine.resolve(miss, &mut out, &stats, early).await;
+            if answered && !write_frame(&stream, &lock, &out, idle).await {
+                hang_up();
             }
             let _ = done.try_send(());
         })

@@ -636,7 +636,8 @@ pub async fn run_jobs(
                 }
                 Job::Truncated(led, idx, peer) => {
                     // Nothing is written when there is nothing to send (a refresh).
-                    engine.resolve_led(led, Some(idx), &mut out, &stats).await;
+                    let early = async |stale: &[u8]| send(&sock, stale, &peer, &stats);
+                    engine.resolve_led(led, Some(idx), &mut out, &stats, early).await;
                     peer
                 }
             };
