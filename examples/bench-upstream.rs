@@ -4,13 +4,18 @@
 //! per packet, so it stays a small fraction of a core at the rates the
 //! benchmark forwards; bench/redline.py checks that from /proc.
 //!
-//!     cargo run --release --example bench-upstream -- 127.0.0.1:5399 [TTL | real]
+//!     cargo run --release --example bench-upstream -- 127.0.0.1:5399 [TTL | real] [COUNT_FILE]
 //!
 //! TTL: every answer's, in seconds. `real`: each name gets one of the TTLs
 //! common on the Internet (30 s, 1, 5, 10 min, 1 h, 1 d), fixed per name.
+//! COUNT_FILE: rewritten every 100 ms with the number of queries answered,
+//! so a benchmark can check a server's own upstream counter against it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::UdpSocket;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
 use hydradns::wire;
 
@@ -29,6 +34,19 @@ fn main() {
     let real = ttl.as_deref() == Some("real");
     let fixed: u32 = ttl.filter(|t| t != "real").map_or(86_400, |t| t.parse().expect("TTL: seconds or 'real'"));
     let sock = UdpSocket::bind(&addr).expect("bind");
+    let answered = Arc::new(AtomicU64::new(0));
+    if let Some(path) = std::env::args().nth(3) {
+        let answered = answered.clone();
+        // Renamed into place, so a reader never sees a half-written count.
+        let tmp = format!("{path}.tmp");
+        std::thread::spawn(move || {
+            loop {
+                std::fs::write(&tmp, format!("{}\n", answered.load(Relaxed))).expect("count file");
+                std::fs::rename(&tmp, &path).expect("count file");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+    }
     let mut buf = [0u8; 4096];
     loop {
         let Ok((n, peer)) = sock.recv_from(&mut buf[..4000]) else { continue };
@@ -50,6 +68,8 @@ fn main() {
             buf[end..end + rr.len()].copy_from_slice(&rr);
             len += rr.len();
         }
-        let _ = sock.send_to(&buf[..len], peer);
+        if sock.send_to(&buf[..len], peer).is_ok() {
+            answered.fetch_add(1, Relaxed);
+        }
     }
 }
