@@ -304,6 +304,10 @@ fn check(args: Args) -> ExitCode {
         eprintln!("hydradns: '{name}' is not a domain name");
         return ExitCode::from(2);
     };
+    if let Some(r) = policy::records::explain(&cfg.records, &name) {
+        let star = if r.wildcard { "*." } else { "" };
+        println!("{name}: answered by local record '{star}{}' ({}), before any list", r.name, r.origin);
+    }
     let policy = Policy::load(&cfg.lists, cfg.block_mode, cfg.block_ttl);
     let (block, allow) = policy.entries(&key);
     match policy.check(&key) {

@@ -56,6 +56,8 @@ counters! {
     rebind_blocked,
     /// Answered from the cache.
     cached,
+    /// Answered from a local name (`config record`).
+    local_records,
     /// Answered with an expired cache entry (serve-stale): the upstream failed or was slow.
     stale_served,
     /// Cache hits near expiry that started a refresh of the name (prefetch).

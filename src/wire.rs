@@ -579,7 +579,12 @@ pub mod build {
 
     /// Appends a record owned by the question name (a pointer to offset 12).
     pub fn record(out: &mut Vec<u8>, rtype: u16, ttl: u32, rdata: &[u8]) {
-        out.extend_from_slice(&[0xC0, HEADER_LEN as u8]);
+        record_at(out, HEADER_LEN as u16, rtype, ttl, rdata);
+    }
+
+    /// Appends a record owned by the name at offset `owner` (below 0x4000) of `out`.
+    pub fn record_at(out: &mut Vec<u8>, owner: u16, rtype: u16, ttl: u32, rdata: &[u8]) {
+        out.extend_from_slice(&(0xC000 | owner).to_be_bytes());
         out.extend_from_slice(&rtype.to_be_bytes());
         out.extend_from_slice(&CLASS_IN.to_be_bytes());
         out.extend_from_slice(&ttl.to_be_bytes());

@@ -7,6 +7,7 @@
 
 pub mod domainset;
 pub mod formats;
+pub mod records;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};

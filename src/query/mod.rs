@@ -27,6 +27,7 @@ use crate::access::{self, AccessList, DenyAction};
 use crate::cache::{self, Cache, Stale, Stored};
 use crate::config::Config;
 use crate::policy::domainset::{SEP, name_key};
+use crate::policy::records::Records;
 use crate::policy::{Policy, Verdict};
 use crate::querylog::{Entry, Logger, Outcome};
 use crate::ratelimit::RateLimiter;
@@ -66,6 +67,8 @@ pub struct Snapshot {
     pub max_ttl: u32,
     /// The config this snapshot was built from.
     pub config: Arc<Config>,
+    /// Local names, answered before everything else.
+    pub records: Arc<Records>,
     /// Reversed-label keys of the `rebind_allow` domains.
     rebind_allow: Vec<Box<[u8]>>,
     /// Addresses an upstream answer may not put under a public name.
@@ -113,8 +116,13 @@ impl Snapshot {
                 Arc::new(RateLimiter::new(config.ratelimit, burst))
             }),
         };
+        let records = match previous {
+            Some(p) if p.config.records == config.records => p.records.clone(),
+            _ => Arc::new(Records::new(&config.records)),
+        };
         Snapshot {
             generation: GENERATIONS.fetch_add(1, Relaxed),
+            records,
             ratelimit,
             rebind_ranges: access::rebind_ranges(),
             policy,
@@ -488,6 +496,12 @@ impl Engine {
         let Scratch { key: key_buf, name: name_key } = scratch;
         let k = cache::key(&q, key_buf);
         let key = &key_buf[..k];
+        // The owner's own names beat the lists and the cache (nothing local is cached).
+        if !snap.records.is_empty() && snap.records.answer(&q, &key[..q.qname.len()], out) {
+            Counters::bump(&stats.local_records);
+            fit(out, &q, origin.transport, stats);
+            return self.done(origin, Answered::of(&q, Outcome::Record), out, stats);
+        }
         let hash = snap.cache.hash(key);
         let hit = snap.cache.find(key, hash, origin.received, snap.stale_for);
         // A name these very lists passed when it was cached needs no lookup.

@@ -45,6 +45,8 @@ pub enum Outcome {
     Failed,
     /// An expired cache entry, because the upstream failed or was slow (serve-stale).
     Stale,
+    /// From a local name (`config record`).
+    Record,
 }
 
 impl Outcome {
@@ -57,12 +59,20 @@ impl Outcome {
             Outcome::Local => "local",
             Outcome::Failed => "failed",
             Outcome::Stale => "stale",
+            Outcome::Record => "record",
         }
     }
 
     /// Every outcome, in a fixed order (counters are kept per outcome).
-    pub const ALL: [Outcome; 6] =
-        [Outcome::Forwarded, Outcome::Cached, Outcome::Blocked, Outcome::Local, Outcome::Failed, Outcome::Stale];
+    pub const ALL: [Outcome; 7] = [
+        Outcome::Forwarded,
+        Outcome::Cached,
+        Outcome::Blocked,
+        Outcome::Local,
+        Outcome::Failed,
+        Outcome::Stale,
+        Outcome::Record,
+    ];
 }
 
 impl fmt::Display for Outcome {

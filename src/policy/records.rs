@@ -1,0 +1,395 @@
+//! Local names (`config record`): answers the gateway gives itself, before
+//! the blocklists, the cache and the upstreams.
+//!
+//! What router owners expect from dnsmasq's host records, Unbound's
+//! local-data and AdGuard's rewrites, with the surprises their users hit
+//! taken out:
+//! - a name with addresses answers A and AAAA from them; any other type, or
+//!   the family it has none of, gets NODATA with an SOA (Unbound's
+//!   `transparent`): never NXDOMAIN, which would tell a client the name does
+//!   not exist at all, and never the upstream's idea of a name it does not know;
+//! - `*.dev.home` answers every name under `dev.home` (not `dev.home`
+//!   itself); an exact name beats a wildcard, a deeper wildcard a shallower one;
+//! - every address answers its PTR query with the record's name (the first
+//!   record to claim an address keeps it);
+//! - an alias answers its CNAME and, while the target is a local name too,
+//!   that name's records after it, at most [`MAX_CHAIN`] steps. A target the
+//!   gateway does not hold ends the answer at the CNAME;
+//! - local names beat block and allow lists and rebind protection, and stay
+//!   while blocking is paused: they are the owner's own data.
+//!
+//! Names are kept as lowercase wire-format names in a hash map, so a query
+//! costs one hash of its name, plus one per label for the wildcards when there
+//! are any; with no records configured the engine does not look at all.
+
+use std::net::IpAddr;
+
+use rustc_hash::FxHashMap;
+
+use crate::config::{LocalRecord, RecordData};
+use crate::wire::{self, HEADER_LEN, Query, flags, header, rcode, rtype};
+
+/// Most CNAME records one answer follows (AdGuard and Blocky stop loops the
+/// same way; aliases that loop are refused at config load).
+pub const MAX_CHAIN: usize = 8;
+
+const PTR: u16 = 12;
+
+/// What one name holds.
+#[derive(Debug)]
+enum Data {
+    Addresses {
+        v4: Vec<[u8; 4]>,
+        v6: Vec<[u8; 16]>,
+    },
+    /// A wire-format name.
+    Alias(Box<[u8]>),
+    /// The wire-format name an address belongs to.
+    Pointer(Box<[u8]>),
+}
+
+#[derive(Debug)]
+struct Record {
+    data: Data,
+    ttl: u32,
+}
+
+/// Every local name of one config, ready to answer.
+#[derive(Debug, Default)]
+pub struct Records {
+    /// Folded wire-format name → its record.
+    exact: FxHashMap<Box<[u8]>, Record>,
+    /// Folded wire-format name under which every name is answered.
+    wildcard: FxHashMap<Box<[u8]>, Record>,
+}
+
+impl Records {
+    /// The records of `config`, with a PTR for every address.
+    pub fn new(config: &[LocalRecord]) -> Records {
+        let mut r = Records::default();
+        for rec in config {
+            let Some(name) = wire_name(&rec.name) else { continue };
+            let data = match &rec.data {
+                RecordData::Addresses(ips) => {
+                    let v4 = ips
+                        .iter()
+                        .filter_map(|ip| match ip {
+                            IpAddr::V4(a) => Some(a.octets()),
+                            IpAddr::V6(_) => None,
+                        })
+                        .collect();
+                    let v6 = ips
+                        .iter()
+                        .filter_map(|ip| match ip {
+                            IpAddr::V6(a) => Some(a.octets()),
+                            IpAddr::V4(_) => None,
+                        })
+                        .collect();
+                    Data::Addresses { v4, v6 }
+                }
+                RecordData::Alias(target) => match wire_name(target) {
+                    Some(t) => Data::Alias(t.into()),
+                    None => continue,
+                },
+            };
+            let map = if rec.wildcard { &mut r.wildcard } else { &mut r.exact };
+            map.insert(name.into(), Record { data, ttl: rec.ttl });
+        }
+        // Pointers last, so a configured name that looks like one wins.
+        for rec in config.iter().filter(|rec| !rec.wildcard) {
+            let (RecordData::Addresses(ips), Some(name)) = (&rec.data, wire_name(&rec.name)) else { continue };
+            for ip in ips {
+                if let Some(rev) = wire_name(&reverse_name(ip)) {
+                    let data = Data::Pointer(name.clone().into());
+                    r.exact.entry(rev.into()).or_insert(Record { data, ttl: rec.ttl });
+                }
+            }
+        }
+        r
+    }
+
+    /// Whether there are none: the engine then skips the lookup.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.wildcard.is_empty()
+    }
+
+    /// The record answering `name` (folded wire format): its own, else the
+    /// deepest wildcard above it.
+    fn find(&self, name: &[u8]) -> Option<&Record> {
+        if let Some(r) = self.exact.get(name) {
+            return Some(r);
+        }
+        if self.wildcard.is_empty() {
+            return None;
+        }
+        let mut pos = 0;
+        while let Some(&len) = name.get(pos).filter(|&&l| l != 0) {
+            pos += 1 + len as usize;
+            if let Some(r) = name.get(pos..).and_then(|rest| self.wildcard.get(rest)) {
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    /// Writes the answer to `q` into `out` if `name` (its folded wire-format
+    /// name) is a local one. The UDP size is not yet enforced.
+    pub fn answer(&self, q: &Query, name: &[u8], out: &mut Vec<u8>) -> bool {
+        let Some(mut rec) = self.find(name) else { return false };
+        wire::build::start(out, q, rcode::NOERROR);
+        let f = header::flags(out);
+        header::set_flags(out, f | flags::AA);
+        let in_class = q.qclass == wire::CLASS_IN;
+        // Where the name the current record answers for starts in `out`.
+        let mut owner = HEADER_LEN as u16;
+        let mut answers = 0u16;
+        for _ in 0..=MAX_CHAIN {
+            let before = answers;
+            match &rec.data {
+                Data::Addresses { v4, v6 } if in_class => match q.qtype {
+                    rtype::A => v4.iter().for_each(|a| answers += record(out, owner, rtype::A, rec.ttl, a)),
+                    rtype::AAAA => v6.iter().for_each(|a| answers += record(out, owner, rtype::AAAA, rec.ttl, a)),
+                    _ => {}
+                },
+                Data::Pointer(target) if in_class && q.qtype == PTR => {
+                    answers += record(out, owner, PTR, rec.ttl, target);
+                }
+                Data::Alias(target) => {
+                    let at = out.len() + 12;
+                    answers += record(out, owner, rtype::CNAME, rec.ttl, target);
+                    if q.qtype != rtype::CNAME
+                        && at < 0x3FFF
+                        && let Some(next) = self.find(target)
+                    {
+                        (owner, rec) = (at as u16, next);
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            if answers == before && !matches!(rec.data, Data::Alias(_)) {
+                // NODATA: the name is ours, the type is not (RFC 2308 §2.2).
+                wire::build::negative_soa(out, rec.ttl);
+                wire::build::finish(out, q.edns, [answers, 1, 0], false);
+                return true;
+            }
+            break;
+        }
+        wire::build::finish(out, q.edns, [answers, 0, 0], false);
+        true
+    }
+}
+
+/// The section that answers `name` (dotted, normalized), for `hydradns
+/// check`: the same order [`Records::answer`] follows.
+pub fn explain<'a>(config: &'a [LocalRecord], name: &str) -> Option<&'a LocalRecord> {
+    let exact = config.iter().find(|r| !r.wildcard && r.name == name);
+    let wildcard = || {
+        let mut rest = name;
+        while let Some((_, up)) = rest.split_once('.') {
+            if let Some(r) = config.iter().find(|r| r.wildcard && r.name == up) {
+                return Some(r);
+            }
+            rest = up;
+        }
+        None
+    };
+    let pointer = || {
+        config.iter().filter(|r| !r.wildcard).find(|r| match &r.data {
+            RecordData::Addresses(ips) => ips.iter().any(|ip| reverse_name(ip) == name),
+            RecordData::Alias(_) => false,
+        })
+    };
+    exact.or_else(wildcard).or_else(pointer)
+}
+
+/// Appends one record owned by the name at offset `owner`; returns 1.
+fn record(out: &mut Vec<u8>, owner: u16, rtype: u16, ttl: u32, rdata: &[u8]) -> u16 {
+    wire::build::record_at(out, owner, rtype, ttl, rdata);
+    1
+}
+
+/// `name` (dotted, lowercase) in wire format.
+fn wire_name(name: &str) -> Option<Vec<u8>> {
+    let mut w = Vec::with_capacity(name.len() + 2);
+    for label in name.split('.').filter(|l| !l.is_empty()) {
+        if label.len() > 63 {
+            return None;
+        }
+        w.push(label.len() as u8);
+        w.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
+    }
+    w.push(0);
+    (w.len() <= wire::MAX_NAME_LEN).then_some(w)
+}
+
+/// The name a PTR query for `ip` asks (RFC 1035 §3.5, RFC 3596 §2.5).
+fn reverse_name(ip: &IpAddr) -> String {
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            format!("{}.{}.{}.{}.in-addr.arpa", o[3], o[2], o[1], o[0])
+        }
+        IpAddr::V6(a) => {
+            let mut s = String::with_capacity(72);
+            for b in a.octets().iter().rev() {
+                s.push_str(&format!("{:x}.{:x}.", b & 0xf, b >> 4));
+            }
+            s + "ip6.arpa"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::config::Config;
+    use crate::wire::parse_query;
+    use simple_dns::{Packet, RCODE, rdata::RData};
+
+    fn records(uci: &str) -> Records {
+        Records::new(&Config::parse("test", uci).unwrap().records)
+    }
+
+    /// The answer to `name`/`qtype`; None when the name is not local.
+    fn ask(r: &Records, name: &str, qtype: u16) -> Option<Vec<u8>> {
+        let q = wire::build::query(7, name, qtype, None).unwrap();
+        let parsed = parse_query(&q).unwrap();
+        let folded = wire_name(&name.to_ascii_lowercase()).unwrap();
+        let mut out = Vec::new();
+        if !r.answer(&parsed, &folded, &mut out) {
+            return None;
+        }
+        Some(out)
+    }
+
+    fn parse(raw: &[u8]) -> Packet<'_> {
+        Packet::parse(raw).unwrap()
+    }
+
+    fn rdata(p: &Packet) -> Vec<String> {
+        p.answers
+            .iter()
+            .map(|rr| match &rr.rdata {
+                RData::A(a) => std::net::Ipv4Addr::from(a.address).to_string(),
+                RData::AAAA(a) => std::net::Ipv6Addr::from(a.address).to_string(),
+                RData::CNAME(c) => format!("{}>{}", rr.name, c.0),
+                RData::PTR(c) => c.0.to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    const NAS: &str = "config record\n\toption name 'nas.home'\n\tlist ip '192.168.1.10'\n\tlist ip 'fd00::10'\n";
+
+    #[test]
+    fn addresses_by_family_and_nodata_for_the_rest() {
+        let r = records(NAS);
+        let a_raw = ask(&r, "NAS.home", rtype::A).unwrap();
+        let a = parse(&a_raw);
+        assert_eq!(rdata(&a), ["192.168.1.10"]);
+        assert_eq!(a.answers[0].ttl, 300);
+        assert!(a.has_flags(simple_dns::PacketFlag::AUTHORITATIVE_ANSWER));
+        assert_eq!(rdata(&parse(&ask(&r, "nas.home", rtype::AAAA).unwrap())), ["fd00::10"]);
+        let mx_raw = ask(&r, "nas.home", 15).unwrap();
+        let mx = parse(&mx_raw);
+        assert_eq!((mx.rcode(), mx.answers.len(), mx.name_servers.len()), (RCODE::NoError, 0, 1));
+        assert!(ask(&r, "other.home", rtype::A).is_none());
+        assert!(ask(&r, "x.nas.home", rtype::A).is_none(), "an exact name covers no subdomain");
+    }
+
+    #[test]
+    fn exact_beats_wildcard_and_the_deepest_wildcard_wins() {
+        let r = records(
+            "config record\n\toption name '*.dev.home'\n\tlist ip '10.0.0.1'\n\
+             config record\n\toption name '*.api.dev.home'\n\tlist ip '10.0.0.2'\n\
+             config record\n\toption name 'www.dev.home'\n\tlist ip '10.0.0.3'\n\toption ttl '60'\n",
+        );
+        assert_eq!(rdata(&parse(&ask(&r, "a.b.dev.home", rtype::A).unwrap())), ["10.0.0.1"]);
+        assert_eq!(rdata(&parse(&ask(&r, "x.api.dev.home", rtype::A).unwrap())), ["10.0.0.2"]);
+        let www_raw = ask(&r, "www.dev.home", rtype::A).unwrap();
+        let www = parse(&www_raw);
+        assert_eq!((rdata(&www), www.answers[0].ttl), (vec!["10.0.0.3".to_string()], 60));
+        assert!(ask(&r, "dev.home", rtype::A).is_none(), "a wildcard covers names under it only");
+    }
+
+    #[test]
+    fn every_address_answers_its_ptr() {
+        let r = records(NAS);
+        assert_eq!(rdata(&parse(&ask(&r, "10.1.168.192.in-addr.arpa", PTR).unwrap())), ["nas.home"]);
+        let v6 = format!("0.1{}.d.f.ip6.arpa", ".0".repeat(28));
+        assert_eq!(rdata(&parse(&ask(&r, &v6, PTR).unwrap())), ["nas.home"]);
+        let a_raw = ask(&r, "10.1.168.192.in-addr.arpa", rtype::A).unwrap();
+        let a = parse(&a_raw);
+        assert_eq!((a.answers.len(), a.name_servers.len()), (0, 1), "NODATA for other types");
+    }
+
+    #[test]
+    fn an_alias_answers_its_chain_of_local_names() {
+        let r = records(&format!(
+            "{NAS}config record\n\toption name 'media.home'\n\toption cname 'files.home'\n\
+             config record\n\toption name 'files.home'\n\toption cname 'nas.home'\n\
+             config record\n\toption name 'web.home'\n\toption cname 'example.org'\n"
+        ));
+        let a_raw = ask(&r, "media.home", rtype::A).unwrap();
+        let a = parse(&a_raw);
+        assert_eq!(rdata(&a), ["media.home>files.home", "files.home>nas.home", "192.168.1.10"]);
+        assert_eq!(a.answers[2].name.to_string(), "nas.home");
+        let mx_raw = ask(&r, "media.home", 15).unwrap();
+        let mx = parse(&mx_raw);
+        assert_eq!((mx.answers.len(), mx.name_servers.len()), (2, 1), "the chain, then NODATA");
+        let cname_raw = ask(&r, "media.home", rtype::CNAME).unwrap();
+        let cname = parse(&cname_raw);
+        assert_eq!(rdata(&cname), ["media.home>files.home"]);
+        // A target the gateway does not hold ends the answer at the CNAME.
+        assert_eq!(rdata(&parse(&ask(&r, "web.home", rtype::A).unwrap())), ["web.home>example.org"]);
+    }
+
+    #[test]
+    fn bad_records_name_their_line() {
+        for (uci, line, what) in [
+            ("config record\n\toption name 'a.home'\n\tlist ip '10.0.0.1'\n\toption cname 'b.home'\n", 4, "both"),
+            ("config record\n\toption name 'a.home'\n", 1, "needs an ip"),
+            ("config record\n\tlist ip '10.0.0.1'\n", 1, "needs a name"),
+            ("config record\n\toption name 'a.home'\n\tlist ip '10.0.0.300'\n", 3, "address"),
+            (
+                "config record\n\toption name 'a.home'\n\toption cname 'b.home'\n\
+                 config record\n\toption name 'b.home'\n\toption cname 'a.home'\n",
+                1,
+                "back to itself",
+            ),
+            (
+                "config record\n\toption name 'a.home'\n\tlist ip '10.0.0.1'\n\
+                 config record\n\toption name 'a.home'\n\toption cname 'b.home'\n",
+                4,
+                "already",
+            ),
+        ] {
+            let e = Config::parse("test", uci).unwrap_err();
+            assert_eq!(e.line, line, "{uci}: {e}");
+            assert!(e.message.contains(what), "{uci}: {e}");
+        }
+    }
+
+    #[test]
+    fn explain_names_the_section_that_answers() {
+        let cfg = Config::parse("test", &format!("{NAS}config record\n\toption name '*.home'\n\tlist ip '10.0.0.9'\n"))
+            .unwrap();
+        let origin = |name: &str| explain(&cfg.records, name).map(|r| r.origin.clone());
+        assert_eq!(origin("nas.home").as_deref(), Some("test:1"));
+        assert_eq!(origin("x.y.home").as_deref(), Some("test:5"));
+        assert_eq!(origin("10.1.168.192.in-addr.arpa").as_deref(), Some("test:1"));
+        assert_eq!(origin("home"), None);
+    }
+
+    #[test]
+    fn two_sections_for_one_name_add_up() {
+        let r = records(
+            "config record\n\toption name 'nas.home'\n\tlist ip '192.168.1.10'\n\
+             config record\n\toption name 'nas.home'\n\tlist ip '192.168.1.11'\n",
+        );
+        assert_eq!(rdata(&parse(&ask(&r, "nas.home", rtype::A).unwrap())), ["192.168.1.10", "192.168.1.11"]);
+    }
+}
