@@ -31,6 +31,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -169,6 +170,7 @@ config querylog 'querylog'
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
+        shutil.rmtree(work, ignore_errors=True)
 
     machine = f"{redline.cpu_model()}, {os.cpu_count()} cores, Linux {os.uname().release}"
     lines = [

@@ -129,11 +129,10 @@ fn starts_from_the_saved_copy_with_no_network() {
     drop(web); // the list host is gone: no network
     let text = std::fs::read_to_string(dir.0.join("hydradns.conf")).unwrap();
     let t = Instant::now();
-    let gw = Gateway::start_with(dir, {
-        let p = std::env::temp_dir().join(format!("hydradns-offline-{}.conf", std::process::id()));
-        std::fs::write(&p, text).unwrap();
-        p
-    });
+    // A second config file in the test's own directory, removed with it.
+    let offline = dir.0.join("offline.conf");
+    std::fs::write(&offline, text).unwrap();
+    let gw = Gateway::start_with(dir, offline);
     assert_eq!(udp(gw.addr, "h3.saved.example", A).ips(), ["0.0.0.0"], "served from the saved copy at once");
     assert!(t.elapsed() < Duration::from_secs(5));
     assert!(gw.log().contains("list 'remote' (blocklist): 500 blocks"), "{}", gw.log());
