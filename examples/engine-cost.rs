@@ -84,8 +84,12 @@ fn main() {
         let t = Instant::now();
         for _ in 0..rounds {
             for q in set.iter() {
-                let origin =
-                    Origin { client: [127, 0, 0, 1].into(), received: Instant::now(), transport: Transport::Udp };
+                let origin = Origin {
+                    client: [127, 0, 0, 1].into(),
+                    mac: None,
+                    received: Instant::now(),
+                    transport: Transport::Udp,
+                };
                 match engine.handle(q, &origin, &mut out, &stats) {
                     Step::Reply => {}
                     other => panic!("{label}: {other:?}"),

@@ -107,6 +107,16 @@ def main():
                  ("www.example", 255), ("www.example", 16)]:
         put("query", query(n, t))
         put("query", query(n, t, edns=4096))
+    # As dnsmasq forwards them with add-subnet=32,128 and add-mac (or
+    # add-mac=text): Client Subnet and MAC options in the OPT.
+    ecs4 = struct.pack(">HHHBB", 8, 8, 1, 32, 0) + bytes([192, 168, 1, 50])
+    ecs6 = struct.pack(">HHHBB", 8, 20, 2, 128, 0) + bytes([0xfd] + [0] * 14 + [0x50])
+    mac = struct.pack(">HH", 65001, 6) + bytes([2, 0, 0x5e, 0x10, 0, 1])
+    mac_text = struct.pack(">HH", 65073, 17) + b"02:00:5e:10:00:01"
+    for options in (ecs4 + mac, ecs6, mac_text, ecs4[:-1]):
+        m = bytearray(query("www.example", 1, edns=1232))
+        m[-2:] = struct.pack(">H", len(options))
+        put("query", bytes(m) + options)
     v4 = lambda *a: (1, bytes(a))
     put("upstream_reply", reply("www.example", 1, [v4(192, 0, 2, 1)]))
     put("upstream_reply", reply("www.example", 1, [v4(192, 168, 1, 1)]))

@@ -19,6 +19,11 @@ if [ ! -f ../shared/data/SOURCES.md ]; then
     exit 1
 fi
 
+# The integration tests put the real dnsmasq in front of the gateway.
+# shellcheck disable=SC1091  # bench/lib.sh is checked on its own
+. bench/lib.sh
+need dnsmasq:dnsmasq-base
+
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --locked --all-targets -- -D warnings

@@ -77,6 +77,11 @@ impl AccessList {
         AccessList { v4: Vec::new(), v6: Vec::new() }
     }
 
+    /// 127.0.0.0/8 and ::1: this machine.
+    pub fn loopback() -> AccessList {
+        AccessList { v4: vec![(0x7f00_0000, 0xff00_0000)], v6: vec![(1, u128::MAX)] }
+    }
+
     /// Adds a range: `a.b.c.d/n`, `x::y/n`, or a single address. `None` if
     /// it does not parse or the prefix is too long.
     pub fn add(&mut self, cidr: &str) -> Option<()> {

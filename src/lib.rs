@@ -8,6 +8,7 @@
 pub mod access;
 pub mod cache;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod control;
 pub mod lists;

@@ -221,6 +221,10 @@ pub struct Edns {
     pub version: u8,
     /// DNSSEC OK bit.
     pub dnssec_ok: bool,
+    /// Where the OPT's options start in the message (its RDATA)…
+    pub options_at: u16,
+    /// …and end: equal when it has none.
+    pub options_end: u16,
 }
 
 impl Edns {
@@ -228,7 +232,19 @@ impl Edns {
     /// and DO bit (its TTL field).
     fn of_opt(msg: &[u8], rr: &Rr) -> Edns {
         let ttl = rr.ttl(msg);
-        Edns { udp_size: rr.class, version: (ttl >> 16) as u8, dnssec_ok: ttl & 0x8000 != 0 }
+        Edns {
+            udp_size: rr.class,
+            version: (ttl >> 16) as u8,
+            dnssec_ok: ttl & 0x8000 != 0,
+            options_at: rr.rdata_pos as u16,
+            options_end: rr.end as u16,
+        }
+    }
+
+    /// Whether the OPT carries any option.
+    #[inline]
+    pub fn has_options(&self) -> bool {
+        self.options_end > self.options_at
     }
 }
 
@@ -781,7 +797,11 @@ pub(crate) mod tests {
         assert_eq!(q.udp_limit(), 512);
         let m = query(1, "a.b", rtype::A, Some((4096, true)));
         let q = parse_query(&m).unwrap();
-        assert_eq!(q.edns, Some(Edns { udp_size: 4096, version: 0, dnssec_ok: true }));
+        let end = m.len() as u16;
+        assert_eq!(
+            q.edns,
+            Some(Edns { udp_size: 4096, version: 0, dnssec_ok: true, options_at: end, options_end: end })
+        );
         assert_eq!(q.udp_limit(), 1232);
         let m = query(1, "a.b", rtype::A, Some((100, false)));
         assert_eq!(parse_query(&m).unwrap().udp_limit(), 512);

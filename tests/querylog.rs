@@ -13,18 +13,6 @@ use hydradns::querylog::read::{LogRow, TopRow};
 use nanoserde::DeJson;
 use simple_dns::RCODE;
 
-fn cfg_path(gw: &Gateway) -> &str {
-    gw.config.to_str().unwrap()
-}
-
-fn log_rows(gw: &Gateway, extra: &[&str]) -> Vec<LogRow> {
-    let mut args = vec!["log", "-c", cfg_path(gw), "--json", "--limit", "100000"];
-    args.extend_from_slice(extra);
-    let (code, out, err) = cli(&args);
-    assert_eq!(code, 0, "{err}");
-    Vec::<LogRow>::deserialize_json(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
-}
-
 /// Waits (bounded) until the log holds at least `n` rows.
 fn wait_rows(gw: &Gateway, n: usize) -> Vec<LogRow> {
     let end = Instant::now() + Duration::from_secs(10);
@@ -35,12 +23,6 @@ fn wait_rows(gw: &Gateway, n: usize) -> Vec<LogRow> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn log_section(dir_extra: &str) -> String {
-    format!(
-        "config querylog 'querylog'\n\toption path '@DIR@/live/queries.db'\n\toption flash_path '@DIR@/flash/queries.db'\n{dir_extra}"
-    )
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! A client's message through the whole answer path: access check, parse,
-//! policy, cache lookup, answer building and the size limit.
+//! policy, cache lookup, answer building and the size limit, from a LAN
+//! client and from a trusted forwarder (loopback), whose EDNS Client Subnet
+//! and MAC options name the client.
 #![no_main]
 
 mod common;
@@ -15,8 +17,11 @@ fuzz_target!(|msg: &[u8]| {
     let engine = common::engine();
     let stats = Counters::default();
     let mut out = Vec::with_capacity(4096);
-    for transport in [Transport::Udp, Transport::Tcp] {
-        let origin = Origin { client: common::CLIENT, received: Instant::now(), transport };
+    let proxy = std::net::IpAddr::from([127, 0, 0, 1]);
+    for (client, transport) in
+        [(common::CLIENT, Transport::Udp), (common::CLIENT, Transport::Tcp), (proxy, Transport::Udp)]
+    {
+        let origin = Origin { client, mac: None, received: Instant::now(), transport };
         match engine.handle(msg, &origin, &mut out, &stats) {
             Step::Drop => continue,
             Step::Reply => {}

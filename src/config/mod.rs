@@ -261,6 +261,9 @@ pub struct Config {
     pub cname_inspection: bool,
     /// Clients allowed to ask (`allow_client`); the private ranges by default.
     pub allow_client: crate::access::AccessList,
+    /// Forwarders whose EDNS Client Subnet and MAC options name the client
+    /// (dnsmasq on the router); loopback by default.
+    pub trusted_proxy: crate::access::AccessList,
     /// What everyone else gets.
     pub deny_action: crate::access::DenyAction,
     /// Queries per second allowed per client; 0 = no limit.
@@ -299,6 +302,7 @@ pub struct Config {
 struct Replaced {
     listen: bool,
     allow_client: bool,
+    trusted_proxy: bool,
 }
 
 /// A config problem that stops the load, reported as `file:line: message`.
@@ -368,6 +372,7 @@ impl Config {
             ca_file: PathBuf::new(),
             cname_inspection: true,
             allow_client: crate::access::AccessList::default(),
+            trusted_proxy: crate::access::AccessList::loopback(),
             deny_action: crate::access::DenyAction::Refuse,
             ratelimit: 0,
             ratelimit_burst: 0,
@@ -714,6 +719,17 @@ impl SectionReader<'_> {
                         replaced.allow_client = true;
                     }
                     cfg.allow_client.add(&v.value).ok_or_else(|| self.bad(v, "an address or CIDR range"))?;
+                }
+                "trusted_proxy" => {
+                    if !replaced.trusted_proxy {
+                        cfg.trusted_proxy = crate::access::AccessList::empty();
+                        replaced.trusted_proxy = true;
+                    }
+                    if v.value != "none" {
+                        cfg.trusted_proxy
+                            .add(&v.value)
+                            .ok_or_else(|| self.bad(v, "an address or CIDR range, or none"))?;
+                    }
                 }
                 "rebind_protection" => cfg.rebind_protection = self.boolean(v)?,
                 "ratelimit" => cfg.ratelimit = self.number(v, 0, 1_000_000)? as u32,

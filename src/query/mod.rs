@@ -25,6 +25,7 @@ use smol::channel::Receiver;
 
 use crate::access::{self, AccessList, DenyAction};
 use crate::cache::{self, Cache, Stale, Stored};
+use crate::client;
 use crate::config::Config;
 use crate::policy::domainset::{SEP, name_key};
 use crate::policy::records::Records;
@@ -360,8 +361,11 @@ pub enum Transport {
 /// Where a query came from and when it arrived.
 #[derive(Debug, Clone, Copy)]
 pub struct Origin {
-    /// The client's address.
+    /// The client's address: the packet's source, or the client a trusted
+    /// forwarder named ([`crate::client`]).
     pub client: IpAddr,
+    /// Its hardware address, when a trusted forwarder gave it.
+    pub mac: Option<[u8; 6]>,
     /// Arrival time: latency is measured from here.
     pub received: Instant,
     /// How the answer goes back.
@@ -460,15 +464,10 @@ impl Engine {
         stats: &Counters,
     ) -> Step {
         let snap = self.snapshot.load();
-        if !snap.config.allow_client.allows(origin.client) {
-            Counters::bump(&stats.denied);
-            return self.turn_away(snap.config.deny_action, msg, origin, out, stats);
-        }
-        if let Some(limit) = &snap.ratelimit
-            && !limit.allow(origin.client)
-        {
-            Counters::bump(&stats.ratelimited);
-            return self.turn_away(snap.config.ratelimit_action, msg, origin, out, stats);
+        // A trusted forwarder's queries are admitted as the client each names.
+        let proxied = snap.config.trusted_proxy.allows(origin.client);
+        if !proxied && let Some(step) = self.admit(&snap, msg, origin, out, stats) {
+            return step;
         }
         let q = match wire::parse_query(msg) {
             Ok(q) => q,
@@ -487,6 +486,18 @@ impl Engine {
                 return self.done(origin, Answered::unparsed(), out, stats);
             }
         };
+        let named;
+        let origin = match q.edns.filter(|e| proxied && e.has_options()) {
+            Some(e) => {
+                let n = client::edns::named(msg, e.options_at as usize, e.options_end as usize);
+                named = Origin { client: n.ip.unwrap_or(origin.client), mac: n.mac, ..*origin };
+                &named
+            }
+            None => origin,
+        };
+        if proxied && let Some(step) = self.admit(&snap, msg, origin, out, stats) {
+            return step;
+        }
         if q.edns.is_some_and(|e| e.version > 0) {
             Counters::bump(&stats.badvers);
             wire::build::start(out, &q, rcode::NOERROR);
@@ -580,6 +591,23 @@ impl Engine {
         if miss.quiet { Step::Refresh(miss) } else { Step::Resolve(miss) }
     }
 
+    /// Turns `origin`'s client away (outside `allow_client`, over its rate),
+    /// or `None` to go on.
+    #[inline]
+    fn admit(&self, snap: &Snapshot, msg: &[u8], origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Option<Step> {
+        if !snap.config.allow_client.allows(origin.client) {
+            Counters::bump(&stats.denied);
+            return Some(self.turn_away(snap.config.deny_action, msg, origin, out, stats));
+        }
+        if let Some(limit) = &snap.ratelimit
+            && !limit.allow(origin.client)
+        {
+            Counters::bump(&stats.ratelimited);
+            return Some(self.turn_away(snap.config.ratelimit_action, msg, origin, out, stats));
+        }
+        None
+    }
+
     /// Answers from the cache.
     #[inline]
     fn cached(&self, hit: &cache::Hit, q: &Query, origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Step {
@@ -611,6 +639,7 @@ impl Engine {
             log.log(Entry {
                 at: origin.received,
                 client: origin.client,
+                mac: origin.mac,
                 name,
                 name_len: len as u8,
                 qtype: a.qtype,

@@ -105,6 +105,8 @@ pub struct Entry {
     pub list: Option<Arc<str>>,
     /// Time from arrival to answer, µs.
     pub latency_us: u32,
+    /// The client's hardware address, when a trusted forwarder gave it.
+    pub mac: Option<[u8; 6]>,
 }
 
 impl Entry {

@@ -25,7 +25,7 @@ pub struct LogRow {
     /// Question type (`A`, `AAAA`, … or `TYPE65`).
     #[nserde(rename = "type")]
     pub qtype: String,
-    /// `forwarded`, `cached`, `blocked`, `local` or `failed`.
+    /// `forwarded`, `cached`, `blocked`, `local`, `failed`, `stale` or `record`.
     pub outcome: String,
     /// Response code (`NOERROR`, `NXDOMAIN`, …).
     pub rcode: String,
@@ -35,6 +35,8 @@ pub struct LogRow {
     pub list: Option<String>,
     /// Time from arrival to answer, µs.
     pub latency_us: u64,
+    /// The client's hardware address, when dnsmasq in front gave it (`add-mac`).
+    pub mac: Option<String>,
 }
 
 /// What `hydradns log` filters on.
@@ -97,20 +99,35 @@ fn has_table(conn: &Connection) -> bool {
     conn.query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queries'", [], |_| Ok(())).is_ok()
 }
 
+fn has_column(conn: &Connection, column: &str) -> bool {
+    conn.query_row("SELECT 1 FROM pragma_table_info('queries') WHERE name = ?1", [column], |_| Ok(())).is_ok()
+}
+
 /// Newest entries matching `filter`.
 pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, String> {
     if !has_table(conn) {
         return Ok(Vec::new());
     }
-    let mut sql =
-        String::from("SELECT ts, client, name, qtype, outcome, rcode, upstream, list, latency_us FROM queries WHERE 1");
+    // A database an older version wrote, not yet opened by this one's writer.
+    let mac = if has_column(conn, "mac") { "mac" } else { "NULL" };
+    let mut sql = format!(
+        "SELECT ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, {mac} FROM queries WHERE 1"
+    );
     let mut args: Vec<Value> = Vec::new();
     if filter.blocked {
         sql.push_str(" AND outcome = 'blocked'");
     }
     if let Some(c) = &filter.client {
-        sql.push_str(" AND client = ?");
-        args.push(Value::Text(c.clone()));
+        match crate::client::parse_mac(c.as_bytes()) {
+            Some(m) => {
+                sql.push_str(&format!(" AND {mac} = ?"));
+                args.push(Value::Text(crate::client::mac_text(&m)));
+            }
+            None => {
+                sql.push_str(" AND client = ?");
+                args.push(Value::Text(c.clone()));
+            }
+        }
     }
     if let Some(d) = &filter.domain {
         let d = d.trim_end_matches('.').to_ascii_lowercase();
@@ -146,6 +163,7 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
                 upstream: r.get(6)?,
                 list: r.get(7)?,
                 latency_us: r.get::<_, i64>(8)? as u64,
+                mac: r.get(9)?,
             })
         })
         .map_err(|e| e.to_string())?;

@@ -59,10 +59,26 @@ CREATE TABLE IF NOT EXISTS queries (
     rcode INTEGER NOT NULL,
     upstream TEXT,
     list TEXT,
-    latency_us INTEGER NOT NULL
+    latency_us INTEGER NOT NULL,
+    mac TEXT
 );
 CREATE TABLE IF NOT EXISTS totals (outcome TEXT PRIMARY KEY, count INTEGER NOT NULL);
 ";
+
+/// Columns later versions added, with their types: a database an older
+/// version wrote gains them in place and keeps its rows (they read NULL).
+const ADDED_COLUMNS: [(&str, &str); 1] = [("mac", "TEXT")];
+
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('queries')")?;
+    let have: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+    for (column, kind) in ADDED_COLUMNS {
+        if !have.iter().any(|c| c == column) {
+            conn.execute_batch(&format!("ALTER TABLE queries ADD COLUMN {column} {kind}"))?;
+        }
+    }
+    Ok(())
+}
 
 /// Logs an error at most once per [`ERROR_LOG_EVERY`], with how many were held back.
 #[derive(Debug, Default)]
@@ -138,6 +154,7 @@ pub fn open(path: &Path, max_size: u64) -> rusqlite::Result<Connection> {
     let max_pages = (max_size / page_size.max(512) as u64).max(16);
     conn.pragma_update(None, "max_page_count", max_pages as i64)?;
     conn.execute_batch(SCHEMA)?;
+    migrate(&conn)?;
     // A damaged file often opens fine and fails later; find out now.
     let ok: String = conn.pragma_query_value(None, "quick_check", |r| r.get(0))?;
     if ok != "ok" {
@@ -329,6 +346,11 @@ impl Writer {
                     super::push_wire_name(&e.name[..e.name_len as usize], t);
                 }
             });
+            // Anonymized clients keep no hardware address either.
+            let mac = e
+                .mac
+                .filter(|_| !self.cfg.anonymize_clients)
+                .map(|m| append(&mut text, |t| t.push_str(&crate::client::mac_text(&m))));
             rows.push(Row {
                 id: self.last_id,
                 ts: ts as i64,
@@ -340,6 +362,7 @@ impl Writer {
                 upstream,
                 list: e.list.clone(),
                 latency_us: e.latency_us,
+                mac,
             });
         }
         let Some(conn) = self.conn.as_mut() else {
@@ -394,6 +417,7 @@ struct Row {
     upstream: Option<Range<usize>>,
     list: Option<Arc<str>>,
     latency_us: u32,
+    mac: Option<Range<usize>>,
 }
 
 /// Appends `f`'s output to `text` and returns where it landed.
@@ -419,12 +443,16 @@ fn append_display(text: &mut String, v: impl std::fmt::Display) -> Range<usize> 
 static INSERTS: LazyLock<Vec<String>> =
     LazyLock::new(|| (0..=ROWS_PER_INSERT.ilog2()).map(|k| insert_sql(1 << k)).collect());
 
+/// Values per row of an INSERT ([`insert_sql`]); 64 rows stay under
+/// SQLite's 999 parameters.
+const COLUMNS: usize = 11;
+
 fn insert_sql(rows: usize) -> String {
     let mut sql = String::from(
-        "INSERT INTO queries (id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us) VALUES ",
+        "INSERT INTO queries (id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac) VALUES ",
     );
     for i in 0..rows {
-        sql.push_str(if i == 0 { "(?,?,?,?,?,?,?,?,?,?)" } else { ",(?,?,?,?,?,?,?,?,?,?)" });
+        sql.push_str(if i == 0 { "(?,?,?,?,?,?,?,?,?,?,?)" } else { ",(?,?,?,?,?,?,?,?,?,?,?)" });
     }
     sql
 }
@@ -440,7 +468,7 @@ fn insert(conn: &mut Connection, rows: &[Row], text: &str) -> rusqlite::Result<(
             rest = tail;
             let mut stmt = tx.prepare_cached(&INSERTS[k as usize])?;
             for (i, r) in chunk.iter().enumerate() {
-                let p = i * 10;
+                let p = i * COLUMNS;
                 stmt.raw_bind_parameter(p + 1, r.id)?;
                 stmt.raw_bind_parameter(p + 2, r.ts)?;
                 stmt.raw_bind_parameter(p + 3, &text[r.client.clone()])?;
@@ -451,6 +479,7 @@ fn insert(conn: &mut Connection, rows: &[Row], text: &str) -> rusqlite::Result<(
                 stmt.raw_bind_parameter(p + 8, r.upstream.clone().map(|u| &text[u]))?;
                 stmt.raw_bind_parameter(p + 9, r.list.as_deref())?;
                 stmt.raw_bind_parameter(p + 10, r.latency_us)?;
+                stmt.raw_bind_parameter(p + 11, r.mac.clone().map(|m| &text[m]))?;
                 if let Some(o) = Outcome::ALL.iter().position(|o| *o == r.outcome) {
                     per_outcome[o] += 1;
                 }
@@ -494,6 +523,33 @@ mod tests {
         assert_eq!(text("192.168.1.77", false), "192.168.1.77");
     }
 
+    /// A database the previous version wrote (no `mac` column) gains the
+    /// column when opened and keeps its rows.
+    #[test]
+    fn an_older_database_is_migrated_in_place() {
+        #![allow(clippy::unwrap_used)]
+        let dir = std::env::temp_dir().join(format!("hydradns-migrate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("old.db");
+        {
+            let old = Connection::open(&path).unwrap();
+            old.execute_batch(&SCHEMA.replace(",\n    mac TEXT", "")).unwrap();
+            old.execute_batch(
+                "INSERT INTO queries VALUES (1, 1, '192.168.1.2', 'old.example', 1, 'cached', 0, NULL, NULL, 5)",
+            )
+            .unwrap();
+            assert!(old.prepare("SELECT mac FROM queries").is_err(), "the old schema has no mac");
+        }
+        let conn = open(&path, 1 << 20).unwrap();
+        let (name, mac): (String, Option<String>) =
+            conn.query_row("SELECT name, mac FROM queries", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        assert_eq!((name.as_str(), mac), ("old.example", None));
+        drop(conn);
+        open(&path, 1 << 20).unwrap(); // a second open finds the column there
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Clients and upstreams alternate within one batch; each row must keep its own.
     #[test]
     fn every_row_keeps_its_own_client_and_upstream() {
@@ -521,6 +577,7 @@ mod tests {
                     upstream: upstreams[i % 3],
                     list: None,
                     latency_us: i as u32,
+                    mac: None,
                 }
             })
             .collect();

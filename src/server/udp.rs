@@ -362,7 +362,7 @@ impl Loop {
         for i in 0..taken {
             let Some(client) = self.batch.peer(i) else { continue };
             Counters::bump(&self.stats.udp_queries);
-            let origin = Origin { client: client.ip(), received, transport: Transport::Udp };
+            let origin = Origin { client: client.ip(), mac: None, received, transport: Transport::Udp };
             if self.out.len == BATCH {
                 self.flush_replies();
             }

@@ -85,6 +85,7 @@ pub struct Upstream {
     pub answer_ip: Ipv4Addr,
     pub behaviour: Arc<Behaviour>,
     log: Arc<Mutex<Vec<(String, u16, bool)>>>,
+    client_options: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
 
@@ -113,15 +114,23 @@ impl Upstream {
             answer_ip,
             behaviour: Arc::new(Behaviour::default()),
             log: Arc::new(Mutex::new(Vec::new())),
+            client_options: Arc::new(AtomicUsize::new(0)),
             stop: Arc::new(AtomicBool::new(false)),
         };
         let (b, log, stop) = (up.behaviour.clone(), up.log.clone(), up.stop.clone());
+        let client_options = up.client_options.clone();
         std::thread::spawn(move || {
             let udp = Arc::new(udp);
             let mut buf = [0u8; 4096];
             while !stop.load(SeqCst) {
                 let Ok((n, peer)) = udp.recv_from(&mut buf) else { continue };
                 let msg = buf[..n].to_vec();
+                let identifying = |c: &u16| matches!(c, 8 | 65001 | 65073 | 65074);
+                if Packet::parse(&msg)
+                    .is_ok_and(|p| p.opt().is_some_and(|o| o.opt_codes.iter().any(|c| identifying(&c.code))))
+                {
+                    client_options.fetch_add(1, SeqCst);
+                }
                 if b.silent.load(SeqCst) {
                     continue;
                 }
@@ -194,6 +203,12 @@ impl Upstream {
             }
         });
         up
+    }
+
+    /// UDP queries that reached it carrying a client-identifying EDNS
+    /// option (Client Subnet, dnsmasq's MAC options, CPE id): none should.
+    pub fn client_options_seen(&self) -> usize {
+        self.client_options.load(SeqCst)
     }
 
     /// Queries seen for `name` (lowercase), over UDP and TCP.
@@ -702,4 +717,27 @@ pub fn is_root() -> bool {
 
 pub fn localhost() -> IpAddr {
     IpAddr::V4(Ipv4Addr::LOCALHOST)
+}
+
+// ---------------------------------------------------------------- query log
+
+pub fn cfg_path(gw: &Gateway) -> &str {
+    gw.config.to_str().unwrap()
+}
+
+/// `hydradns log --json` with `extra` arguments.
+pub fn log_rows(gw: &Gateway, extra: &[&str]) -> Vec<hydradns::querylog::read::LogRow> {
+    use nanoserde::DeJson;
+    let mut args = vec!["log", "-c", cfg_path(gw), "--json", "--limit", "100000"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = cli(&args);
+    assert_eq!(code, 0, "{err}");
+    Vec::<hydradns::querylog::read::LogRow>::deserialize_json(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// A `config querylog` section keeping its files in the test's directory.
+pub fn log_section(dir_extra: &str) -> String {
+    format!(
+        "config querylog 'querylog'\n\toption path '@DIR@/live/queries.db'\n\toption flash_path '@DIR@/flash/queries.db'\n{dir_extra}"
+    )
 }
