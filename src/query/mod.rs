@@ -465,11 +465,23 @@ impl Engine {
     ) -> Step {
         let snap = self.snapshot.load();
         // A trusted forwarder's queries are admitted as the client each names.
-        let proxied = snap.config.trusted_proxy.allows(origin.client);
-        if !proxied && let Some(step) = self.admit(&snap, msg, origin, out, stats) {
+        let parsed = wire::parse_query(msg);
+        // A trusted forwarder's query is admitted, answered and logged as the
+        // client its options name. Only a query with options costs the check.
+        let named;
+        let origin = match parsed.as_ref().ok().and_then(|q| q.edns).filter(|e| e.has_options()) {
+            Some(e) if snap.config.trusted_proxy.allows(origin.client) => {
+                let n = client::edns::named(msg, e.options_at as usize, e.options_end as usize);
+                named = Origin { client: n.ip.unwrap_or(origin.client), mac: n.mac, ..*origin };
+                &named
+            }
+            _ => origin,
+        };
+        // Before any answer, FORMERR included: a client turned away gets only `deny_action`.
+        if let Some(step) = self.admit(&snap, msg, origin, out, stats) {
             return step;
         }
-        let q = match wire::parse_query(msg) {
+        let q = match parsed {
             Ok(q) => q,
             Err(Reject::Drop) => {
                 Counters::bump(&stats.dropped);
@@ -486,18 +498,6 @@ impl Engine {
                 return self.done(origin, Answered::unparsed(), out, stats);
             }
         };
-        let named;
-        let origin = match q.edns.filter(|e| proxied && e.has_options()) {
-            Some(e) => {
-                let n = client::edns::named(msg, e.options_at as usize, e.options_end as usize);
-                named = Origin { client: n.ip.unwrap_or(origin.client), mac: n.mac, ..*origin };
-                &named
-            }
-            None => origin,
-        };
-        if proxied && let Some(step) = self.admit(&snap, msg, origin, out, stats) {
-            return step;
-        }
         if q.edns.is_some_and(|e| e.version > 0) {
             Counters::bump(&stats.badvers);
             wire::build::start(out, &q, rcode::NOERROR);
@@ -593,7 +593,7 @@ impl Engine {
 
     /// Turns `origin`'s client away (outside `allow_client`, over its rate),
     /// or `None` to go on.
-    #[inline]
+    #[inline(always)]
     fn admit(&self, snap: &Snapshot, msg: &[u8], origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Option<Step> {
         if !snap.config.allow_client.allows(origin.client) {
             Counters::bump(&stats.denied);
