@@ -207,7 +207,7 @@ fn after_a_burst_with_misses_in_flight_the_server_sleeps_and_still_answers() {
     }
     let mut buf = [0u8; 1500];
     for _ in 0..90 {
-        let n = sock.recv(&mut buf).expect("every blocked query answered while the misses wait");
+        let n = recv(&sock, &mut buf).expect("every blocked query answered while the misses wait");
         assert_eq!(Reply::parse(buf[..n].to_vec()).ips(), ["0.0.0.0"]);
     }
     let before = gw.cpu_seconds();
@@ -215,12 +215,12 @@ fn after_a_burst_with_misses_in_flight_the_server_sleeps_and_still_answers() {
     let spent = gw.cpu_seconds() - before;
     assert!(spent < 0.5, "{spent:.2} s of CPU in 1 s with nothing to do but wait upstream");
     sock.send_to(&build_query(500, "late.blocked.example", A, None), gw.addr).unwrap();
-    let n = sock.recv(&mut buf).unwrap();
+    let n = recv(&sock, &mut buf).unwrap();
     let r = Reply::parse(buf[..n].to_vec());
     assert_eq!((r.id, r.ips()), (500, vec!["0.0.0.0".to_string()]), "a query after the burst, before the misses end");
     let mut misses = HashSet::new();
     while misses.len() < 10 {
-        let n = sock.recv(&mut buf).expect("every miss answered");
+        let n = recv(&sock, &mut buf).expect("every miss answered");
         let r = Reply::parse(buf[..n].to_vec());
         assert_eq!((r.id % 10, r.ips()), (0, vec!["192.0.2.1".to_string()]));
         assert!(misses.insert(r.id));
@@ -326,4 +326,15 @@ fn queries_the_kernel_drops_are_counted() {
     assert_eq!(code, 0);
     assert!(out.contains(&format!("lost       {} in the kernel", r.udp_receive_drops)), "{out}");
     assert!(gw.stop().success());
+}
+
+/// One datagram, retried when a signal interrupts the wait (EINTR seen in
+/// full-suite runs, where other tests' children come and go).
+fn recv(sock: &std::net::UdpSocket, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match sock.recv(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
 }
