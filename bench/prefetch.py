@@ -28,7 +28,6 @@ With --out, the table replaces the prefetch section of that file (or is appended
 import argparse
 import datetime
 import itertools
-import json
 import os
 import random
 import shutil
@@ -39,7 +38,7 @@ import threading
 import time
 
 import redline
-from redline import free_port, first_answer
+from redline import first_answer, free_port, stats
 
 BEGIN = "<!-- prefetch: written by bench/prefetch.py -->"
 END = "<!-- end of prefetch -->"
@@ -59,11 +58,6 @@ def read_count(path, deadline=5):
     while not os.path.exists(path) and time.monotonic() < t:
         time.sleep(0.05)
     return int(open(path).read())
-
-
-def stats(hydradns, conf):
-    out = subprocess.run([hydradns, "stats", "-c", conf, "--json"], capture_output=True, check=True, text=True)
-    return json.loads(out.stdout)
 
 
 def main():

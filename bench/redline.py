@@ -591,6 +591,12 @@ def commit():
     return (r.stdout.strip() or "unknown") + ("-dirty" if changed.stdout.strip() else "")
 
 
+def stats(hydradns, conf):
+    """`hydradns stats --json` of the instance running with `conf`."""
+    out = subprocess.run([hydradns, "stats", "-c", conf, "--json"], capture_output=True, check=True, text=True)
+    return json.loads(out.stdout)
+
+
 def cpu_model(default="unknown"):
     """The CPU's model name, for the machine line of a report."""
     with open("/proc/cpuinfo") as f:

@@ -14,7 +14,6 @@ least a minute's recovery add none). Queries failed or turned away during
 the outage are then expected: they are the names nobody could know."""
 import argparse
 import http.server
-import json
 import os
 import platform
 import random
@@ -29,7 +28,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the repository
 sys.path.insert(0, os.path.dirname(__file__))
-from redline import CANARY, cpu_model, first_answer, free_port, proc_cpu, proc_rss  # noqa: E402
+from redline import CANARY, cpu_model, first_answer, free_port, proc_cpu, proc_rss, stats  # noqa: E402
 
 
 def machine():
@@ -156,11 +155,6 @@ def outage_checker(port, cached, stop, out):
         if rc == 0:
             out["new_answered"] += 1
         stop.wait(max(0.0, 1.0 - (time.monotonic() - t0)))
-
-
-def stats(hydradns, conf):
-    out = subprocess.run([hydradns, "stats", "-c", conf, "--json"], capture_output=True, check=True, text=True)
-    return json.loads(out.stdout)
 
 
 def main():
