@@ -71,20 +71,13 @@ impl Records {
             let Some(name) = wire_name(&rec.name) else { continue };
             let data = match &rec.data {
                 RecordData::Addresses(ips) => {
-                    let v4 = ips
-                        .iter()
-                        .filter_map(|ip| match ip {
-                            IpAddr::V4(a) => Some(a.octets()),
-                            IpAddr::V6(_) => None,
-                        })
-                        .collect();
-                    let v6 = ips
-                        .iter()
-                        .filter_map(|ip| match ip {
-                            IpAddr::V6(a) => Some(a.octets()),
-                            IpAddr::V4(_) => None,
-                        })
-                        .collect();
+                    let (mut v4, mut v6) = (Vec::new(), Vec::new());
+                    for ip in ips {
+                        match ip {
+                            IpAddr::V4(a) => v4.push(a.octets()),
+                            IpAddr::V6(a) => v6.push(a.octets()),
+                        }
+                    }
                     Data::Addresses { v4, v6 }
                 }
                 RecordData::Alias(target) => match wire_name(target) {

@@ -358,6 +358,11 @@ pub enum Transport {
     Tcp,
 }
 
+/// Sends a client the stale answer it gets while its miss is still being
+/// resolved ([`Engine::resolve_led`]). One type for every transport, so the
+/// miss's future is compiled once; the box is made only for that rare answer.
+pub type Early<'a> = &'a dyn Fn(Vec<u8>) -> smol::future::BoxedLocal<()>;
+
 /// Where a query came from and when it arrived.
 #[derive(Debug, Clone, Copy)]
 pub struct Origin {
@@ -657,13 +662,7 @@ impl Engine {
     /// writes the answer into `out`. True when there is one to send: always
     /// (SERVFAIL when nothing usable came back in time) but for a refresh,
     /// and for a client that got its stale answer through `early`.
-    pub async fn resolve(
-        &self,
-        miss: Miss,
-        out: &mut Vec<u8>,
-        stats: &Counters,
-        early: impl AsyncFnOnce(&[u8]),
-    ) -> bool {
+    pub async fn resolve(&self, miss: Miss, out: &mut Vec<u8>, stats: &Counters, early: Early<'_>) -> bool {
         match self.begin(miss, out, stats) {
             Begin::Lead(led) => self.resolve_led(led, None, out, stats, early).await,
             Begin::Wait(miss, rx) => {
@@ -686,7 +685,7 @@ impl Engine {
         truncated: Option<usize>,
         out: &mut Vec<u8>,
         stats: &Counters,
-        early: impl AsyncFnOnce(&[u8]),
+        early: Early<'_>,
     ) -> bool {
         let stale_at = led.stale_deadline();
         let mut answered_early = false;
@@ -709,7 +708,7 @@ impl Engine {
                             None => {
                                 let mut stale = Vec::new();
                                 self.answer_stale(&miss.origin, &q, s, snap, &mut stale, stats);
-                                early(&stale).await;
+                                early(stale).await;
                                 answered_early = true;
                                 None
                             }

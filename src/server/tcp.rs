@@ -198,6 +198,14 @@ async fn write_frame(stream: &Async<TcpStream>, lock: &Mutex<()>, msg: &[u8], id
         .await
 }
 
+/// Writes one answer; a half-written frame leaves the stream unusable, so
+/// on failure it is ended for the reader too.
+async fn send_or_hang_up(stream: &Async<TcpStream>, lock: &Mutex<()>, msg: &[u8], idle: Duration) {
+    if !write_frame(stream, lock, msg, idle).await {
+        let _ = stream.get_ref().shutdown(Shutdown::Both);
+    }
+}
+
 async fn serve_conn(
     stream: Async<TcpStream>,
     client: IpAddr,
@@ -252,18 +260,12 @@ async fn serve_conn(
             (stream.clone(), lock.clone(), engine.clone(), stats.clone(), done_tx.clone());
         ex.spawn(async move {
             let mut out = Vec::new();
-            // A half-written frame leaves the stream unusable: end it for the reader too.
-            let hang_up = || {
-                let _ = stream.get_ref().shutdown(Shutdown::Both);
+            let early = |stale: Vec<u8>| -> smol::future::BoxedLocal<()> {
+                let (stream, lock) = (stream.clone(), lock.clone());
+                Box::pin(async move { send_or_hang_up(&stream, &lock, &stale, idle).await })
             };
-            let early = async |stale: &[u8]| {
-                if !write_frame(&stream, &lock, stale, idle).await {
-                    hang_up();
-                }
-            };
-            let answered = engine.resolve(miss, &mut out, &stats, early).await;
-            if answered && !write_frame(&stream, &lock, &out, idle).await {
-                hang_up();
+            if engine.resolve(miss, &mut out, &stats, &early).await {
+                send_or_hang_up(&stream, &lock, &out, idle).await;
             }
             let _ = done.try_send(());
         })

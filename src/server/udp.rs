@@ -636,8 +636,11 @@ pub async fn run_jobs(
                 }
                 Job::Truncated(led, idx, peer) => {
                     // Nothing is written when there is nothing to send (a refresh).
-                    let early = async |stale: &[u8]| send(&sock, stale, &peer, &stats);
-                    engine.resolve_led(led, Some(idx), &mut out, &stats, early).await;
+                    let early = |stale: Vec<u8>| -> smol::future::BoxedLocal<()> {
+                        send(&sock, &stale, &peer, &stats);
+                        Box::pin(std::future::ready(()))
+                    };
+                    engine.resolve_led(led, Some(idx), &mut out, &stats, &early).await;
                     peer
                 }
             };
