@@ -60,7 +60,13 @@ fn main() {
         batch_interval: std::time::Duration::from_secs(60),
         ..Default::default()
     };
-    let querylog = log.as_deref().map(|_| hydradns::querylog::QueryLog::start(&qlcfg).expect("query log"));
+    let querylog = log.as_deref().map(|_| {
+        hydradns::querylog::QueryLog::start(
+            &qlcfg,
+            hydradns::client::names::NameBook::new("/nonexistent".as_ref(), "/nonexistent".as_ref()),
+        )
+        .expect("query log")
+    });
     let engine =
         Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), querylog.as_ref().map(|q| q.logger.clone()));
     let stats = Counters::default();

@@ -117,6 +117,14 @@ def main():
         m = bytearray(query("www.example", 1, edns=1232))
         m[-2:] = struct.pack(">H", len(options))
         put("query", bytes(m) + options)
+    # dnsmasq's lease file (IPv4, a * hostname, a non-Ethernet address, the
+    # DUID line, DHCPv6) and an ethers file.
+    put("leases", b"1764720000 02:00:5e:10:00:01 192.168.1.50 kids-tablet 01:02:00:5e:10:00:01\n"
+                  b"1764720100 02:00:5e:10:00:02 192.168.1.51 * *\n"
+                  b"1764720200 06-02:00:5e:10:00:03 192.168.1.52 printer *\n"
+                  b"duid 00:01:00:01:2c:5f:aa:bb:02:00:5e:10:00:ff\n"
+                  b"1764720300 4166541 fd00::50 laptop 00:01:00:01:2c:5f:00:11:02:00:5e:10:00:04\n")
+    put("leases", b"# static\n02:00:5e:10:00:09 media-box\n02:00:5e:10:00:0a 192.168.1.9\n")
     v4 = lambda *a: (1, bytes(a))
     put("upstream_reply", reply("www.example", 1, [v4(192, 0, 2, 1)]))
     put("upstream_reply", reply("www.example", 1, [v4(192, 168, 1, 1)]))
@@ -134,7 +142,7 @@ def main():
                 put("uci", fh.read())
     put("list", b"0.0.0.0 a.example b.example\n127.0.0.1 localhost\n||c.example^\n@@||ok.c.example^\n*.w.example\n"
         b"||d.example^$badfilter\n||d.example^\n/regex/\nexample.com##.ad\nplain.example\n")
-    for t in ("query", "upstream_reply", "list", "uci"):
+    for t in ("query", "upstream_reply", "list", "uci", "leases"):
         d = os.path.join(HERE, "corpus", t)
         count[t] = len(os.listdir(d)) if os.path.isdir(d) else 0
     print("seeds: " + ", ".join(f"{t} {n}" for t, n in count.items()))

@@ -24,7 +24,7 @@ usage:
   hydradns check-config -c FILE [--shell]             validate FILE; print FILE:LINE: problem
   hydradns check -c FILE NAME                         is NAME blocked, and by which list?
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
-  hydradns log [-c FILE] [--limit N] [--blocked] [--client IP|MAC] [--domain PATTERN] [--since 1h] [--json]
+  hydradns log [-c FILE] [--limit N] [--blocked] [--client IP|MAC|NAME] [--domain PATTERN] [--since 1h] [--json]
   hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
   hydradns update [-c FILE] [--json]                  download the lists now (through the gateway if running)
   hydradns lists [-c FILE] [--json]                   each list source: entries, last download, errors
@@ -498,9 +498,11 @@ fn show_log(args: Args) -> ExitCode {
                 (None, Some(u)) => format!("via {u}"),
                 _ => String::new(),
             };
-            let client = match &r.mac {
-                Some(m) => format!("{} ({m})", r.client),
-                None => r.client.clone(),
+            let client = match (&r.client_name, &r.mac) {
+                (Some(n), Some(m)) => format!("{n} ({} {m})", r.client),
+                (Some(n), None) => format!("{n} ({})", r.client),
+                (None, Some(m)) => format!("{} ({m})", r.client),
+                (None, None) => r.client.clone(),
             };
             println!(
                 "{} {:<15} {:<6} {} {} {} {}us {}",

@@ -158,3 +158,40 @@ fn the_rate_limit_and_the_access_list_apply_to_the_named_client() {
     let c = gw.report().counters;
     assert_eq!((c.ratelimited, c.denied), (3, 1));
 }
+
+#[test]
+fn the_log_names_devices_from_the_dhcp_leases_and_ethers() {
+    let up = Upstream::start("192.0.2.5".parse().unwrap());
+    let files = TempDir::new();
+    let leases = files.file(
+        "dhcp.leases",
+        "1764720000 02:00:5e:10:00:01 192.168.1.77 kids-tablet *\n\
+         1764720000 02:00:5e:10:00:02 192.168.1.78 * *\n",
+    );
+    let ethers = files.file("ethers", "02:00:5e:10:00:09 media-box\n");
+    let gw = Gateway::start(&config(
+        &[&up],
+        &format!(
+            "\toption leases_file '{}'\n\toption ethers_file '{}'\n{}",
+            leases.display(),
+            ethers.display(),
+            log_section("\toption batch_interval '50ms'\n")
+        ),
+    ));
+    let ask = |id: u16, name: &str, options: &[(u16, &[u8])]| {
+        udp_raw(gw.addr, &query_with_options(id, name, options), Duration::from_secs(5)).unwrap();
+    };
+    ask(21, "homework.clients.example", &[(8, &ECS_192_168_1_77)]);
+    ask(22, "video.clients.example", &[(8, &[0, 1, 32, 0, 192, 168, 1, 90]), (65001, &[2, 0, 0x5e, 0x10, 0, 9])]);
+    ask(23, "unnamed.clients.example", &[(8, &[0, 1, 32, 0, 192, 168, 1, 78])]);
+    wait_for("the log", Duration::from_secs(10), || log_rows(&gw, &[]).len() >= 3);
+    let named = |name: &str| log_rows(&gw, &["--domain", name])[0].client_name.clone();
+    assert_eq!(named("homework.clients.example").as_deref(), Some("kids-tablet"), "by address, from the leases");
+    assert_eq!(named("video.clients.example").as_deref(), Some("media-box"), "by MAC, from /etc/ethers");
+    assert_eq!(named("unnamed.clients.example"), None, "a * hostname names no one");
+    let theirs = log_rows(&gw, &["--client", "kids-tablet"]);
+    assert_eq!(theirs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["homework.clients.example"]);
+    let (code, out, err) = cli(&["top", "-c", cfg_path(&gw), "--clients"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("kids-tablet (192.168.1.77)") && out.contains("192.168.1.78"), "{out}");
+}

@@ -8,3 +8,4 @@
 pub mod edns;
 
 pub use edns::{Named, mac_text, parse_mac};
+pub mod names;

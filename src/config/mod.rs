@@ -241,6 +241,10 @@ pub struct Config {
     pub lists: Vec<ListSource>,
     /// Conditional forwarding rules.
     pub forwards: Vec<Forward>,
+    /// dnsmasq's DHCP leases: devices' names for the query log.
+    pub leases_file: PathBuf,
+    /// ethers(5): more devices' names, by MAC.
+    pub ethers_file: PathBuf,
     /// Local names (`config record`), in file order.
     pub records: Vec<LocalRecord>,
     /// Query log settings.
@@ -363,6 +367,8 @@ impl Config {
             lists: Vec::new(),
             forwards: Vec::new(),
             records: Vec::new(),
+            leases_file: PathBuf::from("/tmp/dhcp.leases"),
+            ethers_file: PathBuf::from("/etc/ethers"),
             querylog: QueryLogConfig::default(),
             control_socket: PathBuf::from("/var/run/hydradns/control.sock"),
             list_dir: PathBuf::from("/etc/hydradns/lists"),
@@ -553,10 +559,13 @@ impl Config {
     /// one build, which is all it is compared within.
     pub fn restart_key(&self) -> String {
         let material = format!(
-            "{:?}|{}|{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}|{:?}|{:?}",
+            "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}|{:?}|{:?}",
             self.listen,
             self.worker_count(),
             self.querylog,
+            // The query log's writer reads them from its start.
+            self.leases_file,
+            self.ethers_file,
             self.control_socket,
             self.dnsmasq_mode,
             self.dnsmasq_port,
@@ -720,6 +729,8 @@ impl SectionReader<'_> {
                     }
                     cfg.allow_client.add(&v.value).ok_or_else(|| self.bad(v, "an address or CIDR range"))?;
                 }
+                "leases_file" => cfg.leases_file = self.path(v)?,
+                "ethers_file" => cfg.ethers_file = self.path(v)?,
                 "trusted_proxy" => {
                     if !replaced.trusted_proxy {
                         cfg.trusted_proxy = crate::access::AccessList::empty();
@@ -1211,6 +1222,7 @@ config mystery
         assert_ne!(base, key("\tlist listen '127.0.0.1:5300'\n"));
         assert_ne!(base, key("\toption dnsmasq_port '5355'\n"));
         assert_ne!(base, key("config querylog\n\toption retention '1d'\n"));
+        assert_ne!(base, key("\toption leases_file '/tmp/other.leases'\n"));
     }
 
     #[test]

@@ -212,7 +212,7 @@ impl QueryLog {
     /// Restores the flash copy if the live database is gone (after a reboot),
     /// then starts the writer and the flusher. Database problems are logged
     /// and counted by the threads, never returned: DNS starts regardless.
-    pub fn start(cfg: &QueryLogConfig) -> std::io::Result<QueryLog> {
+    pub fn start(cfg: &QueryLogConfig, names: crate::client::names::NameBook) -> std::io::Result<QueryLog> {
         match flash::restore_if_missing(&cfg.path, &cfg.flash_path) {
             Ok(true) => log::info!("query log restored from {}", cfg.flash_path.display()),
             Ok(false) => {}
@@ -221,7 +221,7 @@ impl QueryLog {
         let (tx, rx): (Sender<Entry>, Receiver<Entry>) = bounded(cfg.queue_size);
         let counters = Arc::new(LogCounters::default());
         let door = Arc::new(doorbell::Doorbell::new(cfg.batch_size));
-        let writer = writer::spawn(cfg.clone(), rx, door.clone(), counters.clone())?;
+        let writer = writer::spawn(cfg.clone(), names, rx, door.clone(), counters.clone())?;
         let flusher =
             flash::Flusher::spawn(cfg.path.clone(), cfg.flash_path.clone(), cfg.flush_interval, counters.clone())?;
         Ok(QueryLog { logger: Logger { tx, door, counters }, writer: Some(writer), flusher: Some(flusher) })

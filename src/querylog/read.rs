@@ -37,6 +37,8 @@ pub struct LogRow {
     pub latency_us: u64,
     /// The client's hardware address, when dnsmasq in front gave it (`add-mac`).
     pub mac: Option<String>,
+    /// The device's name from the DHCP leases or /etc/ethers, when known.
+    pub client_name: Option<String>,
 }
 
 /// What `hydradns log` filters on.
@@ -110,8 +112,10 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
     }
     // A database an older version wrote, not yet opened by this one's writer.
     let mac = if has_column(conn, "mac") { "mac" } else { "NULL" };
+    let client_name = if has_column(conn, "client_name") { "client_name" } else { "NULL" };
     let mut sql = format!(
-        "SELECT ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, {mac} FROM queries WHERE 1"
+        "SELECT ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, {mac}, {client_name} \
+         FROM queries WHERE 1"
     );
     let mut args: Vec<Value> = Vec::new();
     if filter.blocked {
@@ -123,8 +127,10 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
                 sql.push_str(&format!(" AND {mac} = ?"));
                 args.push(Value::Text(crate::client::mac_text(&m)));
             }
+            // An address, or a device's name.
             None => {
-                sql.push_str(" AND client = ?");
+                sql.push_str(&format!(" AND (client = ? OR {client_name} = ?)"));
+                args.push(Value::Text(c.clone()));
                 args.push(Value::Text(c.clone()));
             }
         }
@@ -164,6 +170,7 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
                 list: r.get(7)?,
                 latency_us: r.get::<_, i64>(8)? as u64,
                 mac: r.get(9)?,
+                client_name: r.get(10)?,
             })
         })
         .map_err(|e| e.to_string())?;
@@ -175,13 +182,18 @@ pub fn top(conn: &Connection, kind: TopKind, since: Duration, limit: usize) -> R
     if !has_table(conn) {
         return Ok(Vec::new());
     }
-    let (column, only_blocked) = match kind {
-        TopKind::Domains => ("name", false),
-        TopKind::Blocked => ("name", true),
-        TopKind::Clients => ("client", false),
+    // What is shown, what is counted by, and whether only blocked queries count.
+    let (shown, column, only_blocked) = match kind {
+        TopKind::Domains => ("name", "name", false),
+        TopKind::Blocked => ("name", "name", true),
+        // A client with a name is shown as `name (address)`.
+        TopKind::Clients if has_column(conn, "client_name") => {
+            ("coalesce(max(client_name) || ' (' || client || ')', client)", "client", false)
+        }
+        TopKind::Clients => ("client", "client", false),
     };
     let sql = format!(
-        "SELECT {column}, count(*) AS n FROM queries WHERE id >= ?1 {} GROUP BY {column} ORDER BY n DESC, {column} LIMIT ?2",
+        "SELECT {shown}, count(*) AS n FROM queries WHERE id >= ?1 {} GROUP BY {column} ORDER BY n DESC, {column} LIMIT ?2",
         if only_blocked { "AND outcome = 'blocked'" } else { "" }
     );
     let cutoff = id_at(now_ms().saturating_sub(since.as_millis() as u64));

@@ -24,6 +24,8 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 use rustc_hash::FxHashMap;
 use smol::channel::Receiver;
 
+use crate::client::names::NameBook;
+
 use super::doorbell::{Doorbell, Wake};
 use super::{Entry, LogCounters, Outcome};
 use crate::config::QueryLogConfig;
@@ -60,14 +62,15 @@ CREATE TABLE IF NOT EXISTS queries (
     upstream TEXT,
     list TEXT,
     latency_us INTEGER NOT NULL,
-    mac TEXT
+    mac TEXT,
+    client_name TEXT
 );
 CREATE TABLE IF NOT EXISTS totals (outcome TEXT PRIMARY KEY, count INTEGER NOT NULL);
 ";
 
 /// Columns later versions added, with their types: a database an older
 /// version wrote gains them in place and keeps its rows (they read NULL).
-const ADDED_COLUMNS: [(&str, &str); 1] = [("mac", "TEXT")];
+const ADDED_COLUMNS: [(&str, &str); 2] = [("mac", "TEXT"), ("client_name", "TEXT")];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('queries')")?;
@@ -106,13 +109,14 @@ impl RateLimited {
 /// Starts the writer thread.
 pub fn spawn(
     cfg: QueryLogConfig,
+    names: NameBook,
     rx: Receiver<Entry>,
     door: Arc<Doorbell>,
     counters: Arc<LogCounters>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("hydradns-log".into()).spawn(move || {
         crate::sys::lower_thread_priority();
-        Writer::new(cfg, counters).run(rx, &door)
+        Writer::new(cfg, counters, names).run(rx, &door)
     })
 }
 
@@ -132,6 +136,8 @@ struct Writer {
     /// clients and fewer upstreams, and formatting an address costs more than
     /// SQLite's insert of the row (callgrind: 1,400 of 8,000 instructions an entry).
     clients: FxHashMap<IpAddr, Range<usize>>,
+    /// Devices' names from the DHCP leases and /etc/ethers.
+    names: NameBook,
     upstreams: FxHashMap<SocketAddr, Range<usize>>,
 }
 
@@ -203,7 +209,7 @@ fn client_ip(ip: IpAddr, anonymize: bool) -> IpAddr {
 }
 
 impl Writer {
-    fn new(cfg: QueryLogConfig, counters: Arc<LogCounters>) -> Writer {
+    fn new(cfg: QueryLogConfig, counters: Arc<LogCounters>, names: NameBook) -> Writer {
         let base_wall_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         Writer {
             cfg,
@@ -216,6 +222,7 @@ impl Writer {
             last_id: 0,
             clients: FxHashMap::default(),
             upstreams: FxHashMap::default(),
+            names,
         }
     }
 
@@ -333,6 +340,7 @@ impl Writer {
         let mut text = String::with_capacity(batch.len() * 48);
         self.clients.clear();
         self.upstreams.clear();
+        self.names.refresh(Instant::now());
         for e in batch {
             let ts = self.unix_ms(e.at);
             // Entries from different workers may arrive slightly out of time order.
@@ -346,11 +354,14 @@ impl Writer {
                     super::push_wire_name(&e.name[..e.name_len as usize], t);
                 }
             });
-            // Anonymized clients keep no hardware address either.
-            let mac = e
-                .mac
-                .filter(|_| !self.cfg.anonymize_clients)
-                .map(|m| append(&mut text, |t| t.push_str(&crate::client::mac_text(&m))));
+            // Anonymized clients keep no hardware address or name either.
+            let (mac, client_name) = if self.cfg.anonymize_clients {
+                (None, None)
+            } else {
+                let mac = e.mac.map(|m| append(&mut text, |t| t.push_str(&crate::client::mac_text(&m))));
+                let name = self.names.name(e.client, e.mac).map(|n| append(&mut text, |t| t.push_str(n)));
+                (mac, name)
+            };
             rows.push(Row {
                 id: self.last_id,
                 ts: ts as i64,
@@ -363,6 +374,7 @@ impl Writer {
                 list: e.list.clone(),
                 latency_us: e.latency_us,
                 mac,
+                client_name,
             });
         }
         let Some(conn) = self.conn.as_mut() else {
@@ -418,6 +430,7 @@ struct Row {
     list: Option<Arc<str>>,
     latency_us: u32,
     mac: Option<Range<usize>>,
+    client_name: Option<Range<usize>>,
 }
 
 /// Appends `f`'s output to `text` and returns where it landed.
@@ -445,14 +458,14 @@ static INSERTS: LazyLock<Vec<String>> =
 
 /// Values per row of an INSERT ([`insert_sql`]); 64 rows stay under
 /// SQLite's 999 parameters.
-const COLUMNS: usize = 11;
+const COLUMNS: usize = 12;
 
 fn insert_sql(rows: usize) -> String {
     let mut sql = String::from(
-        "INSERT INTO queries (id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac) VALUES ",
+        "INSERT INTO queries (id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac, client_name) VALUES ",
     );
     for i in 0..rows {
-        sql.push_str(if i == 0 { "(?,?,?,?,?,?,?,?,?,?,?)" } else { ",(?,?,?,?,?,?,?,?,?,?,?)" });
+        sql.push_str(if i == 0 { "(?,?,?,?,?,?,?,?,?,?,?,?)" } else { ",(?,?,?,?,?,?,?,?,?,?,?,?)" });
     }
     sql
 }
@@ -480,6 +493,7 @@ fn insert(conn: &mut Connection, rows: &[Row], text: &str) -> rusqlite::Result<(
                 stmt.raw_bind_parameter(p + 9, r.list.as_deref())?;
                 stmt.raw_bind_parameter(p + 10, r.latency_us)?;
                 stmt.raw_bind_parameter(p + 11, r.mac.clone().map(|m| &text[m]))?;
+                stmt.raw_bind_parameter(p + 12, r.client_name.clone().map(|m| &text[m]))?;
                 if let Some(o) = Outcome::ALL.iter().position(|o| *o == r.outcome) {
                     per_outcome[o] += 1;
                 }
@@ -534,7 +548,7 @@ mod tests {
         let path = dir.join("old.db");
         {
             let old = Connection::open(&path).unwrap();
-            old.execute_batch(&SCHEMA.replace(",\n    mac TEXT", "")).unwrap();
+            old.execute_batch(&SCHEMA.replace(",\n    mac TEXT,\n    client_name TEXT", "")).unwrap();
             old.execute_batch(
                 "INSERT INTO queries VALUES (1, 1, '192.168.1.2', 'old.example', 1, 'cached', 0, NULL, NULL, 5)",
             )
@@ -556,7 +570,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("hydradns-writer-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let cfg = QueryLogConfig { path: dir.join("live.db"), ..QueryLogConfig::default() };
-        let mut w = Writer::new(cfg.clone(), Arc::new(LogCounters::default()));
+        let none = std::path::Path::new("/nonexistent");
+        let mut w = Writer::new(cfg.clone(), Arc::new(LogCounters::default()), NameBook::new(none, none));
         let clients: [IpAddr; 3] =
             ["192.168.1.10".parse().unwrap(), "192.168.1.11".parse().unwrap(), "fd00::1".parse().unwrap()];
         let upstreams: [Option<SocketAddr>; 3] =

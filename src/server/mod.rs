@@ -29,6 +29,7 @@ use smol::future::FutureExt;
 use smol::stream::StreamExt;
 use smol::{LocalExecutor, Timer};
 
+use crate::client::names::NameBook;
 use crate::config::Config;
 use crate::control;
 use crate::lists::{Lists, load_policy};
@@ -116,7 +117,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
         cfg.upstreams_from
     );
     let querylog = if cfg.querylog.enabled {
-        match QueryLog::start(&cfg.querylog) {
+        match QueryLog::start(&cfg.querylog, NameBook::new(&cfg.leases_file, &cfg.ethers_file)) {
             Ok(q) => {
                 log::info!(
                     "query log at {} (flash copy {})",

@@ -1,0 +1,212 @@
+//! Devices' names, from what the router already knows: dnsmasq's DHCP leases
+//! (`/tmp/dhcp.leases`, IPv4 and DHCPv6 lines) and `/etc/ethers`.
+//!
+//! Read by the query log's writer thread, never on the query path: it looks
+//! a logged client up by MAC, then by address, and re-reads a file only when
+//! its modification time or size changed, checked at most every
+//! [`CHECK_EVERY`] (dnsmasq rewrites the leases file in place on every lease
+//! change). A file that is missing or unreadable names no one; a line that
+//! does not parse is skipped.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use rustc_hash::FxHashMap;
+
+use super::edns::parse_mac;
+
+/// How often the files' metadata is looked at.
+pub const CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// One device a file names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Known {
+    pub mac: Option<[u8; 6]>,
+    pub ip: Option<IpAddr>,
+    pub name: String,
+}
+
+/// dnsmasq's lease file (`lease.c`, `lease_update_file`):
+/// `<expiry> <mac> <ipv4> <hostname|*> <client-id|*>` per IPv4 lease, then
+/// after a `duid <server-duid>` line `<expiry> <iaid> <ipv6> <hostname|*>
+/// <client-duid|*>` per DHCPv6 lease. The first field is an epoch, or a
+/// lease length on a router without a real-time clock; it is not used. A
+/// hardware address other than Ethernet's is written `<hwtype>-<address>`
+/// and names no MAC here.
+pub fn parse_leases(text: &str) -> Vec<Known> {
+    let mut out = Vec::new();
+    let mut v6 = false;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        if f.first() == Some(&"duid") {
+            v6 = true;
+            continue;
+        }
+        let [_, hw, ip, name, ..] = f[..] else { continue };
+        let (Ok(ip), false) = (ip.parse::<IpAddr>(), name == "*" || name.is_empty()) else { continue };
+        let mac = if v6 { None } else { parse_mac(hw.as_bytes()) };
+        out.push(Known { mac, ip: Some(ip), name: name.to_string() });
+    }
+    out
+}
+
+/// `/etc/ethers` (ethers(5)): `<mac> <hostname or address>` per line, `#`
+/// comments. A line naming an address gives no name.
+pub fn parse_ethers(text: &str) -> Vec<Known> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.split('#').next().unwrap_or("");
+            let mut f = line.split_ascii_whitespace();
+            let (mac, host) = (parse_mac(f.next()?.as_bytes())?, f.next()?);
+            (host.parse::<IpAddr>().is_err()).then(|| Known { mac: Some(mac), ip: None, name: host.to_string() })
+        })
+        .collect()
+}
+
+/// The names the files give, kept up to date.
+#[derive(Debug)]
+pub struct NameBook {
+    leases: Source,
+    ethers: Source,
+    by_mac: FxHashMap<[u8; 6], String>,
+    by_ip: FxHashMap<IpAddr, String>,
+    checked: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Source {
+    path: PathBuf,
+    seen: Option<(SystemTime, u64)>,
+    parse: fn(&str) -> Vec<Known>,
+    known: Vec<Known>,
+}
+
+impl Source {
+    /// Re-reads the file if it changed; true if it did.
+    fn refresh(&mut self) -> bool {
+        let stamp = std::fs::metadata(&self.path).ok().and_then(|m| Some((m.modified().ok()?, m.len())));
+        if stamp == self.seen {
+            return false;
+        }
+        self.seen = stamp;
+        self.known = match std::fs::read(&self.path) {
+            Ok(bytes) => (self.parse)(&String::from_utf8_lossy(&bytes)),
+            Err(_) => Vec::new(),
+        };
+        true
+    }
+}
+
+impl NameBook {
+    /// Names from `leases` and `ethers` (either may be missing or empty).
+    pub fn new(leases: &Path, ethers: &Path) -> NameBook {
+        let source = |path: &Path, parse| Source { path: path.to_path_buf(), seen: None, parse, known: Vec::new() };
+        NameBook {
+            leases: source(leases, parse_leases),
+            ethers: source(ethers, parse_ethers),
+            by_mac: FxHashMap::default(),
+            by_ip: FxHashMap::default(),
+            checked: None,
+        }
+    }
+
+    /// Looks at the files if [`CHECK_EVERY`] has passed since the last look.
+    pub fn refresh(&mut self, now: Instant) {
+        if self.checked.is_some_and(|t| now.duration_since(t) < CHECK_EVERY) {
+            return;
+        }
+        self.checked = Some(now);
+        // Both looked at, whichever changed.
+        let changed = self.leases.refresh() | self.ethers.refresh();
+        if !changed {
+            return;
+        }
+        self.by_mac.clear();
+        self.by_ip.clear();
+        // Leases first: a name the device asked for beats a static one, and
+        // the first lease for an address or MAC wins over a stale repeat.
+        for k in self.leases.known.iter().chain(&self.ethers.known) {
+            if let Some(mac) = k.mac {
+                self.by_mac.entry(mac).or_insert_with(|| k.name.clone());
+            }
+            if let Some(ip) = k.ip {
+                self.by_ip.entry(ip).or_insert_with(|| k.name.clone());
+            }
+        }
+    }
+
+    /// The name of the client at `ip` with hardware address `mac`.
+    pub fn name(&self, ip: IpAddr, mac: Option<[u8; 6]>) -> Option<&str> {
+        mac.and_then(|m| self.by_mac.get(&m)).or_else(|| self.by_ip.get(&ip.to_canonical())).map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// As dnsmasq writes it: IPv4 leases, a `*` hostname, a non-Ethernet
+    /// hardware address, then the DUID line and DHCPv6 leases.
+    const LEASES: &str = "1764720000 02:00:5e:10:00:01 192.168.1.50 kids-tablet 01:02:00:5e:10:00:01
+1764720100 02:00:5e:10:00:02 192.168.1.51 * *
+1764720200 06-02:00:5e:10:00:03 192.168.1.52 printer *
+duid 00:01:00:01:2c:5f:aa:bb:02:00:5e:10:00:ff
+1764720300 4166541 fd00::50 laptop 00:01:00:01:2c:5f:00:11:02:00:5e:10:00:04
+garbage line
+";
+
+    #[test]
+    fn leases_v4_v6_star_and_other_hardware() {
+        let k = parse_leases(LEASES);
+        let names: Vec<_> = k.iter().map(|k| (k.name.as_str(), k.mac.is_some(), k.ip.unwrap().to_string())).collect();
+        assert_eq!(
+            names,
+            [
+                ("kids-tablet", true, "192.168.1.50".to_string()),
+                ("printer", false, "192.168.1.52".to_string()),
+                ("laptop", false, "fd00::50".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn broken_rtc_leases_read_the_same() {
+        // Without a real-time clock dnsmasq writes the lease length first.
+        let k = parse_leases("43200 02:00:5e:10:00:01 192.168.1.50 nas *\n");
+        assert_eq!(k[0].name, "nas");
+    }
+
+    #[test]
+    fn ethers_names_and_addresses() {
+        let k = parse_ethers("# static\n02:00:5e:10:00:09 media-box\n02:00:5e:10:00:0a 192.168.1.9\nbad\n");
+        assert_eq!(k, [Known { mac: Some([2, 0, 0x5e, 0x10, 0, 9]), ip: None, name: "media-box".into() }]);
+    }
+
+    #[test]
+    fn the_book_follows_the_files_and_prefers_the_mac() {
+        let dir = std::env::temp_dir().join(format!("hydradns-names-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (leases, ethers) = (dir.join("dhcp.leases"), dir.join("ethers"));
+        std::fs::write(&leases, LEASES).unwrap();
+        let mut book = NameBook::new(&leases, &ethers);
+        let t0 = Instant::now();
+        book.refresh(t0);
+        let tablet = Some([2, 0, 0x5e, 0x10, 0, 1]);
+        assert_eq!(book.name("10.9.9.9".parse().unwrap(), tablet), Some("kids-tablet"), "by MAC first");
+        assert_eq!(book.name("fd00::50".parse().unwrap(), None), Some("laptop"));
+        assert_eq!(book.name("192.168.1.51".parse().unwrap(), None), None, "a * hostname names no one");
+        // dnsmasq rewrites the file in place; seen at the next check, not before.
+        std::fs::write(&leases, "1 02:00:5e:10:00:01 192.168.1.50 homework-tablet *\n").unwrap();
+        std::fs::write(&ethers, "02:00:5e:10:00:09 media-box\n").unwrap();
+        book.refresh(t0 + Duration::from_secs(1));
+        assert_eq!(book.name("192.168.1.50".parse().unwrap(), None), Some("kids-tablet"));
+        book.refresh(t0 + CHECK_EVERY);
+        assert_eq!(book.name("192.168.1.50".parse().unwrap(), None), Some("homework-tablet"));
+        assert_eq!(book.name("192.168.1.60".parse().unwrap(), Some([2, 0, 0x5e, 0x10, 0, 9])), Some("media-box"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        book.refresh(t0 + 2 * CHECK_EVERY);
+        assert_eq!(book.name("192.168.1.50".parse().unwrap(), None), None, "gone with the file");
+    }
+}
