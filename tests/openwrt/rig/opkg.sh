@@ -36,6 +36,12 @@ gid=$(id -g hydradns)
 step "upstream mode: dnsmasq forwards to us, once restarted"
 [ "$(uci -q get 'dhcp.@dnsmasq[0].server')" = "127.0.0.1#5353" ] || fail "dnsmasq's server: $(uci -q get 'dhcp.@dnsmasq[0].server')"
 [ "$(uci -q get 'dhcp.@dnsmasq[0].noresolv')" = 1 ] || fail "noresolv"
+# dnsmasq names each query's client (tests/clients.rs reads what it sends).
+[ "$(uci -q get 'dhcp.@dnsmasq[0].addsubnet')" = 32,128 ] || fail "addsubnet"
+[ "$(uci -q get 'dhcp.@dnsmasq[0].addmac')" = 1 ] || fail "addmac"
+# What OpenWrt's dnsmasq init script made of them, in the file dnsmasq reads.
+cat /var/etc/dnsmasq.conf.* | grep -qx 'add-subnet=32,128' || fail "dnsmasq runs without add-subnet"
+cat /var/etc/dnsmasq.conf.* | grep -qx 'add-mac' || fail "dnsmasq runs without add-mac"
 [ "$(pid_of dnsmasq)" != "$dnsmasq_pid" ] || fail "dnsmasq was not restarted for its new settings"
 logread -e hydradns | grep -q 'from built-in fallback' || fail "expected the fallback before the WAN is up"
 # What the init script restores into dnsmasq's settings is root's alone.
