@@ -28,6 +28,8 @@ usage:
   hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
   hydradns update [-c FILE] [--json]                  download the lists now (through the gateway if running)
   hydradns lists [-c FILE] [--json]                   each list source: entries, last download, errors
+  hydradns pause [-c FILE] [DURATION]                 blocking off for DURATION (default 5m; 0 ends it)
+  hydradns resume [-c FILE]                           blocking back on
   hydradns --version
 
 Without -c, run uses /etc/config/hydradns if it exists, else built-in
@@ -173,6 +175,8 @@ pub fn main() -> ExitCode {
         "top" => top(args),
         "update" => update(args),
         "lists" => lists_cmd(args),
+        "pause" => pause(args, None),
+        "resume" => pause(args, Some(Duration::ZERO)),
         other => {
             eprintln!("hydradns: unknown command '{other}'\n{USAGE}");
             ExitCode::from(2)
@@ -378,6 +382,9 @@ fn stats_text(r: &Report) -> String {
     let mut o = String::new();
     let pct = |n: u64| if r.queries == 0 { 0.0 } else { 100.0 * n as f64 / r.queries as f64 };
     let _ = writeln!(o, "hydradns {}, up {}", r.version, duration_text(r.uptime_s));
+    if r.paused_until > 0 {
+        let _ = writeln!(o, "blocking     paused until {}", read::iso8601(r.paused_until * 1000));
+    }
     let _ = writeln!(o, "queries      {} ({} udp, {} tcp)", r.queries, c.udp_queries, c.tcp_queries);
     let _ = writeln!(o, "  blocked    {} ({:.1}%)", c.blocked, pct(c.blocked));
     let _ = writeln!(o, "  cached     {} ({:.1}%)", c.cached, pct(c.cached));
@@ -579,6 +586,48 @@ fn update(args: Args) -> ExitCode {
         }
     }
     if results.iter().any(|r| r.status == "failed") { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// `hydradns pause [DURATION]` and `hydradns resume` (`fixed`: zero).
+fn pause(args: Args, fixed: Option<Duration>) -> ExitCode {
+    let cmd = if fixed.is_some() { "resume" } else { "pause" };
+    if let Err(e) = args.only(cmd, &["-c"]) {
+        return usage_error(e);
+    }
+    let d = match (fixed, args.positional.as_slice()) {
+        (Some(d), []) => d,
+        (None, []) => Duration::from_secs(300),
+        (None, [d]) => match crate::config::parse_duration(d) {
+            Some(d) => d,
+            None => return usage_error(format!("'{d}' is not a duration (e.g. 30s, 5m, 1h)")),
+        },
+        _ => return usage_error(format!("{cmd} takes at most a DURATION")),
+    };
+    let cfg = match any_config(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    // Whole seconds, rounded up: `pause 500ms` still pauses.
+    let secs = d.as_millis().div_ceil(1000) as u64;
+    match control::request(&cfg.control_socket, &format!("pause {secs}"), Duration::from_secs(5)) {
+        Ok(json) if json.contains("\"error\"") => {
+            eprintln!("hydradns: {json}");
+            ExitCode::from(1)
+        }
+        Ok(json) => {
+            let until = json.trim_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().unwrap_or(0);
+            if until == 0 {
+                println!("blocking on");
+            } else {
+                println!("blocking paused until {}", read::iso8601(until * 1000));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hydradns: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn lists_cmd(args: Args) -> ExitCode {

@@ -103,6 +103,18 @@ async fn respond(request: &str, status: &Status) -> String {
             Ok(results) => results.serialize_json(),
             Err(_) => "{\"error\":\"the lists thread is gone\"}".into(),
         },
+        // `pause SECONDS`: blocking off for that long; 0 turns it back on.
+        pause if pause.starts_with("pause ") => match pause["pause ".len()..].parse::<u64>() {
+            Ok(secs) => {
+                status.engine.pause.set(Duration::from_secs(secs));
+                match secs {
+                    0 => log::info!("blocking resumed"),
+                    s => log::info!("blocking paused for {s} s"),
+                }
+                format!("{{\"paused_until\":{}}}", status.engine.pause.until_unix())
+            }
+            Err(_) => "{\"error\":\"pause takes seconds\"}".into(),
+        },
         other => format!("{{\"error\":\"unknown request {:?}\"}}", other.escape_default().to_string()),
     }
 }

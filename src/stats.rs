@@ -50,6 +50,8 @@ counters! {
     blocked,
     /// Blocked by a list but let through by an allow entry.
     allowed,
+    /// A list would have blocked them; answered as unlisted while blocking was paused.
+    paused,
     /// Forwarded, then blocked because a CNAME in the answer led to a blocked name.
     cname_blocked,
     /// Forwarded, then blocked because the answer put a private address under a public name.
@@ -295,6 +297,9 @@ pub struct Report {
     pub lists_bytes: u64,
     /// Engine time per answered query.
     pub latency: Latency,
+    /// When blocking resumes (`hydradns pause`), Unix seconds; 0 while it is on.
+    #[nserde(default)]
+    pub paused_until: u64,
     /// Upstream servers.
     pub upstreams: Vec<UpstreamReport>,
     /// Query log.

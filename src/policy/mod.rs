@@ -7,6 +7,7 @@
 
 pub mod domainset;
 pub mod formats;
+pub mod pause;
 pub mod records;
 
 use std::fs::File;

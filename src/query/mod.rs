@@ -28,6 +28,7 @@ use crate::cache::{self, Cache, Stale, Stored};
 use crate::client;
 use crate::config::Config;
 use crate::policy::domainset::{SEP, name_key};
+use crate::policy::pause::Pause;
 use crate::policy::records::Records;
 use crate::policy::{Policy, Verdict};
 use crate::querylog::{Entry, Logger, Outcome};
@@ -225,6 +226,8 @@ pub struct Miss {
     quiet: bool,
     /// Held while this miss is a prefetch: counts it against the cap.
     prefetch_slot: Option<refresh::PrefetchSlot>,
+    /// The list that would have blocked it, had blocking not been paused.
+    paused: Option<u16>,
 }
 
 impl std::fmt::Debug for Miss {
@@ -262,6 +265,7 @@ impl Miss {
             stale: None,
             quiet: false,
             prefetch_slot: None,
+            paused: None,
         }
     }
 
@@ -435,6 +439,8 @@ pub struct Engine {
     writer: std::sync::Mutex<()>,
     /// Prefetches in flight.
     prefetching: Arc<std::sync::atomic::AtomicUsize>,
+    /// Blocking paused until (`hydradns pause`); kept across reloads.
+    pub pause: Pause,
 }
 
 impl Engine {
@@ -446,6 +452,7 @@ impl Engine {
             log,
             writer: Default::default(),
             prefetching: Arc::default(),
+            pause: Pause::default(),
         }
     }
 
@@ -538,7 +545,13 @@ impl Engine {
         }
         // The cache key starts with the name, folded already.
         let n = wire::reversed_key_folded(&key[..q.qname.len()], name_key);
+        let mut paused = None;
         let allowed = match snap.policy.check(&name_key[..n]) {
+            Verdict::Blocked { source } if self.pause.active() => {
+                Counters::bump(&stats.paused);
+                paused = Some(source);
+                false
+            }
             Verdict::Blocked { source } => {
                 Counters::bump(&stats.blocked);
                 snap.policy.write_block_answer(&q, out);
@@ -566,6 +579,14 @@ impl Engine {
         if let Some(hit) = &hit
             && !hit.is_stale()
         {
+            if let Some(source) = paused {
+                // Answered as if unlisted; the entry stays unpassed.
+                hit.write_answer(&q, out);
+                fit(out, &q, origin.transport, stats);
+                let mut a = Answered::of(&q, Outcome::Paused);
+                a.list = snap.policy.source_arc(source);
+                return self.done(origin, a, out, stats);
+            }
             // Cached under older lists, and these pass it too.
             hit.set_checked(snap.passed(allowed));
             let step = self.cached(hit, &q, origin, out, stats);
@@ -593,6 +614,7 @@ impl Engine {
         let mut miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, allowed, snap);
         miss.stale = stale;
         miss.quiet = quiet;
+        miss.paused = paused;
         if miss.quiet { Step::Refresh(miss) } else { Step::Resolve(miss) }
     }
 
@@ -731,7 +753,7 @@ impl Engine {
     pub async fn wait(&self, miss: Miss, rx: Receiver<Resolution>, out: &mut Vec<u8>, stats: &Counters) {
         let resolution = rx.recv().await.ok().flatten();
         match miss.query() {
-            Some(q) => self.answer(&miss.origin, &q, resolution, out, stats),
+            Some(q) => self.answer(&miss, &q, resolution, out, stats),
             None => self.unparsable(&miss, out, stats),
         }
     }
@@ -785,7 +807,8 @@ impl Engine {
         let snap = &miss.snapshot;
         let resolved = reply.and_then(|(r, upstream)| self.vet_reply(&q, miss.name_key(), snap, &r, upstream, stats));
         if let Some(r) = &resolved {
-            snap.cache.insert(&miss.key, miss.hash, &r.stored, snap.passed(miss.allowed));
+            let checked = if miss.paused.is_some() { UNCHECKED } else { snap.passed(miss.allowed) };
+            snap.cache.insert(&miss.key, miss.hash, &r.stored, checked);
         }
         lead.complete(resolved.clone());
         if let Some(s) = &miss.stale
@@ -800,7 +823,7 @@ impl Engine {
         if miss.quiet {
             return false;
         }
-        self.answer(&miss.origin, &q, resolved, out, stats);
+        self.answer(&miss, &q, resolved, out, stats);
         true
     }
 
@@ -812,7 +835,8 @@ impl Engine {
     }
 
     /// Writes a miss's answer from its outcome (`None`: SERVFAIL) and records it.
-    fn answer(&self, origin: &Origin, q: &Query, resolution: Resolution, out: &mut Vec<u8>, stats: &Counters) {
+    fn answer(&self, miss: &Miss, q: &Query, resolution: Resolution, out: &mut Vec<u8>, stats: &Counters) {
+        let origin = &miss.origin;
         let mut a = Answered::of(q, Outcome::Forwarded);
         match resolution {
             Some(r) => {
@@ -821,6 +845,9 @@ impl Engine {
                 if r.blocked_by.is_some() {
                     a.outcome = Outcome::Blocked;
                     a.list = r.blocked_by;
+                } else if let Some(source) = miss.paused {
+                    a.outcome = Outcome::Paused;
+                    a.list = miss.snapshot.policy.source_arc(source);
                 }
             }
             None => {
@@ -849,7 +876,8 @@ impl Engine {
     ) -> Option<Resolved> {
         let stored = Arc::new(Stored::from_response(reply, snap.min_ttl, snap.max_ttl)?);
         let mut r = Resolved { stored, upstream, blocked_by: None };
-        if snap.config.cname_inspection {
+        // CNAME cloaking is list blocking too: paused with it.
+        if snap.config.cname_inspection && !self.pause.active() {
             r = self.inspect_cnames(q, asked, snap, r, stats)?;
         }
         if snap.config.rebind_protection && r.blocked_by.is_none() {
@@ -968,6 +996,11 @@ impl Engine {
         self.done(origin, Answered::of(q, Outcome::Failed), out, stats);
     }
 }
+
+/// What a cache entry records when no lists passed its name: it was cached
+/// while blocking was paused, and the next hit looks at the lists again
+/// (no [`Snapshot::passed`] value is ever this).
+const UNCHECKED: u64 = u64::MAX;
 
 /// TTL of the RFC 8482 answer to ANY (the RFC suggests a long one; Cloudflare uses 3789).
 const ANY_TTL: u32 = 3789;

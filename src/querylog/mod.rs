@@ -47,6 +47,8 @@ pub enum Outcome {
     Stale,
     /// From a local name (`config record`).
     Record,
+    /// A list would have blocked it, but blocking was paused.
+    Paused,
 }
 
 impl Outcome {
@@ -60,11 +62,12 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::Stale => "stale",
             Outcome::Record => "record",
+            Outcome::Paused => "paused",
         }
     }
 
     /// Every outcome, in a fixed order (counters are kept per outcome).
-    pub const ALL: [Outcome; 7] = [
+    pub const ALL: [Outcome; 8] = [
         Outcome::Forwarded,
         Outcome::Cached,
         Outcome::Blocked,
@@ -72,6 +75,7 @@ impl Outcome {
         Outcome::Failed,
         Outcome::Stale,
         Outcome::Record,
+        Outcome::Paused,
     ];
 }
 

@@ -66,6 +66,7 @@ impl Status {
             allowlist_names: snap.policy.allowed_len() as u64,
             lists_bytes: snap.policy.heap_bytes() as u64,
             latency: percentiles(self.workers.iter().map(|w| &w.latency)),
+            paused_until: self.engine.pause.until_unix(),
             upstreams: snap
                 .servers()
                 .iter()
