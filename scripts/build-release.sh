@@ -13,10 +13,13 @@ targets=("$@")
 # until serve-stale, prefetch, upstream health and the parallel strategy
 # (2026-12-02) took aarch64 from 3,137,240 to 3,151,064 bytes; 16 KiB more.
 # Issue 26's first parts (local names, the client dnsmasq names, the TCP
-# stale deadline) took it to 3,176,152; 48 KiB over 3 MiB now leaves ~20 KiB
-# for the rest of issue 26 (groups, schedules, pause, lease names). Not a
-# blank cheque: encrypted upstreams must argue for their own bytes.
-budget_aarch64=$((3 * 1024 * 1024 + 48 * 1024))
+# stale deadline) took it to 3,176,152, devices' names from the leases and
+# the pause to 3,195,992 (the code is ours, at opt-level 3 for the hot
+# path's sake; nanoserde's derived JSON for each new report field is most of
+# the pause's). 64 KiB over 3 MiB leaves ~14 KiB for groups and schedules,
+# which must say what they cost. Not a blank cheque: encrypted upstreams
+# must argue for their own bytes.
+budget_aarch64=$((3 * 1024 * 1024 + 64 * 1024))
 version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
 
 command -v cargo-zigbuild >/dev/null || pip install --quiet ziglang cargo-zigbuild
