@@ -534,7 +534,7 @@ impl Engine {
                 if checked & 1 != 0 {
                     Counters::bump(&stats.allowed);
                 }
-                let step = self.cached(hit, &q, origin, out, stats);
+                let step = self.cached(hit, &q, origin, out, stats, None);
                 if snap.prefetch && hit.claim_prefetch() {
                     let n = wire::reversed_key_folded(&key[..q.qname.len()], name_key);
                     let miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, checked & 1 != 0, snap);
@@ -581,15 +581,11 @@ impl Engine {
         {
             if let Some(source) = paused {
                 // Answered as if unlisted; the entry stays unpassed.
-                hit.write_answer(&q, out);
-                fit(out, &q, origin.transport, stats);
-                let mut a = Answered::of(&q, Outcome::Paused);
-                a.list = snap.policy.source_arc(source);
-                return self.done(origin, a, out, stats);
+                return self.cached(hit, &q, origin, out, stats, Some(snap.policy.source_arc(source)));
             }
             // Cached under older lists, and these pass it too.
             hit.set_checked(snap.passed(allowed));
-            let step = self.cached(hit, &q, origin, out, stats);
+            let step = self.cached(hit, &q, origin, out, stats, None);
             if snap.prefetch && hit.claim_prefetch() {
                 let miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, allowed, snap);
                 return self.prefetch(miss, stats).unwrap_or(step);
@@ -637,11 +633,26 @@ impl Engine {
 
     /// Answers from the cache.
     #[inline]
-    fn cached(&self, hit: &cache::Hit, q: &Query, origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Step {
+    /// `paused`: the list that would have blocked the name, were blocking
+    /// not paused (logged with it); one function for both, so the answer is
+    /// written from one place and stays inlined.
+    fn cached(
+        &self,
+        hit: &cache::Hit,
+        q: &Query,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+        paused: Option<Option<Arc<str>>>,
+    ) -> Step {
         Counters::bump(&stats.cached);
         hit.write_answer(q, out);
         fit(out, q, origin.transport, stats);
-        self.done(origin, Answered::of(q, Outcome::Cached), out, stats)
+        let mut a = Answered::of(q, Outcome::Cached);
+        if let Some(list) = paused {
+            (a.outcome, a.list) = (Outcome::Paused, list);
+        }
+        self.done(origin, a, out, stats)
     }
 
     /// Answers a client we will not serve (outside `allow_client`, over its
