@@ -159,12 +159,13 @@ pub fn main() -> ExitCode {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
+    if rest.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{}", usage_of(cmd));
+        return ExitCode::SUCCESS;
+    }
     let args = match parse_args(rest) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("hydradns: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return usage_error(cmd, e),
     };
     match cmd.as_str() {
         "run" => run(args),
@@ -203,11 +204,10 @@ fn run_config(args: &Args) -> Result<(Config, Option<PathBuf>), ConfigError> {
 
 fn run(args: Args) -> ExitCode {
     if let Err(e) = args.only("run", &["-c", "--log", "-v", "--user"]) {
-        return usage_error(e);
+        return usage_error("run", e);
     }
     if !args.positional.is_empty() {
-        eprintln!("hydradns: run takes no arguments\n{USAGE}");
-        return ExitCode::from(2);
+        return usage_error("run", "run takes no arguments".into());
     }
     logging::init(args.log.unwrap_or(Target::Syslog), args.verbose);
     let (cfg, path) = match run_config(&args) {
@@ -235,15 +235,14 @@ fn run(args: Args) -> ExitCode {
 
 fn required_config(args: &Args, cmd: &str) -> Result<Config, ExitCode> {
     let Some(path) = &args.config else {
-        eprintln!("hydradns: {cmd} needs -c FILE\n{USAGE}");
-        return Err(ExitCode::from(2));
+        return Err(usage_error(cmd, format!("{cmd} needs -c FILE")));
     };
     Config::load(path).map_err(|e| config_error(&e))
 }
 
 fn check_config(args: Args) -> ExitCode {
     if let Err(e) = args.only("check-config", &["-c", "--shell"]) {
-        return usage_error(e);
+        return usage_error("check-config", e);
     }
     let cfg = match required_config(&args, "check-config") {
         Ok(c) => c,
@@ -294,15 +293,14 @@ fn check_config(args: Args) -> ExitCode {
 
 fn check(args: Args) -> ExitCode {
     if let Err(e) = args.only("check", &["-c"]) {
-        return usage_error(e);
+        return usage_error("check", e);
     }
     let cfg = match required_config(&args, "check") {
         Ok(c) => c,
         Err(code) => return code,
     };
     let [name] = args.positional.as_slice() else {
-        eprintln!("hydradns: check takes one NAME\n{USAGE}");
-        return ExitCode::from(2);
+        return usage_error("check", "check takes one NAME".into());
     };
     let (Some(name), Some(key)) = (formats::normalize_name(name), name_key(name)) else {
         eprintln!("hydradns: '{name}' is not a domain name");
@@ -339,14 +337,33 @@ fn any_config(args: &Args) -> Result<Config, ExitCode> {
     run_config(args).map(|(c, _)| c).map_err(|e| config_error(&e))
 }
 
-fn usage_error(e: String) -> ExitCode {
-    eprintln!("hydradns: {e}\n{USAGE}");
+/// The usage lines of subcommand `cmd` (with their continuation lines),
+/// or all of them for a command there is none of.
+fn usage_of(cmd: &str) -> String {
+    let mut out = String::from("usage:\n");
+    let mut mine = false;
+    for line in USAGE.lines().skip(1) {
+        if let Some(rest) = line.strip_prefix("  hydradns ") {
+            mine = rest.split_whitespace().next() == Some(cmd);
+        } else if !line.starts_with("    ") {
+            mine = false;
+        }
+        if mine {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if out.len() == "usage:\n".len() { USAGE.to_string() } else { out.trim_end().to_string() }
+}
+
+fn usage_error(cmd: &str, e: String) -> ExitCode {
+    eprintln!("hydradns: {e}\n{}", usage_of(cmd));
     ExitCode::from(2)
 }
 
 fn stats(args: Args) -> ExitCode {
     if let Err(e) = args.only("stats", &["-c", "--json"]) {
-        return usage_error(e);
+        return usage_error("stats", e);
     }
     let cfg = match any_config(&args) {
         Ok(c) => c,
@@ -476,7 +493,7 @@ fn open_log(args: &Args) -> Result<rusqlite::Connection, ExitCode> {
 
 fn show_log(args: Args) -> ExitCode {
     if let Err(e) = args.only("log", &["-c", "--json", "--limit", "--blocked", "--client", "--domain", "--since"]) {
-        return usage_error(e);
+        return usage_error("log", e);
     }
     let conn = match open_log(&args) {
         Ok(c) => c,
@@ -522,13 +539,13 @@ fn show_log(args: Args) -> ExitCode {
 
 fn top(args: Args) -> ExitCode {
     if let Err(e) = args.only("top", &["-c", "--json", "--limit", "--blocked", "--clients", "--domains", "--since"]) {
-        return usage_error(e);
+        return usage_error("top", e);
     }
     let kind = match (args.blocked, args.clients, args.domains) {
         (false, false, _) => read::TopKind::Domains,
         (true, false, false) => read::TopKind::Blocked,
         (false, true, false) => read::TopKind::Clients,
-        _ => return usage_error("choose one of --blocked, --clients, --domains".into()),
+        _ => return usage_error("top", "choose one of --blocked, --clients, --domains".into()),
     };
     let conn = match open_log(&args) {
         Ok(c) => c,
@@ -552,7 +569,7 @@ fn top(args: Args) -> ExitCode {
 
 fn update(args: Args) -> ExitCode {
     if let Err(e) = args.only("update", &["-c", "--json"]) {
-        return usage_error(e);
+        return usage_error("update", e);
     }
     let cfg = match any_config(&args) {
         Ok(c) => c,
@@ -592,16 +609,16 @@ fn update(args: Args) -> ExitCode {
 fn pause(args: Args, fixed: Option<Duration>) -> ExitCode {
     let cmd = if fixed.is_some() { "resume" } else { "pause" };
     if let Err(e) = args.only(cmd, &["-c"]) {
-        return usage_error(e);
+        return usage_error(cmd, e);
     }
     let d = match (fixed, args.positional.as_slice()) {
         (Some(d), []) => d,
         (None, []) => Duration::from_secs(300),
         (None, [d]) => match crate::config::parse_duration(d) {
             Some(d) => d,
-            None => return usage_error(format!("'{d}' is not a duration (e.g. 30s, 5m, 1h)")),
+            None => return usage_error(cmd, format!("'{d}' is not a duration (e.g. 30s, 5m, 1h)")),
         },
-        _ => return usage_error(format!("{cmd} takes at most a DURATION")),
+        _ => return usage_error(cmd, format!("{cmd} takes at most a DURATION")),
     };
     let cfg = match any_config(&args) {
         Ok(c) => c,
@@ -632,7 +649,7 @@ fn pause(args: Args, fixed: Option<Duration>) -> ExitCode {
 
 fn lists_cmd(args: Args) -> ExitCode {
     if let Err(e) = args.only("lists", &["-c", "--json"]) {
-        return usage_error(e);
+        return usage_error("lists", e);
     }
     let cfg = match any_config(&args) {
         Ok(c) => c,
@@ -660,4 +677,22 @@ fn lists_cmd(args: Args) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{USAGE, usage_of};
+
+    #[test]
+    fn each_command_has_its_own_usage() {
+        let log = usage_of("log");
+        assert!(log.starts_with("usage:\n  hydradns log [-c FILE]"), "{log}");
+        assert_eq!(log.lines().count(), 2);
+        let run = usage_of("run");
+        assert!(run.contains("hydradns run [-c FILE]") && run.contains("serve DNS in the foreground"), "{run}");
+        assert!(!run.contains("check-config"));
+        assert!(usage_of("check").contains("hydradns check -c FILE NAME"));
+        assert!(!usage_of("check").contains("check-config"));
+        assert_eq!(usage_of("nonsense"), USAGE);
+    }
 }

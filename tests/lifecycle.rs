@@ -142,6 +142,20 @@ fn version_and_usage() {
     assert!(err.contains("usage:"));
     let (code, _, _) = cli(&["check"]);
     assert_eq!(code, 2);
+    // Every subcommand answers -h and --help with its own usage, exit 0.
+    for cmd in ["run", "check-config", "check", "stats", "log", "top", "update", "lists", "pause", "resume"] {
+        for help in ["-h", "--help"] {
+            let (code, out, err) = cli(&[cmd, help]);
+            assert_eq!(code, 0, "{cmd} {help}: {err}");
+            assert!(out.starts_with(&format!("usage:\n  hydradns {cmd} ")), "{cmd} {help}: {out}");
+        }
+    }
+    // A wrong option names the command's usage alone, once.
+    let (code, out, err) = cli(&["stats", "--bogus"]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(err.starts_with("hydradns: unknown option --bogus\nusage:\n  hydradns stats "), "{err}");
+    assert!(!err.contains("hydradns run"), "{err}");
+    assert_eq!(err.matches("unknown option").count(), 1, "{err}");
 }
 
 /// A client querying without pause while the lists are reloaded twice: every
