@@ -656,17 +656,22 @@ pub mod build {
     /// own) still gets what fits, as dnsmasq gives it (RFC 2181 §9: never
     /// part of an RRset). Returns whether it truncated.
     pub fn fit(out: &mut Vec<u8>, q: &Query, limit: usize) -> bool {
+        fit_after(out, q.question_end, q.edns, limit)
+    }
+
+    /// [`fit`] for an answer whose question ends at `question_end`.
+    pub fn fit_after(out: &mut Vec<u8>, question_end: usize, edns: Option<Edns>, limit: usize) -> bool {
         if out.len() <= limit {
             return false;
         }
         // Our OPT (11 bytes, no options) goes back after the cut.
-        let room = limit.saturating_sub(if q.edns.is_some() { 11 } else { 0 });
-        let (keep, kept) = whole_rrsets_within(out, q.question_end, room);
+        let room = limit.saturating_sub(if edns.is_some() { 11 } else { 0 });
+        let (keep, kept) = whole_rrsets_within(out, question_end, room);
         let f = header::flags(out);
         out.truncate(keep);
         header::set_flags(out, f | flags::TC);
         header::set_counts(out, [1, 0, 0, 0]);
-        finish(out, q.edns, [kept, 0, 0], false);
+        finish(out, edns, [kept, 0, 0], false);
         true
     }
 

@@ -78,3 +78,36 @@ fn check_says_which_record_answers_before_the_lists() {
     let (_, out, _) = cli(&["check", "-c", path.to_str().unwrap(), "nas.example.com"]);
     assert!(out.contains("local record 'nas.example.com'") && out.contains("blocked by list"), "{out}");
 }
+
+#[test]
+fn an_alias_to_an_outside_name_answers_the_chain_and_the_upstreams_records() {
+    let up = Upstream::start("192.0.2.9".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        "\toption upstream_timeout '500ms'\n\
+         config record\n\toption name 'web.home'\n\toption cname 'www.example.org'\n\
+         config record\n\toption name 'tv.home'\n\toption cname 'web.home'\n\
+         config record\n\toption name 'track.home'\n\toption cname 'cloaked.example.org'\n\
+         config record\n\toption name 'ad.home'\n\toption cname 'x.ads.example'\n\
+         config record\n\toption name 'down.home'\n\toption cname 'servfail.example.org'\n\
+         config blocklist\n\tlist domain 'ads.example'\n",
+    ));
+    let web = udp(gw.addr, "web.home", A);
+    assert_eq!(web.rcode, RCODE::NoError);
+    assert_eq!(web.qname.as_deref(), Some("web.home"), "the client's question");
+    assert_eq!((web.answers[0].0, web.answers[1].clone()), (CNAME, (A, 300, "192.0.2.9".to_string())), "{web:?}");
+    // Again, through a local alias first, and over TCP: from the cache.
+    let tv = udp(gw.addr, "tv.home", A);
+    assert_eq!(tv.answers.iter().map(|a| a.0).collect::<Vec<_>>(), [CNAME, CNAME, A], "{tv:?}");
+    assert_eq!(tcp(gw.addr, "web.home", A).ips().last().unwrap(), "192.0.2.9");
+    assert_eq!(up.seen("www.example.org"), 1);
+    // The upstream's own chain, its names compressed against its question, placed anew.
+    let track = udp(gw.addr, "track.home", A);
+    assert_eq!(track.answers.len(), 3, "{track:?}");
+    assert!(track.answers[1].2.contains("tracker.cname-target.example"), "{track:?}");
+    // The target goes through the lists like any name.
+    assert_eq!(udp(gw.addr, "ad.home", A).ips().last().unwrap(), "0.0.0.0");
+    // An upstream failure: the chain, then SERVFAIL.
+    let down = udp(gw.addr, "down.home", A);
+    assert_eq!((down.rcode, down.answers.len()), (RCODE::ServerFailure, 1), "{down:?}");
+}

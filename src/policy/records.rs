@@ -14,7 +14,8 @@
 //!   record to claim an address keeps it);
 //! - an alias answers its CNAME and, while the target is a local name too,
 //!   that name's records after it, at most [`MAX_CHAIN`] steps. A target the
-//!   gateway does not hold ends the answer at the CNAME;
+//!   gateway does not hold is asked like any query (the cache, the lists, the
+//!   upstream), and its answer follows the chain ([`Alias::splice`]);
 //! - local names beat block and allow lists and rebind protection, and stay
 //!   while blocking is paused: they are the owner's own data.
 //!
@@ -128,8 +129,8 @@ impl Records {
 
     /// Writes the answer to `q` into `out` if `name` (its folded wire-format
     /// name) is a local one. The UDP size is not yet enforced.
-    pub fn answer(&self, q: &Query, name: &[u8], out: &mut Vec<u8>) -> bool {
-        let Some(mut rec) = self.find(name) else { return false };
+    pub fn answer(&self, q: &Query, name: &[u8], out: &mut Vec<u8>) -> Local {
+        let Some(mut rec) = self.find(name) else { return Local::No };
         wire::build::start(out, q, rcode::NOERROR);
         let f = header::flags(out);
         header::set_flags(out, f | flags::AA);
@@ -151,12 +152,20 @@ impl Records {
                 Data::Alias(target) => {
                     let at = out.len() + 12;
                     answers += record(out, owner, rtype::CNAME, rec.ttl, target);
-                    if q.qtype != rtype::CNAME
-                        && at < 0x3FFF
-                        && let Some(next) = self.find(target)
-                    {
-                        (owner, rec) = (at as u16, next);
-                        continue;
+                    if q.qtype != rtype::CNAME && at < 0x3FFF {
+                        if let Some(next) = self.find(target) {
+                            (owner, rec) = (at as u16, next);
+                            continue;
+                        }
+                        // The rest of the chain is the upstream's to answer.
+                        let [qd, _, ns, ar] = header::counts(out);
+                        header::set_counts(out, [qd, answers, ns, ar]);
+                        return Local::Outside(Alias {
+                            prefix: out.clone(),
+                            question_end: q.question_end,
+                            target_at: at as u16,
+                            target: target.clone(),
+                        });
                     }
                 }
                 _ => {}
@@ -165,13 +174,138 @@ impl Records {
                 // NODATA: the name is ours, the type is not (RFC 2308 §2.2).
                 wire::build::negative_soa(out, rec.ttl);
                 wire::build::finish(out, q.edns, [answers, 1, 0], false);
-                return true;
+                return Local::Answered;
             }
             break;
         }
         wire::build::finish(out, q.edns, [answers, 0, 0], false);
-        true
+        Local::Answered
     }
+}
+
+/// What [`Records::answer`] made of a query.
+#[derive(Debug)]
+pub enum Local {
+    /// Not a local name.
+    No,
+    /// Answered in full.
+    Answered,
+    /// An alias whose chain leaves the local names: the target is resolved
+    /// like any query, then [`Alias::splice`] puts the chain before its answer.
+    Outside(Alias),
+}
+
+/// The local half of an answer whose chain ends at a name the gateway does
+/// not hold.
+#[derive(Debug, Clone)]
+pub struct Alias {
+    /// Header, the client's question and the CNAME records so far (answer count set).
+    prefix: Vec<u8>,
+    /// Where the client's question ends (in `prefix`, and in the answer).
+    pub question_end: usize,
+    /// Where in `prefix` the last CNAME's target name starts (uncompressed).
+    target_at: u16,
+    /// That name, folded wire format.
+    pub target: Box<[u8]>,
+}
+
+impl Alias {
+    /// Writes into `out` the chain followed by `inner`'s answer and authority
+    /// records: `inner` is the whole answer for the target, as sent for a
+    /// query for it. Its names are copied with every compression pointer
+    /// moved to where the same bytes now are (the question's name to the
+    /// last CNAME's target, its records' names to their copies), in the
+    /// owner names and in the RDATA of the types whose names may be
+    /// compressed (RFC 3597 §4). Its rcode is the answer's; AA goes, since
+    /// part of it is not ours. `edns`: the client's, for our OPT.
+    pub fn splice(&self, inner: &[u8], edns: Option<wire::Edns>, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(&self.prefix);
+        let chain = header::counts(&self.prefix)[1];
+        let rc = if inner.len() >= HEADER_LEN { header::rcode(inner) } else { rcode::SERVFAIL };
+        let f = header::flags(out) & !(flags::AA | flags::RCODE_MASK);
+        header::set_flags(out, f | rc as u16);
+        let copied = self.copy_records(inner, out);
+        let (an, ns) = copied.unwrap_or_else(|| {
+            // Names we cannot place: the chain alone, and SERVFAIL.
+            out.truncate(self.prefix.len());
+            header::set_flags(out, f | rcode::SERVFAIL as u16);
+            (0, 0)
+        });
+        wire::build::finish(out, edns, [chain + an, ns, 0], false);
+    }
+
+    fn copy_records(&self, inner: &[u8], out: &mut Vec<u8>) -> Option<(u16, u16)> {
+        let [qd, an, ns, _] = header::counts(inner);
+        if qd != 1 {
+            return Some((0, 0));
+        }
+        let qname_end = wire::skip_name(inner, HEADER_LEN)?;
+        let records = qname_end + 4;
+        // Where the copied records end in `inner`: a pointer beyond points at nothing we copy.
+        let mut end = records;
+        for _ in 0..an + ns {
+            end = wire::read_rr(inner, end)?.end;
+        }
+        let base = out.len();
+        let target_at = self.target_at as usize;
+        let place = |p: usize| match p {
+            p if (HEADER_LEN..qname_end).contains(&p) => Some(target_at + p - HEADER_LEN),
+            p if (records..end).contains(&p) => Some(base + p - records),
+            _ => None,
+        };
+        let mut pos = records;
+        for _ in 0..an + ns {
+            let rr = wire::read_rr(inner, pos)?;
+            let after_owner = copy_name(inner, pos, out, &place)?;
+            out.extend_from_slice(inner.get(after_owner..rr.rdata_pos)?);
+            let mut p = rr.rdata_pos;
+            match rr.rtype {
+                rtype::CNAME | NS | PTR => p = copy_name(inner, p, out, &place)?,
+                MX => {
+                    out.extend_from_slice(inner.get(p..p + 2)?);
+                    p = copy_name(inner, p + 2, out, &place)?;
+                }
+                rtype::SOA => {
+                    p = copy_name(inner, p, out, &place)?;
+                    p = copy_name(inner, p, out, &place)?;
+                }
+                _ => {}
+            }
+            out.extend_from_slice(inner.get(p..rr.end)?);
+            pos = rr.end;
+        }
+        (out.len() < 0xFFFF).then_some((an, ns))
+    }
+}
+
+const NS: u16 = 2;
+const MX: u16 = 15;
+
+/// Copies the name at `pos` of `msg` into `out`, a pointer as a pointer to
+/// where `place` says its target now is; returns where the name ended.
+fn copy_name(msg: &[u8], mut pos: usize, out: &mut Vec<u8>, place: &impl Fn(usize) -> Option<usize>) -> Option<usize> {
+    for _ in 0..128 {
+        let len = *msg.get(pos)?;
+        match len & 0xC0 {
+            0x00 if len == 0 => {
+                out.push(0);
+                return Some(pos + 1);
+            }
+            0x00 => {
+                out.extend_from_slice(msg.get(pos..pos + 1 + len as usize)?);
+                pos += 1 + len as usize;
+            }
+            0xC0 => {
+                let to = place(((len as usize & 0x3F) << 8) | *msg.get(pos + 1)? as usize)?;
+                let to = u16::try_from(to).ok().filter(|&t| t < 0x4000)?;
+                out.extend_from_slice(&(0xC000 | to).to_be_bytes());
+                return Some(pos + 2);
+            }
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// The section that answers `name` (dotted, normalized), for `hydradns
@@ -252,14 +386,40 @@ mod tests {
         let parsed = parse_query(&q).unwrap();
         let folded = wire_name(&name.to_ascii_lowercase()).unwrap();
         let mut out = Vec::new();
-        if !r.answer(&parsed, &folded, &mut out) {
-            return None;
+        match r.answer(&parsed, &folded, &mut out) {
+            Local::No => None,
+            Local::Answered => Some(out),
+            // The test upstream: the target's A is 198.51.100.7, with a CNAME
+            // on the way whose target points back into its own record.
+            Local::Outside(alias) => {
+                let inner = outside_answer(&alias.target, qtype);
+                alias.splice(&inner, parsed.edns, &mut out);
+                Some(out)
+            }
         }
-        Some(out)
     }
 
     fn parse(raw: &[u8]) -> Packet<'_> {
         Packet::parse(raw).unwrap()
+    }
+
+    /// An upstream's answer for `target`: `target` CNAME `www.` + target
+    /// (compressed against the question), then its A record, compressed
+    /// against the CNAME's RDATA.
+    fn outside_answer(target: &[u8], qtype: u16) -> Vec<u8> {
+        let mut m = vec![0, 7, 0x81, 0x80, 0, 1, 0, 0, 0, 0, 0, 0];
+        m.extend_from_slice(target);
+        m.extend_from_slice(&qtype.to_be_bytes());
+        m.extend_from_slice(&[0, 1]);
+        if qtype != rtype::A {
+            return m;
+        }
+        let cname_rdata = m.len() + 12;
+        m.extend_from_slice(&[0xC0, 12, 0, 5, 0, 1, 0, 0, 0, 60, 0, 6, 3, b'w', b'w', b'w', 0xC0, 12]);
+        m.extend_from_slice(&[0xC0 | (cname_rdata >> 8) as u8, cname_rdata as u8]);
+        m.extend_from_slice(&[0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 198, 51, 100, 7]);
+        m[7] = 2;
+        m
     }
 
     fn rdata(p: &Packet) -> Vec<String> {
@@ -336,8 +496,13 @@ mod tests {
         let cname_raw = ask(&r, "media.home", rtype::CNAME).unwrap();
         let cname = parse(&cname_raw);
         assert_eq!(rdata(&cname), ["media.home>files.home"]);
-        // A target the gateway does not hold ends the answer at the CNAME.
-        assert_eq!(rdata(&parse(&ask(&r, "web.home", rtype::A).unwrap())), ["web.home>example.org"]);
+        // A target the gateway does not hold: the upstream's answer for it
+        // follows the chain, its compressed names placed anew.
+        let web_raw = ask(&r, "web.home", rtype::A).unwrap();
+        let web = parse(&web_raw);
+        assert_eq!(rdata(&web), ["web.home>example.org", "example.org>www.example.org", "198.51.100.7"]);
+        assert_eq!(web.answers[2].name.to_string(), "www.example.org");
+        assert!(!web.has_flags(simple_dns::PacketFlag::AUTHORITATIVE_ANSWER), "part of it is not ours");
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::client;
 use crate::config::Config;
 use crate::policy::domainset::{SEP, name_key};
 use crate::policy::pause::Pause;
-use crate::policy::records::Records;
+use crate::policy::records::{Alias, Local, Records};
 use crate::policy::{Policy, Verdict};
 use crate::querylog::{Entry, Logger, Outcome};
 use crate::ratelimit::RateLimiter;
@@ -228,6 +228,8 @@ pub struct Miss {
     prefetch_slot: Option<refresh::PrefetchSlot>,
     /// The list that would have blocked it, had blocking not been paused.
     paused: Option<u16>,
+    /// The local alias whose outside target this miss resolves.
+    alias: Option<Box<Alias>>,
 }
 
 impl std::fmt::Debug for Miss {
@@ -266,6 +268,7 @@ impl Miss {
             quiet: false,
             prefetch_slot: None,
             paused: None,
+            alias: None,
         }
     }
 
@@ -510,6 +513,25 @@ impl Engine {
                 return self.done(origin, Answered::unparsed(), out, stats);
             }
         };
+        self.answer_query(scratch, snap, msg, &q, origin, out, stats)
+    }
+
+    /// [`Engine::handle_in`] from the parsed query on: local names, cache,
+    /// lists, then a miss. Also the second half of a local alias whose target
+    /// is outside ([`Engine::alias`]).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn answer_query(
+        &self,
+        scratch: &mut Scratch,
+        snap: arc_swap::Guard<Arc<Snapshot>>,
+        msg: &[u8],
+        q: &Query,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) -> Step {
+        let q = *q;
         if q.edns.is_some_and(|e| e.version > 0) {
             Counters::bump(&stats.badvers);
             wire::build::start(out, &q, rcode::NOERROR);
@@ -520,10 +542,20 @@ impl Engine {
         let k = cache::key(&q, key_buf);
         let key = &key_buf[..k];
         // The owner's own names beat the lists and the cache (nothing local is cached).
-        if !snap.records.is_empty() && snap.records.answer(&q, &key[..q.qname.len()], out) {
-            Counters::bump(&stats.local_records);
-            fit(out, &q, origin.transport, stats);
-            return self.done(origin, Answered::of(&q, Outcome::Record), out, stats);
+        if !snap.records.is_empty() {
+            match snap.records.answer(&q, &key[..q.qname.len()], out) {
+                Local::No => {}
+                Local::Answered => {
+                    Counters::bump(&stats.local_records);
+                    fit(out, &q, origin.transport, stats);
+                    return self.done(origin, Answered::of(&q, Outcome::Record), out, stats);
+                }
+                Local::Outside(alias) => {
+                    Counters::bump(&stats.local_records);
+                    drop(snap);
+                    return self.alias(scratch, alias, &q, origin, out, stats);
+                }
+            }
         }
         let hash = snap.cache.hash(key);
         let hit = snap.cache.find(key, hash, origin.received, snap.stale_for);
@@ -612,6 +644,73 @@ impl Engine {
         miss.quiet = quiet;
         miss.paused = paused;
         if miss.quiet { Step::Refresh(miss) } else { Step::Resolve(miss) }
+    }
+
+    /// A local alias whose chain leaves the local names: the target is asked
+    /// like any query (cache, lists, upstream) with the client's ID, flags and
+    /// EDNS, and its answer goes after the chain ([`Alias::splice`]): at once
+    /// when it needs no network, else when the miss ends ([`Engine::spliced`]).
+    /// Logged as the query for the target.
+    fn alias(
+        &self,
+        scratch: &mut Scratch,
+        alias: Alias,
+        q: &Query,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) -> Step {
+        let mut msg = Vec::with_capacity(HEADER_LEN + alias.target.len() + 15);
+        msg.extend_from_slice(&q.msg[..HEADER_LEN]);
+        header::set_counts(&mut msg, [1, 0, 0, u16::from(q.edns.is_some())]);
+        msg.extend_from_slice(&alias.target);
+        msg.extend_from_slice(&q.qtype.to_be_bytes());
+        msg.extend_from_slice(&q.qclass.to_be_bytes());
+        if let Some(e) = q.edns {
+            msg.push(0);
+            msg.extend_from_slice(&wire::rtype::OPT.to_be_bytes());
+            msg.extend_from_slice(&e.udp_size.to_be_bytes());
+            msg.extend_from_slice(&(if e.dnssec_ok { 0x8000u32 } else { 0 }).to_be_bytes());
+            msg.extend_from_slice(&[0, 0]);
+        }
+        // Built here, not parsed: a second caller of parse_query would take
+        // it out of line from handle_in (+127 instructions a cache hit).
+        let question_end = HEADER_LEN + alias.target.len() + 4;
+        let target = Query {
+            msg: &msg,
+            id: q.id,
+            flags: q.flags,
+            qname: &msg[HEADER_LEN..HEADER_LEN + alias.target.len()],
+            qtype: q.qtype,
+            qclass: q.qclass,
+            question_end,
+            edns: q.edns.map(|e| wire::Edns { options_at: msg.len() as u16, options_end: msg.len() as u16, ..e }),
+        };
+        let snap = self.snapshot.load();
+        match self.answer_query(scratch, snap, &msg, &target, origin, out, stats) {
+            Step::Reply => {
+                splice(&alias, q.edns, origin.transport, q.udp_limit(), out, stats);
+                Step::Reply
+            }
+            Step::Drop => Step::Drop,
+            // The answer written now is a stale or cached one; the refresh answers no one.
+            Step::Refresh(miss) => {
+                splice(&alias, q.edns, origin.transport, q.udp_limit(), out, stats);
+                Step::Refresh(miss)
+            }
+            Step::Resolve(mut miss) => {
+                miss.alias = Some(Box::new(alias));
+                Step::Resolve(miss)
+            }
+        }
+    }
+
+    /// Puts a local alias's chain before the answer just written for its
+    /// outside target, if `miss` is one.
+    pub(super) fn spliced(&self, miss: &Miss, out: &mut Vec<u8>, stats: &Counters) {
+        if let (Some(alias), Some(q)) = (&miss.alias, miss.query()) {
+            splice(alias, q.edns, miss.origin.transport, q.udp_limit(), out, stats);
+        }
     }
 
     /// Turns `origin`'s client away (outside `allow_client`, over its rate),
@@ -741,6 +840,7 @@ impl Engine {
                             None => {
                                 let mut stale = Vec::new();
                                 self.answer_stale(&miss.origin, &q, s, snap, &mut stale, stats);
+                                self.spliced(miss, &mut stale, stats);
                                 early(stale).await;
                                 answered_early = true;
                                 None
@@ -767,6 +867,7 @@ impl Engine {
             Some(q) => self.answer(&miss, &q, resolution, out, stats),
             None => self.unparsable(&miss, out, stats),
         }
+        self.spliced(&miss, out, stats);
     }
 
     /// The first step of a miss: lead it, join the one in flight for the same
@@ -805,7 +906,24 @@ impl Engine {
     /// none usable in time): vets and caches it, hands it to the clients
     /// waiting on the same key and writes the answer into `out`. False when
     /// there is nothing to send: the client already has a stale answer.
-    pub fn finish(&self, led: Led, reply: Option<(Vec<u8>, SocketAddr)>, out: &mut Vec<u8>, stats: &Counters) -> bool {
+    pub fn finish(
+        &self,
+        mut led: Led,
+        reply: Option<(Vec<u8>, SocketAddr)>,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) -> bool {
+        let Some(alias) = led.miss.alias.take() else { return self.finish_led(led, reply, out, stats) };
+        let (transport, q) = (led.miss.origin.transport, led.miss.query());
+        let (edns, limit) = (q.and_then(|q| q.edns), q.map_or(wire::PLAIN_UDP_SIZE as usize, |q| q.udp_limit()));
+        let answered = self.finish_led(led, reply, out, stats);
+        if answered {
+            splice(&alias, edns, transport, limit, out, stats);
+        }
+        answered
+    }
+
+    fn finish_led(&self, led: Led, reply: Option<(Vec<u8>, SocketAddr)>, out: &mut Vec<u8>, stats: &Counters) -> bool {
         let Led { miss, lead, .. } = led;
         let Some(q) = miss.query() else {
             lead.complete(None);
@@ -985,6 +1103,7 @@ impl Engine {
             (Some(q), Some(s)) => self.answer_stale(&miss.origin, &q, s, &miss.snapshot, out, stats),
             _ => self.refuse_unanswered(miss, out, stats),
         }
+        self.spliced(miss, out, stats);
         true
     }
 
@@ -1026,6 +1145,22 @@ fn blocked_instead(q: &Query, snap: &Snapshot, upstream: SocketAddr, list: Optio
     snap.policy.write_block_answer(q, &mut answer);
     let stored = Stored::from_response(&answer, snap.min_ttl, snap.max_ttl)?;
     Some(Resolved { stored: Arc::new(stored), upstream, blocked_by: list })
+}
+
+/// [`Alias::splice`] of the answer in `out`, then the client's UDP size.
+fn splice(
+    alias: &Alias,
+    edns: Option<wire::Edns>,
+    transport: Transport,
+    limit: usize,
+    out: &mut Vec<u8>,
+    stats: &Counters,
+) {
+    let inner = std::mem::take(out);
+    alias.splice(&inner, edns, out);
+    if transport == Transport::Udp && wire::build::fit_after(out, alias.question_end, edns, limit) {
+        Counters::bump(&stats.truncated);
+    }
 }
 
 fn fit(out: &mut Vec<u8>, q: &Query, transport: Transport, stats: &Counters) {

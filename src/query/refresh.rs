@@ -113,6 +113,7 @@ impl Engine {
         }
         let (Some(q), Some(s)) = (miss.query(), &miss.stale) else { return false };
         self.answer_stale(&miss.origin, &q, s, &miss.snapshot, out, stats);
+        self.spliced(miss, out, stats);
         miss.quiet = true;
         true
     }
