@@ -1,5 +1,6 @@
 //! One engine per fuzzing process, configured like a router: a blocklist,
-//! an allowlist, rebinding and CNAME checks on, and a cached answer, so
+//! an allowlist, local names (one an alias to an outside name), rebinding
+//! and CNAME checks on, and a cached answer, so
 //! inputs can reach every branch of the answer path without a network.
 // Each target uses part of this module.
 #![allow(dead_code)]
@@ -22,6 +23,15 @@ config blocklist 'ads'
 \tlist domain 'tracker.example'
 config allowlist 'ok'
 \tlist domain 'fine.ads.example'
+config record
+\toption name 'nas.lan'
+\tlist ip '192.168.1.10'
+config record
+\toption name '*.dev.lan'
+\tlist ip 'fd00::10'
+config record
+\toption name 'web.lan'
+\toption cname 'www.example'
 ";
 
 /// The names the seeds ask for; `cached.example` A is in the cache.
