@@ -63,7 +63,11 @@ fn main() {
     let querylog = log.as_deref().map(|_| {
         hydradns::querylog::QueryLog::start(
             &qlcfg,
-            hydradns::client::names::NameBook::new("/nonexistent".as_ref(), "/nonexistent".as_ref()),
+            hydradns::client::names::NameBook::new(
+                "/nonexistent".as_ref(),
+                "/nonexistent".as_ref(),
+                "/nonexistent".as_ref(),
+            ),
         )
         .expect("query log")
     });

@@ -125,6 +125,9 @@ def main():
                   b"duid 00:01:00:01:2c:5f:aa:bb:02:00:5e:10:00:ff\n"
                   b"1764720300 4166541 fd00::50 laptop 00:01:00:01:2c:5f:00:11:02:00:5e:10:00:04\n")
     put("leases", b"# static\n02:00:5e:10:00:09 media-box\n02:00:5e:10:00:0a 192.168.1.9\n")
+    put("leases", b"IP address       HW type     Flags       HW address            Mask     Device\n"
+                  b"192.168.1.60     0x1         0x2         02:00:5e:10:00:09     *        br-lan\n"
+                  b"192.168.1.61     0x1         0x0         00:00:00:00:00:00     *        br-lan\n")
     v4 = lambda *a: (1, bytes(a))
     put("upstream_reply", reply("www.example", 1, [v4(192, 0, 2, 1)]))
     put("upstream_reply", reply("www.example", 1, [v4(192, 168, 1, 1)]))

@@ -1,5 +1,8 @@
 //! Devices' names, from what the router already knows: dnsmasq's DHCP leases
-//! (`/tmp/dhcp.leases`, IPv4 and DHCPv6 lines) and `/etc/ethers`.
+//! (`/tmp/dhcp.leases`, IPv4 and DHCPv6 lines) and `/etc/ethers`; and the
+//! MAC of a client that asks directly (replace mode) from the kernel's ARP
+//! table (`/proc/net/arp`; IPv6 neighbours are not in /proc, so an IPv6
+//! client is known by its address and the leases alone).
 //!
 //! Read by the query log's writer thread, never on the query path: it looks
 //! a logged client up by MAC, then by address, and re-reads a file only when
@@ -52,14 +55,33 @@ pub fn parse_leases(text: &str) -> Vec<Known> {
 }
 
 /// `/etc/ethers` (ethers(5)): `<mac> <hostname or address>` per line, `#`
-/// comments. A line naming an address gives no name.
+/// comments. A line naming an address (or `*`, as a lease does) gives no name.
 pub fn parse_ethers(text: &str) -> Vec<Known> {
     text.lines()
         .filter_map(|line| {
             let line = line.split('#').next().unwrap_or("");
             let mut f = line.split_ascii_whitespace();
             let (mac, host) = (parse_mac(f.next()?.as_bytes())?, f.next()?);
-            (host.parse::<IpAddr>().is_err()).then(|| Known { mac: Some(mac), ip: None, name: host.to_string() })
+            (host != "*" && host.parse::<IpAddr>().is_err()).then(|| Known {
+                mac: Some(mac),
+                ip: None,
+                name: host.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// `/proc/net/arp`: `IP HWtype Flags HWaddress Mask Device` after a header
+/// line; only complete entries (flag 0x2) with a real address count.
+pub fn parse_arp(text: &str) -> Vec<(IpAddr, [u8; 6])> {
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_ascii_whitespace().collect();
+            let [ip, _, flags, hw, ..] = f[..] else { return None };
+            let flags = u32::from_str_radix(flags.trim_start_matches("0x"), 16).ok()?;
+            let mac = parse_mac(hw.as_bytes()).filter(|m| *m != [0; 6])?;
+            (flags & 0x2 != 0).then_some((ip.parse().ok()?, mac))
         })
         .collect()
 }
@@ -69,6 +91,9 @@ pub fn parse_ethers(text: &str) -> Vec<Known> {
 pub struct NameBook {
     leases: Source,
     ethers: Source,
+    /// The kernel's ARP table (a /proc file has no mtime: read at every look).
+    arp: PathBuf,
+    mac_of: FxHashMap<IpAddr, [u8; 6]>,
     by_mac: FxHashMap<[u8; 6], String>,
     by_ip: FxHashMap<IpAddr, String>,
     checked: Option<Instant>,
@@ -99,12 +124,15 @@ impl Source {
 }
 
 impl NameBook {
-    /// Names from `leases` and `ethers` (either may be missing or empty).
-    pub fn new(leases: &Path, ethers: &Path) -> NameBook {
+    /// Names from `leases` and `ethers` (either may be missing or empty),
+    /// MACs from the ARP table at `arp` (`/proc/net/arp`).
+    pub fn new(leases: &Path, ethers: &Path, arp: &Path) -> NameBook {
         let source = |path: &Path, parse| Source { path: path.to_path_buf(), seen: None, parse, known: Vec::new() };
         NameBook {
             leases: source(leases, parse_leases),
             ethers: source(ethers, parse_ethers),
+            arp: arp.to_path_buf(),
+            mac_of: FxHashMap::default(),
             by_mac: FxHashMap::default(),
             by_ip: FxHashMap::default(),
             checked: None,
@@ -117,6 +145,9 @@ impl NameBook {
             return;
         }
         self.checked = Some(now);
+        self.mac_of = std::fs::read(&self.arp)
+            .map(|b| parse_arp(&String::from_utf8_lossy(&b)).into_iter().collect())
+            .unwrap_or_default();
         // Both looked at, whichever changed.
         let changed = self.leases.refresh() | self.ethers.refresh();
         if !changed {
@@ -139,6 +170,12 @@ impl NameBook {
     /// The name of the client at `ip` with hardware address `mac`.
     pub fn name(&self, ip: IpAddr, mac: Option<[u8; 6]>) -> Option<&str> {
         mac.and_then(|m| self.by_mac.get(&m)).or_else(|| self.by_ip.get(&ip.to_canonical())).map(String::as_str)
+    }
+
+    /// The hardware address of the client at `ip`: `given` (a forwarder's
+    /// word), else the ARP table's.
+    pub fn mac(&self, ip: IpAddr, given: Option<[u8; 6]>) -> Option<[u8; 6]> {
+        given.or_else(|| self.mac_of.get(&ip.to_canonical()).copied())
     }
 }
 
@@ -180,7 +217,9 @@ garbage line
 
     #[test]
     fn ethers_names_and_addresses() {
-        let k = parse_ethers("# static\n02:00:5e:10:00:09 media-box\n02:00:5e:10:00:0a 192.168.1.9\nbad\n");
+        let k = parse_ethers(
+            "# static\n02:00:5e:10:00:09 media-box\n02:00:5e:10:00:0a 192.168.1.9\n02:00:5e:10:00:0b *\nbad\n",
+        );
         assert_eq!(k, [Known { mac: Some([2, 0, 0x5e, 0x10, 0, 9]), ip: None, name: "media-box".into() }]);
     }
 
@@ -190,7 +229,15 @@ garbage line
         std::fs::create_dir_all(&dir).unwrap();
         let (leases, ethers) = (dir.join("dhcp.leases"), dir.join("ethers"));
         std::fs::write(&leases, LEASES).unwrap();
-        let mut book = NameBook::new(&leases, &ethers);
+        let arp = dir.join("arp");
+        std::fs::write(
+            &arp,
+            "IP address       HW type     Flags       HW address            Mask     Device\n\
+             192.168.1.60     0x1         0x2         02:00:5e:10:00:09     *        br-lan\n\
+             192.168.1.61     0x1         0x0         00:00:00:00:00:00     *        br-lan\n",
+        )
+        .unwrap();
+        let mut book = NameBook::new(&leases, &ethers, &arp);
         let t0 = Instant::now();
         book.refresh(t0);
         let tablet = Some([2, 0, 0x5e, 0x10, 0, 1]);
@@ -205,6 +252,12 @@ garbage line
         book.refresh(t0 + CHECK_EVERY);
         assert_eq!(book.name("192.168.1.50".parse().unwrap(), None), Some("homework-tablet"));
         assert_eq!(book.name("192.168.1.60".parse().unwrap(), Some([2, 0, 0x5e, 0x10, 0, 9])), Some("media-box"));
+        // A client asking directly: its MAC from the ARP table, and through it its name.
+        let direct: IpAddr = "192.168.1.60".parse().unwrap();
+        let mac = book.mac(direct, None);
+        assert_eq!(mac, Some([2, 0, 0x5e, 0x10, 0, 9]));
+        assert_eq!(book.name(direct, mac), Some("media-box"));
+        assert_eq!(book.mac("192.168.1.61".parse().unwrap(), None), None, "an incomplete entry");
         std::fs::remove_dir_all(&dir).unwrap();
         book.refresh(t0 + 2 * CHECK_EVERY);
         assert_eq!(book.name("192.168.1.50".parse().unwrap(), None), None, "gone with the file");

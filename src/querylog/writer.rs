@@ -358,8 +358,9 @@ impl Writer {
             let (mac, client_name) = if self.cfg.anonymize_clients {
                 (None, None)
             } else {
-                let mac = e.mac.map(|m| append(&mut text, |t| t.push_str(&crate::client::mac_text(&m))));
-                let name = self.names.name(e.client, e.mac).map(|n| append(&mut text, |t| t.push_str(n)));
+                let mac = self.names.mac(e.client, e.mac);
+                let name = self.names.name(e.client, mac).map(|n| append(&mut text, |t| t.push_str(n)));
+                let mac = mac.map(|m| append(&mut text, |t| t.push_str(&crate::client::mac_text(&m))));
                 (mac, name)
             };
             rows.push(Row {
@@ -571,7 +572,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let cfg = QueryLogConfig { path: dir.join("live.db"), ..QueryLogConfig::default() };
         let none = std::path::Path::new("/nonexistent");
-        let mut w = Writer::new(cfg.clone(), Arc::new(LogCounters::default()), NameBook::new(none, none));
+        let mut w = Writer::new(cfg.clone(), Arc::new(LogCounters::default()), NameBook::new(none, none, none));
         let clients: [IpAddr; 3] =
             ["192.168.1.10".parse().unwrap(), "192.168.1.11".parse().unwrap(), "fd00::1".parse().unwrap()];
         let upstreams: [Option<SocketAddr>; 3] =

@@ -117,7 +117,10 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
         cfg.upstreams_from
     );
     let querylog = if cfg.querylog.enabled {
-        match QueryLog::start(&cfg.querylog, NameBook::new(&cfg.leases_file, &cfg.ethers_file)) {
+        match QueryLog::start(
+            &cfg.querylog,
+            NameBook::new(&cfg.leases_file, &cfg.ethers_file, "/proc/net/arp".as_ref()),
+        ) {
             Ok(q) => {
                 log::info!(
                     "query log at {} (flash copy {})",
