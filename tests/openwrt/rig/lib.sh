@@ -96,9 +96,11 @@ check_daemon() {
 	wait_until 10 running hydradns || fail "hydradns is not running: $(ubus call service list '{"name":"hydradns"}')"
 	pid=$(pid_of hydradns)
 	wait_until 10 grep -q '^Uid:' "/proc/$pid/status" || fail "no process $pid"
-	status=$(cat "/proc/$pid/status")
 	uid=$(id -u hydradns)
-	echo "$status" | grep -q "^Uid:	$uid	$uid	$uid	$uid\$" || fail "not running as hydradns ($uid): $(echo "$status" | grep Uid)"
+	# It binds its sockets as root, then drops to the user: wait for that.
+	wait_until 10 grep -q "^Uid:	$uid	$uid	$uid	$uid\$" "/proc/$pid/status" ||
+		fail "not running as hydradns ($uid): $(grep Uid "/proc/$pid/status")"
+	status=$(cat "/proc/$pid/status")
 	echo "$status" | grep -q '^CapEff:	0000000000000000$' || fail "has capabilities: $(echo "$status" | grep Cap)"
 	wait_until 10 in_log "hydradns\[$pid\]: ready with" || fail "no 'ready' from $pid in the log"
 }
