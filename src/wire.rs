@@ -532,24 +532,11 @@ pub mod build {
     /// the name over 255. The benchmark's load, the examples, the fuzz
     /// targets and the unit tests all send these.
     pub fn query(id: u16, name: &str, qtype: u16, edns: Option<(u16, bool)>) -> Option<Vec<u8>> {
-        let name = name.strip_suffix('.').unwrap_or(name);
         let mut m = Vec::with_capacity(HEADER_LEN + name.len() + 2 + 4 + 11);
         m.extend_from_slice(&id.to_be_bytes());
         m.extend_from_slice(&flags::RD.to_be_bytes());
         m.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, edns.is_some() as u8]);
-        if !name.is_empty() {
-            for label in name.split('.') {
-                if label.is_empty() || label.len() > 63 {
-                    return None;
-                }
-                m.push(label.len() as u8);
-                m.extend_from_slice(label.as_bytes());
-            }
-        }
-        m.push(0);
-        if m.len() - HEADER_LEN > MAX_NAME_LEN {
-            return None;
-        }
+        push_name(&mut m, name)?;
         m.extend_from_slice(&qtype.to_be_bytes());
         m.extend_from_slice(&CLASS_IN.to_be_bytes());
         if let Some((size, dnssec_ok)) = edns {
@@ -560,6 +547,25 @@ pub mod build {
             m.extend_from_slice(&[0, 0]);
         }
         Some(m)
+    }
+
+    /// Appends `name` (dotted, a trailing dot optional; "" or "." is the
+    /// root) in wire format, as written; `None` (with `out` partly written)
+    /// for an empty or over-long label or a name over 255 bytes.
+    pub fn push_name(out: &mut Vec<u8>, name: &str) -> Option<()> {
+        let name = name.strip_suffix('.').unwrap_or(name);
+        let start = out.len();
+        if !name.is_empty() {
+            for label in name.split('.') {
+                if label.is_empty() || label.len() > 63 {
+                    return None;
+                }
+                out.push(label.len() as u8);
+                out.extend_from_slice(label.as_bytes());
+            }
+        }
+        out.push(0);
+        (out.len() - start <= MAX_NAME_LEN).then_some(())
     }
 
     /// Starts a response to `q`: its ID, opcode, RD and CD, plus QR, RA and

@@ -53,6 +53,8 @@ enum Data {
 struct Record {
     data: Data,
     ttl: u32,
+    /// Index of the `config record` section it came from.
+    section: usize,
 }
 
 /// Every local name of one config, ready to answer.
@@ -68,7 +70,7 @@ impl Records {
     /// The records of `config`, with a PTR for every address.
     pub fn new(config: &[LocalRecord]) -> Records {
         let mut r = Records::default();
-        for rec in config {
+        for (section, rec) in config.iter().enumerate() {
             let Some(name) = wire_name(&rec.name) else { continue };
             let data = match &rec.data {
                 RecordData::Addresses(ips) => {
@@ -87,15 +89,15 @@ impl Records {
                 },
             };
             let map = if rec.wildcard { &mut r.wildcard } else { &mut r.exact };
-            map.insert(name.into(), Record { data, ttl: rec.ttl });
+            map.insert(name.into(), Record { data, ttl: rec.ttl, section });
         }
         // Pointers last, so a configured name that looks like one wins.
-        for rec in config.iter().filter(|rec| !rec.wildcard) {
+        for (section, rec) in config.iter().enumerate().filter(|(_, rec)| !rec.wildcard) {
             let (RecordData::Addresses(ips), Some(name)) = (&rec.data, wire_name(&rec.name)) else { continue };
             for ip in ips {
                 if let Some(rev) = wire_name(&reverse_name(ip)) {
                     let data = Data::Pointer(name.clone().into());
-                    r.exact.entry(rev.into()).or_insert(Record { data, ttl: rec.ttl });
+                    r.exact.entry(rev.into()).or_insert(Record { data, ttl: rec.ttl, section });
                 }
             }
         }
@@ -309,26 +311,10 @@ fn copy_name(msg: &[u8], mut pos: usize, out: &mut Vec<u8>, place: &impl Fn(usiz
 }
 
 /// The section that answers `name` (dotted, normalized), for `hydradns
-/// check`: the same order [`Records::answer`] follows.
+/// check`: found by the same lookup [`Records::answer`] makes.
 pub fn explain<'a>(config: &'a [LocalRecord], name: &str) -> Option<&'a LocalRecord> {
-    let exact = config.iter().find(|r| !r.wildcard && r.name == name);
-    let wildcard = || {
-        let mut rest = name;
-        while let Some((_, up)) = rest.split_once('.') {
-            if let Some(r) = config.iter().find(|r| r.wildcard && r.name == up) {
-                return Some(r);
-            }
-            rest = up;
-        }
-        None
-    };
-    let pointer = || {
-        config.iter().filter(|r| !r.wildcard).find(|r| match &r.data {
-            RecordData::Addresses(ips) => ips.iter().any(|ip| reverse_name(ip) == name),
-            RecordData::Alias(_) => false,
-        })
-    };
-    exact.or_else(wildcard).or_else(pointer)
+    let rec = Records::new(config).find(&wire_name(name)?)?.section;
+    config.get(rec)
 }
 
 /// Appends one record owned by the name at offset `owner`; returns 1.
@@ -340,15 +326,8 @@ fn record(out: &mut Vec<u8>, owner: u16, rtype: u16, ttl: u32, rdata: &[u8]) -> 
 /// `name` (dotted, lowercase) in wire format.
 fn wire_name(name: &str) -> Option<Vec<u8>> {
     let mut w = Vec::with_capacity(name.len() + 2);
-    for label in name.split('.').filter(|l| !l.is_empty()) {
-        if label.len() > 63 {
-            return None;
-        }
-        w.push(label.len() as u8);
-        w.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
-    }
-    w.push(0);
-    (w.len() <= wire::MAX_NAME_LEN).then_some(w)
+    wire::build::push_name(&mut w, name)?;
+    Some(w)
 }
 
 /// The name a PTR query for `ip` asks (RFC 1035 §3.5, RFC 3596 §2.5).
@@ -540,6 +519,17 @@ mod tests {
         assert_eq!(origin("x.y.home").as_deref(), Some("test:5"));
         assert_eq!(origin("10.1.168.192.in-addr.arpa").as_deref(), Some("test:1"));
         assert_eq!(origin("home"), None);
+        // An address's pointer beats a wildcard over the reverse zone, in
+        // what check says as in what answer sends.
+        let cfg = Config::parse(
+            "test",
+            &format!("{NAS}config record\n\toption name '*.in-addr.arpa'\n\tlist ip '10.0.0.9'\n"),
+        )
+        .unwrap();
+        let ptr = "10.1.168.192.in-addr.arpa";
+        assert_eq!(explain(&cfg.records, ptr).map(|r| r.origin.as_str()), Some("test:1"));
+        let answer = ask(&Records::new(&cfg.records), ptr, PTR).unwrap();
+        assert_eq!(rdata(&parse(&answer)), ["nas.home"]);
     }
 
     #[test]
