@@ -479,7 +479,6 @@ impl Engine {
         stats: &Counters,
     ) -> Step {
         let snap = self.snapshot.load();
-        // A trusted forwarder's queries are admitted as the client each names.
         let parsed = wire::parse_query(msg);
         // A trusted forwarder's query is admitted, answered and logged as the
         // client its options name. Only a query with options costs the check.
@@ -662,17 +661,12 @@ impl Engine {
     ) -> Step {
         let mut msg = Vec::with_capacity(HEADER_LEN + alias.target.len() + 15);
         msg.extend_from_slice(&q.msg[..HEADER_LEN]);
-        header::set_counts(&mut msg, [1, 0, 0, u16::from(q.edns.is_some())]);
+        header::set_counts(&mut msg, [1, 0, 0, 0]);
         msg.extend_from_slice(&alias.target);
         msg.extend_from_slice(&q.qtype.to_be_bytes());
         msg.extend_from_slice(&q.qclass.to_be_bytes());
-        if let Some(e) = q.edns {
-            msg.push(0);
-            msg.extend_from_slice(&wire::rtype::OPT.to_be_bytes());
-            msg.extend_from_slice(&e.udp_size.to_be_bytes());
-            msg.extend_from_slice(&(if e.dnssec_ok { 0x8000u32 } else { 0 }).to_be_bytes());
-            msg.extend_from_slice(&[0, 0]);
-        }
+        // Our OPT with the client's DO bit; its UDP size is read from `target` below.
+        wire::build::finish(&mut msg, q.edns, [0, 0, 0], false);
         // Built here, not parsed: a second caller of parse_query would take
         // it out of line from handle_in (+127 instructions a cache hit).
         let question_end = HEADER_LEN + alias.target.len() + 4;
@@ -703,6 +697,15 @@ impl Engine {
                 Step::Resolve(miss)
             }
         }
+    }
+
+    /// Writes the stale answer a miss carries for its client, chain first
+    /// for a local alias's target. False if it carries none.
+    pub(super) fn stale_for_client(&self, miss: &Miss, out: &mut Vec<u8>, stats: &Counters) -> bool {
+        let (Some(q), Some(s)) = (miss.query(), &miss.stale) else { return false };
+        self.answer_stale(&miss.origin, &q, s, &miss.snapshot, out, stats);
+        self.spliced(miss, out, stats);
+        true
     }
 
     /// Puts a local alias's chain before the answer just written for its
@@ -827,8 +830,8 @@ impl Engine {
                 let snap = &miss.snapshot;
                 let upstream = snap.group(*forward).resolve_from(&q, snap.timeout, failover, truncated);
                 let mut upstream = std::pin::pin!(upstream);
-                let first = match (stale_at, &miss.stale) {
-                    (Some(at), Some(s)) => {
+                let first = match stale_at {
+                    Some(at) => {
                         let reply = async { Some(upstream.as_mut().await) };
                         match smol::future::FutureExt::or(reply, async {
                             smol::Timer::at(at).await;
@@ -839,15 +842,15 @@ impl Engine {
                             Some(reply) => Some(reply),
                             None => {
                                 let mut stale = Vec::new();
-                                self.answer_stale(&miss.origin, &q, s, snap, &mut stale, stats);
-                                self.spliced(miss, &mut stale, stats);
-                                early(stale).await;
-                                answered_early = true;
+                                if self.stale_for_client(miss, &mut stale, stats) {
+                                    early(stale).await;
+                                    answered_early = true;
+                                }
                                 None
                             }
                         }
                     }
-                    _ => None,
+                    None => None,
                 };
                 match first {
                     Some(reply) => reply,
@@ -1099,11 +1102,10 @@ impl Engine {
         if miss.quiet {
             return false;
         }
-        match (miss.query(), &miss.stale) {
-            (Some(q), Some(s)) => self.answer_stale(&miss.origin, &q, s, &miss.snapshot, out, stats),
-            _ => self.refuse_unanswered(miss, out, stats),
+        if !self.stale_for_client(miss, out, stats) {
+            self.refuse_unanswered(miss, out, stats);
+            self.spliced(miss, out, stats);
         }
-        self.spliced(miss, out, stats);
         true
     }
 

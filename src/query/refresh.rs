@@ -111,9 +111,9 @@ impl Engine {
         if miss.quiet {
             return false;
         }
-        let (Some(q), Some(s)) = (miss.query(), &miss.stale) else { return false };
-        self.answer_stale(&miss.origin, &q, s, &miss.snapshot, out, stats);
-        self.spliced(miss, out, stats);
+        if !self.stale_for_client(miss, out, stats) {
+            return false;
+        }
         miss.quiet = true;
         true
     }
