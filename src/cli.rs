@@ -605,6 +605,12 @@ fn update(args: Args) -> ExitCode {
     if results.iter().any(|r| r.status == "failed") { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
 
+/// The gateway's answer to `pause SECONDS` (an error answer has no such field).
+#[derive(DeJson)]
+struct Paused {
+    paused_until: u64,
+}
+
 /// `hydradns pause [DURATION]` and `hydradns resume` (`fixed`: zero).
 fn pause(args: Args, fixed: Option<Duration>) -> ExitCode {
     let cmd = if fixed.is_some() { "resume" } else { "pause" };
@@ -627,19 +633,20 @@ fn pause(args: Args, fixed: Option<Duration>) -> ExitCode {
     // Whole seconds, rounded up: `pause 500ms` still pauses.
     let secs = d.as_millis().div_ceil(1000) as u64;
     match control::request(&cfg.control_socket, &format!("pause {secs}"), Duration::from_secs(5)) {
-        Ok(json) if json.contains("\"error\"") => {
-            eprintln!("hydradns: {json}");
-            ExitCode::from(1)
-        }
-        Ok(json) => {
-            let until = json.trim_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().unwrap_or(0);
-            if until == 0 {
+        Ok(json) => match Paused::deserialize_json(&json) {
+            Ok(Paused { paused_until: 0 }) => {
                 println!("blocking on");
-            } else {
-                println!("blocking paused until {}", read::iso8601(until * 1000));
+                ExitCode::SUCCESS
             }
-            ExitCode::SUCCESS
-        }
+            Ok(Paused { paused_until }) => {
+                println!("blocking paused until {}", read::iso8601(paused_until * 1000));
+                ExitCode::SUCCESS
+            }
+            Err(_) => {
+                eprintln!("hydradns: {json}");
+                ExitCode::from(1)
+            }
+        },
         Err(e) => {
             eprintln!("hydradns: {e}");
             ExitCode::from(1)

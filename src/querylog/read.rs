@@ -25,7 +25,7 @@ pub struct LogRow {
     /// Question type (`A`, `AAAA`, … or `TYPE65`).
     #[nserde(rename = "type")]
     pub qtype: String,
-    /// `forwarded`, `cached`, `blocked`, `local`, `failed`, `stale` or `record`.
+    /// `forwarded`, `cached`, `blocked`, `local`, `failed`, `stale`, `record` or `paused`.
     pub outcome: String,
     /// Response code (`NOERROR`, `NXDOMAIN`, …).
     pub rcode: String,
@@ -101,7 +101,9 @@ fn has_table(conn: &Connection) -> bool {
     conn.query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queries'", [], |_| Ok(())).is_ok()
 }
 
-fn has_column(conn: &Connection, column: &str) -> bool {
+/// Whether the `queries` table has `column` (a database an older version
+/// wrote has not gained it until this version's writer opens it).
+pub(super) fn has_column(conn: &Connection, column: &str) -> bool {
     conn.query_row("SELECT 1 FROM pragma_table_info('queries') WHERE name = ?1", [column], |_| Ok(())).is_ok()
 }
 

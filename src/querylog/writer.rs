@@ -73,10 +73,8 @@ CREATE TABLE IF NOT EXISTS totals (outcome TEXT PRIMARY KEY, count INTEGER NOT N
 const ADDED_COLUMNS: [(&str, &str); 2] = [("mac", "TEXT"), ("client_name", "TEXT")];
 
 fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('queries')")?;
-    let have: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
     for (column, kind) in ADDED_COLUMNS {
-        if !have.iter().any(|c| c == column) {
+        if !super::read::has_column(conn, column) {
             conn.execute_batch(&format!("ALTER TABLE queries ADD COLUMN {column} {kind}"))?;
         }
     }
