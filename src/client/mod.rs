@@ -4,8 +4,9 @@
 //! list, the rate limit and the query log alike. From anyone else those
 //! options are ignored: they are the sender's word, and a client could
 //! otherwise pose as another to dodge its rate limit or blame it in the log.
+//! Devices' names for the log come from [`names`].
 
 pub mod edns;
+pub mod names;
 
 pub use edns::{Named, mac_text, parse_mac};
-pub mod names;
