@@ -44,6 +44,7 @@ fn main() {
         origin: "bench".into(),
         url: None,
         saved: None,
+        groups: Vec::new(),
     };
     let mut cfg = Config::builtin();
     cfg.cache_size = 65536;

@@ -41,6 +41,7 @@ fn main() {
         origin: String::new(),
         url: None,
         saved: None,
+        groups: Vec::new(),
     };
     if once {
         let p = Policy::load(std::slice::from_ref(&src), Default::default(), 60);

@@ -1,7 +1,8 @@
 //! Prints a UCI file the way `uci show` does, from HydraDNS's own parser, so
 //! that tests/openwrt/uci-compat.sh can hold the two side by side.
 //!   cargo run --example uci-show -- /etc/config/hydradns
-//! The package name is the file name, as for uci. Exits 1 on a syntax error.
+//! The package name is the file name, as for uci. Exits 1 on a syntax error;
+//! `--warnings` first prints the parser's warnings to stderr.
 #![allow(missing_docs)]
 
 use hydradns::config::uci;
@@ -11,8 +12,13 @@ fn quote(v: &str) -> String {
 }
 
 fn main() {
-    let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: uci-show FILE");
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let warnings = args.first().is_some_and(|a| a == "--warnings");
+    if warnings {
+        args.remove(0);
+    }
+    let Some(path) = args.into_iter().next() else {
+        eprintln!("usage: uci-show [--warnings] FILE");
         std::process::exit(2);
     };
     let package = std::path::Path::new(&path).file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
@@ -24,7 +30,12 @@ fn main() {
         }
     };
     let sections = match uci::parse(&path, &text) {
-        Ok(parsed) => parsed.sections,
+        Ok(parsed) => {
+            for (line, w) in parsed.warnings.iter().filter(|_| warnings) {
+                eprintln!("{path}:{line}: warning: {w}");
+            }
+            parsed.sections
+        }
         Err(e) => {
             eprintln!("{e}");
             std::process::exit(1);

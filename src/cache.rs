@@ -547,6 +547,11 @@ impl Hit {
         self.entry.as_ref().map_or(0, |e| e.header.header.checked.load(Relaxed))
     }
 
+    /// The cached answer as stored (OPT removed, TTLs as first stored).
+    pub fn message(&self) -> &[u8] {
+        self.entry.as_ref().map_or(&[][..], |e| entry_parts(e).0)
+    }
+
     /// Records that newer lists passed the name too.
     #[inline]
     pub fn set_checked(&self, checked: u64) {

@@ -22,14 +22,15 @@ usage:
   hydradns run [-c FILE] [--log syslog|stderr] [-v] [--user NAME]
                                                       serve DNS in the foreground
   hydradns check-config -c FILE [--shell]             validate FILE; print FILE:LINE: problem
-  hydradns check -c FILE NAME                         is NAME blocked, and by which list?
+  hydradns check -c FILE [--client IP|MAC|NAME] NAME  is NAME blocked (for that client), and by which list?
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
   hydradns log [-c FILE] [--limit N] [--blocked] [--client IP|MAC|NAME] [--domain PATTERN] [--since 1h] [--json]
   hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
   hydradns update [-c FILE] [--json]                  download the lists now (through the gateway if running)
   hydradns lists [-c FILE] [--json]                   each list source: entries, last download, errors
-  hydradns pause [-c FILE] [DURATION]                 blocking off for DURATION (default 5m; 0 ends it)
-  hydradns resume [-c FILE]                           blocking back on
+  hydradns pause [-c FILE] [--group NAME] [DURATION]  blocking off for DURATION (default 5m; 0 ends it),
+                                                      for one group's lists with --group
+  hydradns resume [-c FILE] [--group NAME]            blocking back on
   hydradns --version
 
 Without -c, run uses /etc/config/hydradns if it exists, else built-in
@@ -51,6 +52,7 @@ struct Args {
     clients: bool,
     domains: bool,
     client: Option<String>,
+    group: Option<String>,
     domain: Option<String>,
     since: Option<Duration>,
     positional: Vec<String>,
@@ -122,6 +124,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             "--client" => {
                 out.client = Some(value("an address")?);
                 "--client"
+            }
+            "--group" => {
+                out.group = Some(value("a group name")?);
+                "--group"
             }
             "--domain" => {
                 out.domain = Some(value("a pattern")?);
@@ -292,7 +298,7 @@ fn check_config(args: Args) -> ExitCode {
 }
 
 fn check(args: Args) -> ExitCode {
-    if let Err(e) = args.only("check", &["-c"]) {
+    if let Err(e) = args.only("check", &["-c", "--client"]) {
         return usage_error("check", e);
     }
     let cfg = match required_config(&args, "check") {
@@ -310,17 +316,36 @@ fn check(args: Args) -> ExitCode {
         let star = if r.wildcard { "*." } else { "" };
         println!("{name}: answered by local record '{star}{}' ({}), before any list", r.name, r.origin);
     }
-    let policy = Policy::load(&cfg.lists, cfg.block_mode, cfg.block_ttl);
-    let (block, allow) = policy.entries(&key);
-    match policy.check(&key) {
+    let policy = Policy::build(&cfg);
+    let active = match &args.client {
+        Some(id) => match crate::client::rules::explain(&cfg, &policy.groups, id) {
+            Ok((lines, active)) => {
+                lines.iter().for_each(|l| println!("{l}"));
+                active
+            }
+            Err(e) => {
+                eprintln!("hydradns: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => policy::groups::DEFAULT,
+    };
+    let (block, allow) = policy.entries(&key, active);
+    let whose = |source: u16| match policy.group_of(source, active) {
+        Some(g) if policy.groups.names.len() > 1 => format!(" of group '{}'", policy.groups.names[g]),
+        _ => String::new(),
+    };
+    match policy.check(&key, active).verdict {
         Verdict::Blocked { source } => println!(
-            "{name}: blocked by list '{}' (entry {})",
+            "{name}: blocked by list '{}'{} (entry {})",
             policy.source_name(source),
+            whose(source),
             block.map_or(String::new(), |b| b.1)
         ),
         Verdict::Allowed { source } => println!(
-            "{name}: allowed by list '{}' (entry {}), overriding a block (entry {})",
+            "{name}: allowed by list '{}'{} (entry {}), overriding a block (entry {})",
             policy.source_name(source),
+            whose(source),
             allow.as_ref().map_or(String::new(), |a| a.1.clone()),
             block.map_or(String::new(), |b| b.1)
         ),
@@ -444,6 +469,18 @@ fn stats_text(r: &Report) -> String {
             "  {} ({}): {} blocks, {} allows, {} unsupported, {} invalid",
             l.name, l.kind, l.blocks, l.allows, l.unsupported, l.invalid
         );
+    }
+    // One group is the common case: nothing to say about it.
+    for g in r.groups.iter().filter(|_| r.groups.len() > 1) {
+        let mut state = String::new();
+        if !g.schedule.is_empty() {
+            let when = if g.active { "inside" } else { "outside: lists off" };
+            let _ = write!(state, ", schedule '{}' ({when})", g.schedule);
+        }
+        if g.paused_until > 0 {
+            let _ = write!(state, ", paused until {}", read::iso8601(g.paused_until * 1000));
+        }
+        let _ = writeln!(o, "group        {}: {} blocked{state}", g.name, g.blocked);
     }
     for u in &r.upstreams {
         let _ = writeln!(
@@ -611,10 +648,16 @@ struct Paused {
     paused_until: u64,
 }
 
+/// The gateway's answer to a request it refused.
+#[derive(DeJson)]
+struct Refused {
+    error: String,
+}
+
 /// `hydradns pause [DURATION]` and `hydradns resume` (`fixed`: zero).
 fn pause(args: Args, fixed: Option<Duration>) -> ExitCode {
     let cmd = if fixed.is_some() { "resume" } else { "pause" };
-    if let Err(e) = args.only(cmd, &["-c"]) {
+    if let Err(e) = args.only(cmd, &["-c", "--group"]) {
         return usage_error(cmd, e);
     }
     let d = match (fixed, args.positional.as_slice()) {
@@ -632,18 +675,24 @@ fn pause(args: Args, fixed: Option<Duration>) -> ExitCode {
     };
     // Whole seconds, rounded up: `pause 500ms` still pauses.
     let secs = d.as_millis().div_ceil(1000) as u64;
-    match control::request(&cfg.control_socket, &format!("pause {secs}"), Duration::from_secs(5)) {
+    let (request, what) = match &args.group {
+        Some(g) if g.split_ascii_whitespace().count() == 1 => (format!("pause {secs} {g}"), format!("group '{g}'")),
+        Some(g) => return usage_error(cmd, format!("'{g}' is not a group name")),
+        None => (format!("pause {secs}"), "blocking".into()),
+    };
+    match control::request(&cfg.control_socket, &request, Duration::from_secs(5)) {
         Ok(json) => match Paused::deserialize_json(&json) {
             Ok(Paused { paused_until: 0 }) => {
-                println!("blocking on");
+                println!("{what} on");
                 ExitCode::SUCCESS
             }
             Ok(Paused { paused_until }) => {
-                println!("blocking paused until {}", read::iso8601(paused_until * 1000));
+                println!("{what} paused until {}", read::iso8601(paused_until * 1000));
                 ExitCode::SUCCESS
             }
             Err(_) => {
-                eprintln!("hydradns: {json}");
+                let text = Refused::deserialize_json(&json).map_or(json, |r| r.error);
+                eprintln!("hydradns: {text}");
                 ExitCode::from(1)
             }
         },
@@ -698,7 +747,7 @@ mod tests {
         let run = usage_of("run");
         assert!(run.contains("hydradns run [-c FILE]") && run.contains("serve DNS in the foreground"), "{run}");
         assert!(!run.contains("check-config"));
-        assert!(usage_of("check").contains("hydradns check -c FILE NAME"));
+        assert!(usage_of("check").contains("hydradns check -c FILE [--client IP|MAC|NAME] NAME"));
         assert!(!usage_of("check").contains("check-config"));
         assert_eq!(usage_of("nonsense"), USAGE);
     }

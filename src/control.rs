@@ -103,18 +103,38 @@ async fn respond(request: &str, status: &Status) -> String {
             Ok(results) => results.serialize_json(),
             Err(_) => "{\"error\":\"the lists thread is gone\"}".into(),
         },
-        // `pause SECONDS`: blocking off for that long; 0 turns it back on.
-        pause if pause.starts_with("pause ") => match pause["pause ".len()..].parse::<u64>() {
-            Ok(secs) => {
-                status.engine.pause.set(Duration::from_secs(secs));
-                match secs {
-                    0 => log::info!("blocking resumed"),
-                    s => log::info!("blocking paused for {s} s"),
+        // `pause SECONDS [GROUP]`: blocking (or that group's lists) off for that long; 0 turns it back on.
+        pause if pause.starts_with("pause ") => {
+            let mut words = pause["pause ".len()..].split_ascii_whitespace();
+            let (Some(Ok(secs)), group, None) = (words.next().map(str::parse::<u64>), words.next(), words.next())
+            else {
+                return "{\"error\":\"pause takes seconds and perhaps a group\"}".into();
+            };
+            let pause = &status.engine.pause;
+            let d = Duration::from_secs(secs);
+            let groups_of = || status.engine.snapshot.load().policy.groups.clone();
+            let group = match group {
+                Some(g) => match pause.set_group(&groups_of(), g, d) {
+                    Ok(()) => Some(g),
+                    Err(e) => return format!("{{\"error\":{}}}", e.serialize_json()),
+                },
+                None => {
+                    pause.set(d);
+                    None
                 }
-                format!("{{\"paused_until\":{}}}", status.engine.pause.until_unix())
+            };
+            match (secs, group) {
+                (0, None) => log::info!("blocking resumed"),
+                (0, Some(g)) => log::info!("blocking resumed for group '{g}'"),
+                (s, None) => log::info!("blocking paused for {s} s"),
+                (s, Some(g)) => log::info!("blocking paused for {s} s for group '{g}'"),
             }
-            Err(_) => "{\"error\":\"pause takes seconds\"}".into(),
-        },
+            let until = match group {
+                None => pause.until_unix(),
+                Some(g) => pause.groups_until_unix().into_iter().find(|(n, _)| n == g).map_or(0, |p| p.1),
+            };
+            format!("{{\"paused_until\":{until}}}")
+        }
         other => format!("{{\"error\":\"unknown request {:?}\"}}", other.escape_default().to_string()),
     }
 }

@@ -18,6 +18,8 @@ macro_rules! counters {
             $($(#[$doc])* pub $name: AtomicU64,)*
             /// Time from arrival to answer of every answered query.
             pub latency: Histogram,
+            /// Blocks per group.
+            pub groups: GroupCounters,
         }
 
         /// A point-in-time sum of counters; fields as documented on [`Counters`]
@@ -98,6 +100,19 @@ counters! {
     tcp_client_refused,
     /// TCP connections closed for idling or for a message not completed in time.
     tcp_timeouts,
+}
+
+/// Counters per group, by the group's bit (`policy::groups`).
+#[derive(Debug)]
+pub struct GroupCounters {
+    /// Names blocked by a list of the group.
+    pub blocked: [AtomicU64; crate::config::groups::MAX_GROUPS],
+}
+
+impl Default for GroupCounters {
+    fn default() -> GroupCounters {
+        GroupCounters { blocked: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
 }
 
 impl Counters {
@@ -306,6 +321,24 @@ pub struct Report {
     pub querylog: LogReport,
     /// List sources.
     pub lists: Vec<ListReport>,
+    /// Groups of devices, `default` first.
+    #[nserde(default)]
+    pub groups: Vec<GroupReport>,
+}
+
+/// One group's state and counters.
+#[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
+pub struct GroupReport {
+    /// Its name.
+    pub name: String,
+    /// Names a list of the group blocked.
+    pub blocked: u64,
+    /// Its schedule, if it has one.
+    pub schedule: String,
+    /// With a schedule: whether its lists apply now (inside the window, or the clock not yet synced).
+    pub active: bool,
+    /// When its lists come back on (`hydradns pause --group`), Unix seconds; 0 while they are on.
+    pub paused_until: u64,
 }
 
 impl Report {

@@ -4,9 +4,11 @@
 //! list, the rate limit and the query log alike. From anyone else those
 //! options are ignored: they are the sender's word, and a client could
 //! otherwise pose as another to dodge its rate limit or blame it in the log.
-//! Devices' names for the log come from [`names`].
+//! Devices' names for the log come from [`names`]; which `config client`
+//! (and so which groups) a client is, from [`rules`].
 
 pub mod edns;
 pub mod names;
+pub mod rules;
 
 pub use edns::{Named, mac_text, parse_mac};

@@ -22,6 +22,9 @@ use super::edns::parse_mac;
 /// How often the files' metadata is looked at.
 pub const CHECK_EVERY: Duration = Duration::from_secs(10);
 
+/// The kernel's ARP table.
+pub const ARP: &str = "/proc/net/arp";
+
 /// One device a file names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Known {
@@ -97,6 +100,7 @@ pub struct NameBook {
     by_mac: FxHashMap<[u8; 6], String>,
     by_ip: FxHashMap<IpAddr, String>,
     checked: Option<Instant>,
+    changed: bool,
 }
 
 #[derive(Debug)]
@@ -136,6 +140,7 @@ impl NameBook {
             by_mac: FxHashMap::default(),
             by_ip: FxHashMap::default(),
             checked: None,
+            changed: false,
         }
     }
 
@@ -144,12 +149,19 @@ impl NameBook {
         if self.checked.is_some_and(|t| now.duration_since(t) < CHECK_EVERY) {
             return;
         }
+        self.look(now);
+    }
+
+    /// Looks at the files now; [`NameBook::changed`] says whether they changed.
+    pub fn look(&mut self, now: Instant) {
         self.checked = Some(now);
-        self.mac_of = std::fs::read(&self.arp)
+        let arp: FxHashMap<IpAddr, [u8; 6]> = std::fs::read(&self.arp)
             .map(|b| parse_arp(&String::from_utf8_lossy(&b)).into_iter().collect())
             .unwrap_or_default();
         // Both looked at, whichever changed.
         let changed = self.leases.refresh() | self.ethers.refresh();
+        self.changed = changed || arp != self.mac_of;
+        self.mac_of = arp;
         if !changed {
             return;
         }
@@ -170,6 +182,18 @@ impl NameBook {
     /// The name of the client at `ip` with hardware address `mac`.
     pub fn name(&self, ip: IpAddr, mac: Option<[u8; 6]>) -> Option<&str> {
         mac.and_then(|m| self.by_mac.get(&m)).or_else(|| self.by_ip.get(&ip.to_canonical())).map(String::as_str)
+    }
+
+    /// Every device the files and the ARP table know: (address, MAC, name),
+    /// leases first, then ethers, then the ARP table's addresses.
+    pub fn devices(&self) -> impl Iterator<Item = (Option<IpAddr>, Option<[u8; 6]>, Option<&str>)> {
+        let named = self.leases.known.iter().chain(&self.ethers.known).map(|k| (k.ip, k.mac, Some(k.name.as_str())));
+        named.chain(self.mac_of.iter().map(|(ip, mac)| (Some(*ip), Some(*mac), None)))
+    }
+
+    /// Whether a file or the ARP table changed at the last [`NameBook::refresh`] that looked.
+    pub fn changed(&self) -> bool {
+        self.changed
     }
 
     /// The hardware address of the client at `ip`: `given` (a forwarder's

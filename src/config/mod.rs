@@ -5,6 +5,7 @@
 //! section types are warnings, not errors, so a file written for a newer
 //! release still starts an older one.
 
+pub mod groups;
 pub mod uci;
 
 use std::fmt;
@@ -104,6 +105,8 @@ pub struct ListSource {
     pub url: Option<String>,
     /// The saved copy of the download (under `list_dir`), read like a `path`.
     pub saved: Option<PathBuf>,
+    /// `list group`: the groups whose clients it applies to; empty: `default`.
+    pub groups: Vec<String>,
 }
 
 /// One `config forward` section: names under `domains` go to `servers`.
@@ -247,6 +250,15 @@ pub struct Config {
     pub ethers_file: PathBuf,
     /// Local names (`config record`), in file order.
     pub records: Vec<LocalRecord>,
+    /// Devices and their groups (`config client`), in file order.
+    pub clients: Vec<groups::ClientRule>,
+    /// `config group` sections, in file order.
+    pub groups: Vec<groups::GroupConfig>,
+    /// `config schedule` sections, in file order.
+    pub schedules: Vec<groups::ScheduleConfig>,
+    /// Exists once the clock is known good (OpenWrt's ntpd hotplug writes
+    /// it); until then scheduled groups stay in their blocking state.
+    pub time_synced_file: PathBuf,
     /// Query log settings.
     pub querylog: QueryLogConfig,
     /// Unix socket the CLI asks for live figures; empty disables it.
@@ -367,6 +379,10 @@ impl Config {
             lists: Vec::new(),
             forwards: Vec::new(),
             records: Vec::new(),
+            clients: Vec::new(),
+            groups: Vec::new(),
+            schedules: Vec::new(),
+            time_synced_file: PathBuf::from("/var/state/ntpd-synced"),
             leases_file: PathBuf::from("/tmp/dhcp.leases"),
             ethers_file: PathBuf::from("/etc/ethers"),
             querylog: QueryLogConfig::default(),
@@ -435,12 +451,16 @@ impl Config {
                 "allowlist" => cfg.lists.push(reader.list(ListKind::Allow, cfg.lists.len())?),
                 "forward" => cfg.forwards.push(reader.forward()?),
                 "record" => reader.record(&mut cfg.records)?,
+                "client" => cfg.clients.push(reader.client()?),
+                "group" => cfg.groups.push(reader.group()?),
+                "schedule" => cfg.schedules.push(reader.schedule()?),
                 "querylog" => reader.querylog(&mut cfg)?,
                 other => reader.warn_section(&format!("unknown section type '{other}' ignored")),
             }
         }
         cfg.warnings = warnings;
         alias_loops(&cfg.records)?;
+        groups::check(&cfg)?;
         let mut urls = Vec::new();
         for src in cfg.lists.iter_mut() {
             if let Some(url) = &src.url {
@@ -730,6 +750,7 @@ impl SectionReader<'_> {
                     cfg.allow_client.add(&v.value).ok_or_else(|| self.bad(v, "an address or CIDR range"))?;
                 }
                 "leases_file" => cfg.leases_file = self.path(v)?,
+                "time_synced_file" => cfg.time_synced_file = self.path(v)?,
                 "ethers_file" => cfg.ethers_file = self.path(v)?,
                 "trusted_proxy" => {
                     if !replaced.trusted_proxy {
@@ -806,6 +827,7 @@ impl SectionReader<'_> {
             origin: format!("{}:{}", self.file, self.section.line),
             url: None,
             saved: None,
+            groups: Vec::new(),
         };
         let mut enabled = true;
         for v in &self.section.values {
@@ -813,6 +835,7 @@ impl SectionReader<'_> {
                 "name" => src.name = v.value.clone(),
                 "path" => src.paths.push(PathBuf::from(&v.value)),
                 "domain" => src.domains.push((v.value.clone(), v.line)),
+                "group" => src.groups.push(self.group_name(v)?),
                 "enabled" => enabled = self.boolean(v)?,
                 "url" => {
                     if src.url.is_some() {

@@ -320,7 +320,20 @@ fn parse_inner(text: &str) -> Result<Parsed, Fault> {
                     }
                     let name = arg(&mut lx)?;
                     if !name.is_empty() && !valid(&name, "name") {
-                        return Err(err(format!("invalid section name '{name}' (letters, digits and _ only)")));
+                        // libuci refuses `-` in a name, but the issue that
+                        // specified groups and schedules wrote 'school-nights':
+                        // read it, and say what OpenWrt's own tools will do.
+                        if !valid(&name, "package") {
+                            return Err(err(format!("invalid section name '{name}' (letters, digits and _ only)")));
+                        }
+                        out.warnings.push((
+                            line,
+                            format!(
+                                "section name '{name}': OpenWrt's uci tools (uci, LuCI) refuse '-' in section names; \
+                                 hydradns reads it, but use '{}' to keep the file editable",
+                                name.replace('-', "_")
+                            ),
+                        ));
                     }
                     let sections = &mut out.sections;
                     // A name seen before reopens that section, in its place.
@@ -496,7 +509,9 @@ config blocklist
         assert_eq!(values("config t\n\tlist a ''\n\tlist a x\n"), ["a=|x"]);
         assert_eq!(values("config t\n\to a 1\n\tl b 2\n"), ["a=1", "b=2"], "abbreviated keywords");
         assert!(parse("f", "config my-type\n").is_ok(), "types may hold '-'");
-        assert!(parse("f", "config t 'my-name'\n").is_err(), "names may not");
+        let dashed = parse("f", "config t 'my-name'\n").unwrap();
+        assert!(dashed.warnings[0].1.contains("refuse '-'"), "names may not in libuci: read, with a warning");
+        assert!(parse("f", "config t 'my.name'\n").is_err());
         assert!(parse("f", "config t\n\toption my-opt x\n").is_err());
         assert!(
             parse("f", "config t\n\toption a 'x\u{1}'\n").is_ok(),

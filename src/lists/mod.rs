@@ -344,7 +344,7 @@ pub fn refresh_all(cfg: &Config, which: Which) -> Vec<Refreshed> {
 /// Loads lists for `cfg` and logs how each source fared.
 pub fn load_policy(cfg: &Config) -> Policy {
     let started = Instant::now();
-    let policy = Policy::load(&cfg.lists, cfg.block_mode, cfg.block_ttl);
+    let policy = Policy::build(cfg);
     for line in policy.summary_lines() {
         log::info!("{line}");
     }

@@ -7,8 +7,10 @@
 
 pub mod domainset;
 pub mod formats;
+pub mod groups;
 pub mod pause;
 pub mod records;
+pub mod schedule;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -20,6 +22,7 @@ use crate::config::{BlockMode, ListKind, ListSource};
 use crate::wire::{self, Query, rcode, rtype};
 use domainset::{DomainSet, SetBuilder, key_to_name};
 use formats::{ParseStats, Rule};
+use groups::GroupTable;
 
 /// What the lists say about one name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,33 +57,103 @@ pub struct SourceReport {
     pub errors: Vec<String>,
 }
 
-/// Compiled lists plus the block answer settings.
+/// What the lists say about a name for one client, and whether every
+/// client would hear the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checked {
+    /// The verdict for the groups asked about.
+    pub verdict: Verdict,
+    /// No client, whatever its groups, would get this name blocked: each
+    /// list that blocks it is overruled by its own group's allow entry. Only
+    /// then may a cache hit skip the lookup for everyone (see
+    /// `query::Snapshot::passed`).
+    pub uniform: bool,
+}
+
+/// The lists of one combination of groups: every source with exactly this
+/// `list group` set, merged. Sources that share their groups share one set.
 #[derive(Debug, Default)]
-pub struct Policy {
+struct Class {
+    /// The groups whose clients these lists apply to.
+    groups: u64,
     /// Names to block, tagged with their source index.
     block: DomainSet,
     /// Names exempt from blocking, tagged with their source index.
     allow: DomainSet,
+}
+
+impl Class {
+    /// [`Policy::check`] when this is the only combination: the lookups of
+    /// a config without groups, as many as before groups existed.
+    #[inline]
+    fn check(&self, key: &[u8], active: u64) -> Checked {
+        let pass = Checked { verdict: Verdict::Pass, uniform: true };
+        if self.block.is_empty() {
+            return pass;
+        }
+        let Some(b) = self.block.lookup(key) else { return pass };
+        // Most routers list nothing to allow: no search of an empty set.
+        let own = if self.allow.is_empty() { None } else { self.allow.lookup(key) };
+        let verdict = match own {
+            _ if self.groups & active == 0 => Verdict::Pass,
+            Some(a) => Verdict::Allowed { source: a.tag },
+            None => Verdict::Blocked { source: b.tag },
+        };
+        Checked { verdict, uniform: own.is_some() }
+    }
+}
+
+/// Compiled lists plus the block answer settings.
+#[derive(Debug, Default)]
+pub struct Policy {
+    /// One per distinct group combination in use, in order of first source:
+    /// one for a config without groups, so a lookup is one binary search.
+    classes: Vec<Class>,
     /// One report per configured source, indexed by tag.
     pub sources: Vec<SourceReport>,
     /// Source names, indexed by tag, shared with query log entries.
     names: Vec<Arc<str>>,
+    /// The group mask of each source, by tag.
+    source_groups: Vec<u64>,
+    /// The groups, for block answer overrides and reports.
+    pub groups: GroupTable,
     /// Answer style for blocked names.
     mode: BlockMode,
+    /// Some group has a style of its own.
+    modes_vary: bool,
     /// TTL of block answers.
     ttl: u32,
 }
 
 impl Policy {
-    /// Reads every source. Never fails: unreadable files and bad lines are
-    /// counted in the reports and the rest still loads.
+    /// Reads every source, each list in the `default` group. Never fails:
+    /// unreadable files and bad lines are counted in the reports and the rest still loads.
     pub fn load(lists: &[ListSource], mode: BlockMode, ttl: u32) -> Policy {
-        let mut block = SetBuilder::new();
-        let mut allow = SetBuilder::new();
-        for src in lists {
+        Policy::load_grouped(lists, GroupTable::default(), mode, ttl)
+    }
+
+    /// The lists, groups and block answer of `cfg`.
+    pub fn build(cfg: &crate::config::Config) -> Policy {
+        Policy::load_grouped(&cfg.lists, GroupTable::new(cfg), cfg.block_mode, cfg.block_ttl)
+    }
+
+    /// [`Policy::load`] with each source in the groups `groups` gives its `list group`.
+    pub fn load_grouped(lists: &[ListSource], groups: GroupTable, mode: BlockMode, ttl: u32) -> Policy {
+        let source_groups: Vec<u64> = lists.iter().map(|l| groups.mask_of(&l.groups)).collect();
+        let mut masks: Vec<u64> = Vec::new();
+        for &m in &source_groups {
+            if !masks.contains(&m) {
+                masks.push(m);
+            }
+        }
+        let mut builders: Vec<(SetBuilder, SetBuilder)> =
+            masks.iter().map(|_| (SetBuilder::new(), SetBuilder::new())).collect();
+        let class_of = |tag: usize| masks.iter().position(|&m| m == source_groups[tag]).unwrap_or(0);
+        for (i, src) in lists.iter().enumerate() {
             let bytes: u64 =
                 src.paths.iter().chain(&src.saved).filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum();
             let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+            let (block, allow) = &mut builders[class_of(i)];
             match src.kind {
                 ListKind::Block => block.expect(bytes),
                 ListKind::Allow => allow.expect(bytes),
@@ -91,26 +164,33 @@ impl Policy {
             .enumerate()
             .map(|(i, src)| {
                 let tag = u16::try_from(i).unwrap_or(u16::MAX);
-                load_source(src, tag, &mut block, &mut allow)
+                let (block, allow) = &mut builders[class_of(i)];
+                load_source(src, tag, block, allow)
             })
             .collect();
+        let classes = masks
+            .iter()
+            .zip(builders)
+            .map(|(&groups, (block, allow))| Class { groups, block: block.build(), allow: allow.build() })
+            .collect();
         let names = lists.iter().map(|l| Arc::from(l.name.as_str())).collect();
-        Policy { block: block.build(), allow: allow.build(), sources, names, mode, ttl }
+        let modes_vary = groups.modes.iter().any(Option::is_some);
+        Policy { classes, sources, names, source_groups, groups, mode, modes_vary, ttl }
     }
 
-    /// Blocked names after collapsing subdomains under listed parents.
+    /// Blocked names after collapsing subdomains under listed parents (summed over group combinations).
     pub fn blocked_len(&self) -> usize {
-        self.block.len()
+        self.classes.iter().map(|c| c.block.len()).sum()
     }
 
     /// Allowed names after collapsing.
     pub fn allowed_len(&self) -> usize {
-        self.allow.len()
+        self.classes.iter().map(|c| c.allow.len()).sum()
     }
 
-    /// Heap bytes of both sets.
+    /// Heap bytes of all sets.
     pub fn heap_bytes(&self) -> usize {
-        self.block.heap_bytes() + self.allow.heap_bytes()
+        self.classes.iter().map(|c| c.block.heap_bytes() + c.allow.heap_bytes()).sum()
     }
 
     /// Name of the source with tag `source`.
@@ -123,40 +203,102 @@ impl Policy {
         self.names.get(source as usize).cloned()
     }
 
-    /// Looks up a reversed-label key (see [`wire::reversed_key`]). An allow
-    /// entry wins over any block entry.
+    /// The group a block by `source` is counted under for a client in
+    /// `active`: the first of them the source applies to.
+    pub fn group_of(&self, source: u16, active: u64) -> Option<usize> {
+        GroupTable::first(self.source_groups.get(source as usize).copied().unwrap_or(0) & active)
+    }
+
+    /// Looks up a reversed-label key (see [`wire::reversed_key`]) for a
+    /// client whose active groups are `active`: blocked if a list of those
+    /// groups blocks it and no allow entry of those groups covers it.
     #[inline]
-    pub fn check(&self, key: &[u8]) -> Verdict {
-        if self.block.is_empty() {
-            return Verdict::Pass;
+    pub fn check(&self, key: &[u8], active: u64) -> Checked {
+        match &self.classes[..] {
+            [one] => one.check(key, active),
+            [] => Checked { verdict: Verdict::Pass, uniform: true },
+            _ => self.check_classes(key, active),
         }
-        let Some(b) = self.block.lookup(key) else {
-            return Verdict::Pass;
+    }
+
+    /// [`Policy::check`] over several group combinations.
+    #[inline(never)]
+    fn check_classes(&self, key: &[u8], active: u64) -> Checked {
+        let (mut blocked, mut allowed, mut uniform) = (None, None, true);
+        for c in &self.classes {
+            if c.block.is_empty() {
+                continue;
+            }
+            let Some(b) = c.block.lookup(key) else { continue };
+            // Most routers list nothing to allow: no search of an empty set.
+            let own = if c.allow.is_empty() { None } else { c.allow.lookup(key) };
+            uniform &= own.is_some();
+            if c.groups & active != 0 {
+                blocked = blocked.or(Some(b.tag));
+                allowed = allowed.or(own.map(|a| a.tag));
+            }
+        }
+        let verdict = match (blocked, allowed) {
+            (None, _) => Verdict::Pass,
+            (Some(_), Some(source)) => Verdict::Allowed { source },
+            // Another group of the client may allow what this one blocks.
+            (Some(source), None) => match self.allowed_by(key, active) {
+                Some(a) => Verdict::Allowed { source: a },
+                None => Verdict::Blocked { source },
+            },
         };
-        // Most routers list nothing to allow: no search of an empty set.
-        let allowed = if self.allow.is_empty() { None } else { self.allow.lookup(key) };
-        match allowed {
-            Some(a) => Verdict::Allowed { source: a.tag },
-            None => Verdict::Blocked { source: b.tag },
-        }
+        Checked { verdict, uniform }
     }
 
-    /// Does an allow entry cover `key` (whether or not anything blocks it)?
-    pub fn is_allowed(&self, key: &[u8]) -> bool {
-        !self.allow.is_empty() && self.allow.lookup(key).is_some()
+    /// The source of an allow entry of the groups in `active` covering `key`.
+    fn allowed_by(&self, key: &[u8], active: u64) -> Option<u16> {
+        self.classes
+            .iter()
+            .filter(|c| c.groups & active != 0 && !c.allow.is_empty())
+            .find_map(|c| c.allow.lookup(key))
+            .map(|m| m.tag)
     }
 
-    /// The matching block and allow entries for `key`: (source, dotted name).
-    pub fn entries(&self, key: &[u8]) -> (Option<Entry>, Option<Entry>) {
+    /// Does an allow entry of the groups in `active` cover `key` (whether or not anything blocks it)?
+    pub fn is_allowed(&self, key: &[u8], active: u64) -> bool {
+        self.classes.iter().any(|c| c.groups & active != 0 && !c.allow.is_empty() && c.allow.lookup(key).is_some())
+    }
+
+    /// The matching block and allow entries for `key` among the groups in
+    /// `active`: (source, dotted name), the first of each.
+    pub fn entries(&self, key: &[u8], active: u64) -> (Option<Entry>, Option<Entry>) {
         let show = |m: domainset::Match<'_>| (m.tag, key_to_name(m.key));
-        (self.block.lookup(key).map(show), self.allow.lookup(key).map(show))
+        let on = || self.classes.iter().filter(|c| c.groups & active != 0);
+        (on().find_map(|c| c.block.lookup(key)).map(show), on().find_map(|c| c.allow.lookup(key)).map(show))
+    }
+
+    /// The block answer style for a name `source` blocks for a client in
+    /// `active`: that of the first such group with its own, else the global one.
+    #[inline]
+    pub fn mode_for(&self, source: u16, active: u64) -> BlockMode {
+        if !self.modes_vary {
+            return self.mode;
+        }
+        let mut groups = self.source_groups.get(source as usize).copied().unwrap_or(0) & active;
+        while let Some(g) = GroupTable::first(groups) {
+            if let Some(Some(mode)) = self.groups.modes.get(g) {
+                return *mode;
+            }
+            groups &= groups - 1;
+        }
+        self.mode
     }
 
     /// Writes the answer for a blocked query into `out` (UDP size not yet enforced).
     pub fn write_block_answer(&self, q: &Query, out: &mut Vec<u8>) {
+        self.write_block_answer_as(self.mode, q, out)
+    }
+
+    /// [`Policy::write_block_answer`] in style `mode`.
+    pub fn write_block_answer_as(&self, mode: BlockMode, q: &Query, out: &mut Vec<u8>) {
         let ttl = self.ttl;
         let in_class = q.qclass == wire::CLASS_IN;
-        let (v4, v6) = match self.mode {
+        let (v4, v6) = match mode {
             BlockMode::Refused => {
                 wire::build::start(out, q, rcode::REFUSED);
                 wire::build::finish(out, q.edns, [0, 0, 0], false);
@@ -478,6 +620,7 @@ mod tests {
             origin: "test".into(),
             url: None,
             saved: None,
+            groups: Vec::new(),
         }
     }
 
@@ -486,7 +629,7 @@ mod tests {
         let q = parse_query(&m).unwrap();
         let mut buf = [0u8; MAX_NAME_LEN];
         let n = reversed_key(q.qname, &mut buf);
-        p.check(&buf[..n])
+        p.check(&buf[..n], groups::DEFAULT).verdict
     }
 
     #[test]

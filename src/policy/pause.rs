@@ -9,13 +9,21 @@
 //! paused is marked as passed by no list, so once the pause ends the next
 //! hit looks at the lists again and the name is blocked at once.
 //!
+//! `--group NAME` pauses one group's lists only: its clients' other groups
+//! keep blocking. A group's pause is kept by name, so a reload that
+//! renumbers the groups keeps it on the right one.
+//!
 //! The end is kept on the monotonic clock (a wall clock set at boot by NTP
 //! would stretch or cut it), in the engine, so a reload keeps it and a
 //! restart ends it. Only a blocked name reads it: one atomic load, and a
 //! clock read while a pause is set.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::groups::GroupTable;
+use crate::config::groups::MAX_GROUPS;
 
 /// When blocking resumes.
 #[derive(Debug)]
@@ -23,19 +31,105 @@ pub struct Pause {
     base: Instant,
     /// Milliseconds after `base` at which the pause ends; 0 when none is set.
     until_ms: AtomicU64,
+    /// The same per group, by its bit in the current config.
+    group_until: [AtomicU64; MAX_GROUPS],
+    /// Groups with a pause set (perhaps over already): a query reads
+    /// `group_until` only for these, and none at all while this is 0.
+    groups_set: AtomicU64,
+    /// Group pauses by name: (name, end as in `until_ms`). The control
+    /// socket and reloads take it; queries never do.
+    named: Mutex<Vec<(String, u64)>>,
 }
 
 impl Default for Pause {
     fn default() -> Pause {
-        Pause { base: Instant::now(), until_ms: AtomicU64::new(0) }
+        Pause {
+            base: Instant::now(),
+            until_ms: AtomicU64::new(0),
+            group_until: std::array::from_fn(|_| AtomicU64::new(0)),
+            groups_set: AtomicU64::new(0),
+            named: Mutex::new(Vec::new()),
+        }
     }
 }
 
 impl Pause {
-    /// Pauses blocking for `d` from now; zero resumes it.
+    fn end_after(&self, d: Duration) -> u64 {
+        if d.is_zero() { 0 } else { (self.base.elapsed() + d).as_millis().max(1) as u64 }
+    }
+
+    /// Pauses blocking for `d` from now; zero resumes it (and every group's pause).
     pub fn set(&self, d: Duration) {
-        let until = if d.is_zero() { 0 } else { (self.base.elapsed() + d).as_millis().max(1) as u64 };
-        self.until_ms.store(until, Relaxed);
+        self.until_ms.store(self.end_after(d), Relaxed);
+        if d.is_zero() {
+            self.lock().clear();
+            self.groups_set.store(0, Relaxed);
+            self.group_until.iter().for_each(|g| g.store(0, Relaxed));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, u64)>> {
+        self.named.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Pauses group `name`'s lists for `d`; zero resumes them. An error
+    /// names the groups there are.
+    pub fn set_group(&self, groups: &GroupTable, name: &str, d: Duration) -> Result<(), String> {
+        if groups.bit(name).is_none() {
+            let known: Vec<&str> = groups.names.iter().map(|n| &**n).collect();
+            return Err(format!("no group '{name}' (groups: {})", known.join(", ")));
+        }
+        let end = self.end_after(d);
+        let mut named = self.lock();
+        named.retain(|(n, _)| n != name);
+        if end != 0 {
+            named.push((name.to_string(), end));
+        }
+        self.apply(&named, groups);
+        Ok(())
+    }
+
+    /// Puts the named group pauses on `groups`' bits: after a reload, whose
+    /// config may number the groups differently.
+    pub fn renumber(&self, groups: &GroupTable) {
+        let named = self.lock();
+        self.apply(&named, groups);
+    }
+
+    fn apply(&self, named: &[(String, u64)], groups: &GroupTable) {
+        let mut set = 0u64;
+        for (bit, slot) in self.group_until.iter().enumerate() {
+            let end = groups.names.get(bit).and_then(|n| named.iter().find(|(m, _)| **m == **n)).map_or(0, |p| p.1);
+            slot.store(end, Relaxed);
+            set |= u64::from(end != 0) << bit;
+        }
+        self.groups_set.store(set, Relaxed);
+    }
+
+    /// The groups whose lists are paused now: all of them while blocking is.
+    #[inline]
+    pub fn paused_groups(&self) -> u64 {
+        let set = self.groups_set.load(Relaxed);
+        if set == 0 && self.until_ms.load(Relaxed) == 0 {
+            return 0;
+        }
+        if self.active() {
+            return u64::MAX;
+        }
+        let now = self.base.elapsed().as_millis() as u64;
+        let mut paused = 0;
+        let mut bits = set;
+        while bits != 0 {
+            let b = bits.trailing_zeros() as usize;
+            paused |= u64::from(self.group_until[b].load(Relaxed) > now) << b;
+            bits &= bits - 1;
+        }
+        paused
+    }
+
+    /// Each paused group and when its pause ends, in Unix seconds.
+    pub fn groups_until_unix(&self) -> Vec<(String, u64)> {
+        self.lock().iter().map(|(n, end)| (n.clone(), self.unix(*end))).filter(|(_, t)| *t != 0).collect()
     }
 
     /// Whether blocking is paused now.
@@ -47,7 +141,11 @@ impl Pause {
 
     /// When the pause ends, in Unix seconds; 0 when blocking is on.
     pub fn until_unix(&self) -> u64 {
-        let until = self.until_ms.load(Relaxed);
+        self.unix(self.until_ms.load(Relaxed))
+    }
+
+    /// An end as in `until_ms`, in Unix seconds; 0 if it has passed.
+    fn unix(&self, until: u64) -> u64 {
         let left = Duration::from_millis(until).checked_sub(self.base.elapsed()).filter(|_| until != 0);
         match (left, SystemTime::now().duration_since(UNIX_EPOCH)) {
             (Some(left), Ok(now)) if !left.is_zero() => (now + left).as_secs(),
@@ -76,5 +174,31 @@ mod tests {
         assert!(p.active());
         p.set(Duration::ZERO);
         assert!(!p.active(), "resumed");
+    }
+
+    #[test]
+    fn a_group_pause_follows_its_name_across_renumbering() {
+        let t = |names: &[&str]| GroupTable {
+            names: names.iter().map(|n| std::sync::Arc::from(*n)).collect(),
+            modes: vec![None; names.len()],
+            schedules: vec![None; names.len()],
+        };
+        let p = Pause::default();
+        assert_eq!(p.paused_groups(), 0);
+        let first = t(&["default", "kids", "guests"]);
+        p.set_group(&first, "kids", Duration::from_secs(60)).unwrap();
+        assert_eq!(p.paused_groups(), 0b010);
+        assert!(p.set_group(&first, "nope", Duration::from_secs(60)).unwrap_err().contains("default, kids, guests"));
+        p.renumber(&t(&["default", "guests", "kids"]));
+        assert_eq!(p.paused_groups(), 0b100, "renumbered by name");
+        assert_eq!(p.groups_until_unix().len(), 1);
+        p.set(Duration::from_secs(1));
+        assert_eq!(p.paused_groups(), u64::MAX, "a global pause pauses every group");
+        p.set(Duration::ZERO);
+        assert_eq!(p.paused_groups(), 0, "resume ends the group pauses too");
+        p.set_group(&first, "guests", Duration::from_millis(100)).unwrap();
+        assert_eq!(p.paused_groups(), 0b100);
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(p.paused_groups(), 0, "ended on its own");
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! The cache comes first, but a hit skips the policy only when the lists
 //! that passed its name are still the current ones (see
-//! [`Snapshot::generation`]); otherwise the policy decides as if there were
-//! no cache.
+//! [`Snapshot::generation`]) and passed it for every client, whatever its
+//! groups; otherwise the policy decides for this client as if there were
+//! no cache, the CNAMEs in the cached answer included. So one cached answer
+//! serves every group, and no client gets another group's verdict.
 //!
 //! [`Engine::handle`] runs synchronously on the worker that received the
 //! packet and finishes every query that needs no network (errors, blocks,
@@ -17,7 +19,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -26,10 +28,13 @@ use smol::channel::Receiver;
 use crate::access::{self, AccessList, DenyAction};
 use crate::cache::{self, Cache, Stale, Stored};
 use crate::client;
+use crate::client::rules::{ClientRules, Learned};
 use crate::config::Config;
 use crate::policy::domainset::{SEP, name_key};
+use crate::policy::groups::DEFAULT;
 use crate::policy::pause::Pause;
 use crate::policy::records::{Alias, Local, Records};
+use crate::policy::schedule::Schedules;
 use crate::policy::{Policy, Verdict};
 use crate::querylog::{Entry, Logger, Outcome};
 use crate::ratelimit::RateLimiter;
@@ -71,6 +76,10 @@ pub struct Snapshot {
     pub config: Arc<Config>,
     /// Local names, answered before everything else.
     pub records: Arc<Records>,
+    /// Which `config client` a client is, and its groups.
+    pub clients: Arc<ClientRules>,
+    /// Which scheduled groups are outside their window now.
+    pub schedules: Arc<Schedules>,
     /// Reversed-label keys of the `rebind_allow` domains.
     rebind_allow: Vec<Box<[u8]>>,
     /// Addresses an upstream answer may not put under a public name.
@@ -80,9 +89,9 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// What a cache entry records when these lists pass its name, `allowed`
-    /// when an allowlist did: the generation shifted left one, that flag in
-    /// bit 0 (see [`cache::Hit`]).
+    /// What a cache entry records when these lists pass its name for every
+    /// client (see [`crate::policy::Checked::uniform`]), `allowed` when an allowlist did:
+    /// the generation shifted left one, that flag in bit 0 (see [`cache::Hit`]).
     #[inline]
     pub fn passed(&self, allowed: bool) -> u64 {
         self.generation << 1 | allowed as u64
@@ -122,9 +131,13 @@ impl Snapshot {
             Some(p) if p.config.records == config.records => p.records.clone(),
             _ => Arc::new(Records::new(&config.records)),
         };
+        let clients = Arc::new(ClientRules::new(&config.clients, &policy.groups));
+        let schedules = Arc::new(Schedules::new(&policy.groups, &config.time_synced_file));
         Snapshot {
             generation: GENERATIONS.fetch_add(1, Relaxed),
             records,
+            clients,
+            schedules,
             ratelimit,
             rebind_ranges: access::rebind_ranges(),
             policy,
@@ -217,6 +230,10 @@ pub struct Miss {
     hash: u64,
     /// An allowlist passed the name (cached with the answer, see [`Snapshot::generation`]).
     allowed: bool,
+    /// The lists pass the name for every client ([`crate::policy::Checked::uniform`]): its answer may be marked so.
+    uniform: bool,
+    /// The client's groups whose lists apply, for the CNAMEs in its answer.
+    groups: u64,
     /// The snapshot the query started on, so a reload mid-flight changes nothing for it.
     snapshot: Arc<Snapshot>,
     /// The expired answer to fall back on (serve-stale), if the cache held one.
@@ -249,9 +266,10 @@ impl Miss {
         key: &[u8],
         name_key: &[u8],
         hash: u64,
-        allowed: bool,
+        checked: (bool, bool, u64),
         snap: arc_swap::Guard<Arc<Snapshot>>,
     ) -> Miss {
+        let (allowed, uniform, groups) = checked;
         let mut bytes = Vec::with_capacity(msg.len() + name_key.len());
         bytes.extend_from_slice(msg);
         bytes.extend_from_slice(name_key);
@@ -263,6 +281,8 @@ impl Miss {
             key: key.into(),
             hash,
             allowed,
+            uniform,
+            groups,
             snapshot: arc_swap::Guard::into_inner(snap),
             stale: None,
             quiet: false,
@@ -444,11 +464,20 @@ pub struct Engine {
     prefetching: Arc<std::sync::atomic::AtomicUsize>,
     /// Blocking paused until (`hydradns pause`); kept across reloads.
     pub pause: Pause,
+    /// MACs and hostnames of the devices, for `config client` rules that need them.
+    pub learned: ArcSwap<Learned>,
+    /// The current rules need [`Engine::learned`] kept up to date. Read by
+    /// the job that does so without loading the snapshot: a thread that
+    /// loads it once joins the list every cache insert's store walks
+    /// (`arc_swap`'s debt list; +143 instructions a miss, callgrind).
+    pub learning: AtomicBool,
 }
 
 impl Engine {
     /// An engine serving `snapshot`, recording answers into `log` if given.
     pub fn new(snapshot: Snapshot, log: Option<Logger>) -> Engine {
+        let learned = ArcSwap::from_pointee(learn(&snapshot));
+        let learning = AtomicBool::new(snapshot.clients.needs_learning());
         Engine {
             snapshot: ArcSwap::from_pointee(snapshot),
             inflight: Arc::default(),
@@ -456,6 +485,8 @@ impl Engine {
             writer: Default::default(),
             prefetching: Arc::default(),
             pause: Pause::default(),
+            learned,
+            learning,
         }
     }
 
@@ -558,7 +589,7 @@ impl Engine {
         }
         let hash = snap.cache.hash(key);
         let hit = snap.cache.find(key, hash, origin.received, snap.stale_for);
-        // A name these very lists passed when it was cached needs no lookup.
+        // A name these very lists passed for everyone when it was cached needs no lookup.
         if let Some(hit) = hit.as_ref().filter(|h| !h.is_stale()) {
             let checked = hit.checked();
             if checked >> 1 == snap.generation {
@@ -568,7 +599,8 @@ impl Engine {
                 let step = self.cached(hit, &q, origin, out, stats, None);
                 if snap.prefetch && hit.claim_prefetch() {
                     let n = wire::reversed_key_folded(&key[..q.qname.len()], name_key);
-                    let miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, checked & 1 != 0, snap);
+                    let passed = (checked & 1 != 0, true, DEFAULT);
+                    let miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, passed, snap);
                     return self.prefetch(miss, stats).unwrap_or(step);
                 }
                 return step;
@@ -576,20 +608,23 @@ impl Engine {
         }
         // The cache key starts with the name, folded already.
         let n = wire::reversed_key_folded(&key[..q.qname.len()], name_key);
+        let groups = self.groups_of(&snap, origin);
+        let checked = snap.policy.check(&name_key[..n], groups.on);
         let mut paused = None;
-        let allowed = match snap.policy.check(&name_key[..n]) {
-            Verdict::Blocked { source } if self.pause.active() => {
+        let allowed = match checked.verdict {
+            Verdict::Blocked { source } => {
+                // With some of the client's groups paused, only the others' lists block.
+                let now = if groups.paused == 0 {
+                    checked.verdict
+                } else {
+                    snap.policy.check(&name_key[..n], groups.active()).verdict
+                };
+                if let Verdict::Blocked { source } = now {
+                    return self.block(&snap, &q, source, groups.active(), origin, out, stats);
+                }
                 Counters::bump(&stats.paused);
                 paused = Some(source);
                 false
-            }
-            Verdict::Blocked { source } => {
-                Counters::bump(&stats.blocked);
-                snap.policy.write_block_answer(&q, out);
-                fit(out, &q, origin.transport, stats);
-                let mut a = Answered::of(&q, Outcome::Blocked);
-                a.list = snap.policy.source_arc(source);
-                return self.done(origin, a, out, stats);
             }
             Verdict::Allowed { .. } => {
                 Counters::bump(&stats.allowed);
@@ -607,18 +642,28 @@ impl Engine {
             fit(out, &q, origin.transport, stats);
             return self.done(origin, Answered::of(&q, Outcome::Local), out, stats);
         }
+        let passed = (allowed, checked.uniform, groups.active());
         if let Some(hit) = &hit
             && !hit.is_stale()
         {
+            // The answer's CNAMEs, for this client's groups: it was cached
+            // under older lists, or some group's list blocks a name in it.
+            let cnames = self.cnames(&snap, hit.message(), &name_key[..n], groups.active());
+            if let Some(source) = cnames.blocked {
+                Counters::bump(&stats.cname_blocked);
+                return self.block(&snap, &q, source, groups.active(), origin, out, stats);
+            }
             if let Some(source) = paused {
                 // Answered as if unlisted; the entry stays unpassed.
                 return self.cached(hit, &q, origin, out, stats, Some(snap.policy.source_arc(source)));
             }
-            // Cached under older lists, and these pass it too.
-            hit.set_checked(snap.passed(allowed));
+            // These lists pass it too; for every client, the next hit skips them.
+            if checked.uniform && cnames.pass_all {
+                hit.set_checked(snap.passed(allowed));
+            }
             let step = self.cached(hit, &q, origin, out, stats, None);
             if snap.prefetch && hit.claim_prefetch() {
-                let miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, allowed, snap);
+                let miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, passed, snap);
                 return self.prefetch(miss, stats).unwrap_or(step);
             }
             return step;
@@ -638,11 +683,55 @@ impl Engine {
             }
             _ => (None, false),
         };
-        let mut miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, allowed, snap);
+        let mut miss = Miss::new(origin, msg, &q, key, &name_key[..n], hash, passed, snap);
         miss.stale = stale;
         miss.quiet = quiet;
         miss.paused = paused;
         if miss.quiet { Step::Refresh(miss) } else { Step::Resolve(miss) }
+    }
+
+    /// The groups whose lists apply to `origin`'s client now: its groups
+    /// (`default` without `config client`) inside their schedules, and
+    /// which of those are paused.
+    #[inline]
+    fn groups_of(&self, snap: &Snapshot, origin: &Origin) -> Groups {
+        let member = if snap.clients.is_empty() {
+            DEFAULT
+        } else {
+            let learned = self.learned.load();
+            snap.clients.groups(snap.clients.find(origin.client, origin.mac, &learned))
+        };
+        let on = member & !snap.schedules.off();
+        Groups { on, paused: self.pause.paused_groups() & on }
+    }
+
+    /// Answers a name list `source` blocks for a client whose groups `active` apply.
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        &self,
+        snap: &Snapshot,
+        q: &Query,
+        source: u16,
+        active: u64,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) -> Step {
+        Counters::bump(&stats.blocked);
+        self.count_block(snap, source, active, stats);
+        snap.policy.write_block_answer_as(snap.policy.mode_for(source, active), q, out);
+        fit(out, q, origin.transport, stats);
+        let mut a = Answered::of(q, Outcome::Blocked);
+        a.list = snap.policy.source_arc(source);
+        self.done(origin, a, out, stats)
+    }
+
+    /// Counts a block under the group whose list it was.
+    #[inline]
+    fn count_block(&self, snap: &Snapshot, source: u16, active: u64, stats: &Counters) {
+        if let Some(g) = snap.policy.group_of(source, active) {
+            Counters::bump(&stats.groups.blocked[g]);
+        }
     }
 
     /// A local alias whose chain leaves the local names: the target is asked
@@ -939,7 +1028,7 @@ impl Engine {
         let snap = &miss.snapshot;
         let resolved = reply.and_then(|(r, upstream)| self.vet_reply(&q, miss.name_key(), snap, &r, upstream, stats));
         if let Some(r) = &resolved {
-            let checked = if miss.paused.is_some() { UNCHECKED } else { snap.passed(miss.allowed) };
+            let checked = if miss.uniform && r.cnames_pass_all { snap.passed(miss.allowed) } else { UNCHECKED };
             snap.cache.insert(&miss.key, miss.hash, &r.stored, checked);
         }
         lead.complete(resolved.clone());
@@ -972,14 +1061,28 @@ impl Engine {
         let mut a = Answered::of(q, Outcome::Forwarded);
         match resolution {
             Some(r) => {
-                r.stored.write_answer(q, 0, out);
+                let snap = &miss.snapshot;
+                let cname = if r.cnames_pass_all {
+                    None
+                } else {
+                    self.cnames(snap, r.stored.bytes(), miss.name_key(), miss.groups).blocked
+                };
                 a.upstream = Some(r.upstream);
-                if r.blocked_by.is_some() {
+                if let Some(source) = cname {
+                    Counters::bump(&stats.cname_blocked);
+                    self.count_block(snap, source, miss.groups, stats);
+                    snap.policy.write_block_answer_as(snap.policy.mode_for(source, miss.groups), q, out);
                     a.outcome = Outcome::Blocked;
-                    a.list = r.blocked_by;
-                } else if let Some(source) = miss.paused {
-                    a.outcome = Outcome::Paused;
-                    a.list = miss.snapshot.policy.source_arc(source);
+                    a.list = snap.policy.source_arc(source);
+                } else {
+                    r.stored.write_answer(q, 0, out);
+                    if r.blocked_by.is_some() {
+                        a.outcome = Outcome::Blocked;
+                        a.list = r.blocked_by;
+                    } else if let Some(source) = miss.paused {
+                        a.outcome = Outcome::Paused;
+                        a.list = snap.policy.source_arc(source);
+                    }
                 }
             }
             None => {
@@ -1007,48 +1110,49 @@ impl Engine {
         stats: &Counters,
     ) -> Option<Resolved> {
         let stored = Arc::new(Stored::from_response(reply, snap.min_ttl, snap.max_ttl)?);
-        let mut r = Resolved { stored, upstream, blocked_by: None };
-        // CNAME cloaking is list blocking too: paused with it.
-        if snap.config.cname_inspection && !self.pause.active() {
-            r = self.inspect_cnames(q, asked, snap, r, stats)?;
-        }
-        if snap.config.rebind_protection && r.blocked_by.is_none() {
+        let mut r = Resolved { stored, upstream, blocked_by: None, cnames_pass_all: true };
+        if snap.config.rebind_protection {
             r = self.inspect_rebind(q, asked, snap, r, stats)?;
+        }
+        if r.blocked_by.is_none() {
+            // Whom its CNAMEs block depends on the client's groups: each
+            // client's answer looks at them ([`Engine::answer`]), unless no
+            // list blocks any of them.
+            r.cnames_pass_all = self.cnames(snap, r.stored.bytes(), asked, 0).pass_all;
         }
         Some(r)
     }
 
     /// CNAME cloaking: a tracker behind a first-party name that points (by
-    /// CNAME) into a blocked domain. If any CNAME target in the answer is
-    /// blocked, the answer becomes the block answer, cached for `block_ttl`,
-    /// unless an allow entry covers the name asked for.
-    fn inspect_cnames(
-        &self,
-        q: &Query,
-        asked: &[u8],
-        snap: &Snapshot,
-        r: Resolved,
-        stats: &Counters,
-    ) -> Option<Resolved> {
-        let msg = r.stored.bytes();
+    /// CNAME) into a blocked domain. The list of the first CNAME target in
+    /// answer `msg` that the lists of groups `active` block, unless an allow
+    /// entry of theirs covers the name asked for (`asked`, reversed-label);
+    /// and whether no group's list blocks any target.
+    fn cnames(&self, snap: &Snapshot, msg: &[u8], asked: &[u8], active: u64) -> Cnames {
+        let mut c = Cnames { blocked: None, pass_all: true };
+        if !snap.config.cname_inspection {
+            return c;
+        }
         let mut key = [0u8; MAX_NAME_LEN];
         let [_, an, _, _] = header::counts(msg);
-        let mut pos = wire::skip_name(msg, wire::HEADER_LEN)? + 4;
+        let Some(mut pos) = wire::skip_name(msg, wire::HEADER_LEN).map(|p| p + 4) else { return c };
         for _ in 0..an {
-            let rr = wire::read_rr(msg, pos)?;
+            let Some(rr) = wire::read_rr(msg, pos) else { break };
             if rr.rtype == wire::rtype::CNAME
                 && let Some(n) = wire::name_key_at(msg, rr.rdata_pos, &mut key)
-                && let Verdict::Blocked { source } = snap.policy.check(&key[..n])
             {
-                if snap.policy.is_allowed(asked) {
-                    return Some(r);
+                let t = snap.policy.check(&key[..n], active);
+                c.pass_all &= t.uniform;
+                if let (None, Verdict::Blocked { source }) = (c.blocked, t.verdict) {
+                    c.blocked = Some(source);
                 }
-                Counters::bump(&stats.cname_blocked);
-                return blocked_instead(q, snap, r.upstream, snap.policy.source_arc(source));
             }
             pos = rr.end;
         }
-        Some(r)
+        if c.blocked.is_some() && snap.policy.is_allowed(asked, active) {
+            c.blocked = None;
+        }
+        c
     }
 
     /// DNS rebinding: a public name whose answer holds a private, loopback or
@@ -1092,6 +1196,13 @@ impl Engine {
     pub fn update(&self, next: impl FnOnce(&Arc<Snapshot>) -> Option<Snapshot>) {
         let _turn = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(snapshot) = next(&self.snapshot.load_full()) {
+            // Group pauses are kept by name; this config may number them anew.
+            self.pause.renumber(&snapshot.policy.groups);
+            // New client rules match from their first query, not the next look at the files.
+            if !self.learned.load().is_for(&snapshot.clients) {
+                self.learned.store(Arc::new(learn(&snapshot)));
+            }
+            self.learning.store(snapshot.clients.needs_learning(), Relaxed);
             self.snapshot.store(Arc::new(snapshot));
         }
     }
@@ -1129,9 +1240,47 @@ impl Engine {
     }
 }
 
-/// What a cache entry records when no lists passed its name: it was cached
-/// while blocking was paused, and the next hit looks at the lists again
-/// (no [`Snapshot::passed`] value is ever this).
+/// What the router's files say about the devices, for `snap`'s client
+/// rules (nothing when no rule needs a MAC or a hostname).
+fn learn(snap: &Snapshot) -> Learned {
+    if !snap.clients.needs_learning() {
+        return Learned::default();
+    }
+    let c = &snap.config;
+    let mut book = client::names::NameBook::new(&c.leases_file, &c.ethers_file, client::names::ARP.as_ref());
+    book.refresh(Instant::now());
+    Learned::new(&snap.clients, &book)
+}
+
+/// The groups whose lists apply to one client now.
+#[derive(Debug, Clone, Copy)]
+struct Groups {
+    /// Its groups inside their schedules.
+    on: u64,
+    /// Those of them paused.
+    paused: u64,
+}
+
+impl Groups {
+    /// The groups whose lists block for it.
+    #[inline]
+    fn active(&self) -> u64 {
+        self.on & !self.paused
+    }
+}
+
+/// What the CNAMEs of an answer lead to ([`Engine::cnames`]).
+struct Cnames {
+    /// The list that blocks one of them for this client.
+    blocked: Option<u16>,
+    /// No group's list blocks any of them.
+    pass_all: bool,
+}
+
+/// What a cache entry records when the lists did not pass its name for
+/// every client: some group's list blocks the name or a CNAME in its answer
+/// (or did, but for a pause), so each hit looks at the lists for its own
+/// client (no [`Snapshot::passed`] value is ever this).
 const UNCHECKED: u64 = u64::MAX;
 
 /// TTL of the RFC 8482 answer to ANY (the RFC suggests a long one; Cloudflare uses 3789).
@@ -1146,7 +1295,7 @@ fn blocked_instead(q: &Query, snap: &Snapshot, upstream: SocketAddr, list: Optio
     let mut answer = Vec::new();
     snap.policy.write_block_answer(q, &mut answer);
     let stored = Stored::from_response(&answer, snap.min_ttl, snap.max_ttl)?;
-    Some(Resolved { stored: Arc::new(stored), upstream, blocked_by: list })
+    Some(Resolved { stored: Arc::new(stored), upstream, blocked_by: list, cnames_pass_all: true })
 }
 
 /// [`Alias::splice`] of the answer in `out`, then the client's UDP size.

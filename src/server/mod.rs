@@ -22,14 +22,15 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_signal::{Signal, Signals};
 use smol::future::FutureExt;
 use smol::stream::StreamExt;
 use smol::{LocalExecutor, Timer};
 
-use crate::client::names::NameBook;
+use crate::client::names::{CHECK_EVERY, NameBook};
+use crate::client::rules::Learned;
 use crate::config::Config;
 use crate::control;
 use crate::lists::{Lists, load_policy};
@@ -119,7 +120,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     let querylog = if cfg.querylog.enabled {
         match QueryLog::start(
             &cfg.querylog,
-            NameBook::new(&cfg.leases_file, &cfg.ethers_file, "/proc/net/arp".as_ref()),
+            NameBook::new(&cfg.leases_file, &cfg.ethers_file, crate::client::names::ARP.as_ref()),
         ) {
             Ok(q) => {
                 log::info!(
@@ -151,6 +152,8 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     let policy = load_policy(&cfg);
     let limits = Arc::new(tcp::Limits::new(cfg.tcp_max_connections, cfg.tcp_max_per_client, cfg.tcp_idle_timeout));
     let logger = querylog.as_ref().map(|q| q.logger.clone());
+    // The files fixed until a restart (`Config::restart_key`), for [`learn_devices`].
+    let (leases, ethers) = (cfg.leases_file.clone(), cfg.ethers_file.clone());
     let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), logger));
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();
     let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
@@ -213,6 +216,8 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     if let Some((listener, _)) = control.as_ref().and_then(|(l, p)| Some((l.try_clone().ok()?, p))) {
         main.spawn(control::serve(listener, status.clone(), main.clone())).detach();
     }
+    main.spawn(learn_devices(engine.clone(), NameBook::new(&leases, &ethers, crate::client::names::ARP.as_ref())))
+        .detach();
     let path = path.as_ref();
     smol::block_on(main.run(async {
         let mut next_summary = (!stats_interval.is_zero()).then(|| Instant::now() + stats_interval);
@@ -280,3 +285,26 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     log_stats(&status);
     Ok(())
 }
+
+/// Keeps the engine's table of devices' MACs and hostnames current for
+/// `config client` rules that match on them: a look at the leases, ethers
+/// and the ARP table every [`CHECK_EVERY`] while such rules exist (a reload
+/// that adds them builds the table at once, see [`Engine::update`]).
+async fn learn_devices(engine: Arc<Engine>, mut book: NameBook) {
+    loop {
+        if !engine.learning.load(Ordering::Relaxed) {
+            // Rarely, to see a reload; the reload itself fills the table.
+            Timer::after(IDLE_LOOK).await;
+            continue;
+        }
+        let snap = engine.snapshot.load_full();
+        book.look(Instant::now());
+        if book.changed() || !engine.learned.load().is_for(&snap.clients) {
+            engine.learned.store(Arc::new(Learned::new(&snap.clients, &book)));
+        }
+        Timer::after(CHECK_EVERY).await;
+    }
+}
+
+/// How often [`learn_devices`] wakes while no rule needs it.
+const IDLE_LOOK: Duration = Duration::from_secs(60);

@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::config::ListKind;
 use crate::lists::ListsHandle;
 use crate::query::Engine;
-use crate::stats::{Counters, ListReport, LogReport, Report, Totals, UpstreamReport, percentiles};
+use crate::stats::{Counters, GroupReport, ListReport, LogReport, Report, Totals, UpstreamReport, percentiles};
 
 /// What the report is made from; shared by the signal loop and the control socket.
 pub struct Status {
@@ -100,6 +100,26 @@ impl Status {
                     invalid: s.stats.invalid,
                 })
                 .collect(),
+            groups: self.groups(&snap),
         }
+    }
+
+    /// Each group's counters and state.
+    fn groups(&self, snap: &crate::query::Snapshot) -> Vec<GroupReport> {
+        let groups = &snap.policy.groups;
+        let off = snap.schedules.off();
+        let paused = self.engine.pause.groups_until_unix();
+        groups
+            .names
+            .iter()
+            .enumerate()
+            .map(|(bit, name)| GroupReport {
+                name: name.to_string(),
+                blocked: self.workers.iter().map(|w| w.groups.blocked[bit].load(Relaxed)).sum(),
+                schedule: groups.schedules[bit].as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+                active: off >> bit & 1 == 0,
+                paused_until: paused.iter().find(|(n, _)| **n == **name).map_or(0, |p| p.1),
+            })
+            .collect()
     }
 }

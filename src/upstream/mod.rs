@@ -582,8 +582,11 @@ pub struct Resolved {
     pub stored: Arc<Stored>,
     /// The server that answered.
     pub upstream: SocketAddr,
-    /// The list that blocked a name in its CNAME chain, if one did.
+    /// What replaced the answer with the block answer (rebind protection), if anything did.
     pub blocked_by: Option<Arc<str>>,
+    /// No list of any group blocks a name its CNAMEs lead to: no client
+    /// needs its own look at them (see `query::Engine::cnames`).
+    pub cnames_pass_all: bool,
 }
 
 /// What a miss resolved to; `None` means SERVFAIL.

@@ -1,0 +1,369 @@
+//! The `config client`, `config group` and `config schedule` sections: who
+//! is which device, which groups of lists apply to it, and when.
+//!
+//! Read here, checked against each other once all sections are in (a group
+//! a client names must exist; a schedule a group names must exist); turned
+//! into lookups by `client::rules` and `policy::groups`.
+
+use std::net::IpAddr;
+
+use super::{BlockMode, Config, ConfigError, SectionReader, file_name_of, line_of_origin, parse_block_mode};
+
+/// The group every client without a `config client` is in, and every list without `list group`.
+pub const DEFAULT_GROUP: &str = "default";
+
+/// Most groups a config may define: a client's groups are one 64-bit mask.
+pub const MAX_GROUPS: usize = 64;
+
+/// One `config client` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientRule {
+    /// Shown in the log and by `hydradns check --client`.
+    pub name: String,
+    /// What identifies the device, any one of them enough.
+    pub matches: Vec<ClientMatch>,
+    /// Its groups, in file order; none: no list applies to it.
+    pub groups: Vec<String>,
+    /// `file:line` of the section.
+    pub origin: String,
+}
+
+/// One `list match` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientMatch {
+    /// `aa:bb:cc:dd:ee:ff`
+    Mac([u8; 6]),
+    /// A single address.
+    Ip(IpAddr),
+    /// `192.168.1.0/24`, `fd00::/64`: the network and the prefix length.
+    Cidr(IpAddr, u8),
+    /// A hostname from the leases, `*` and `?` as wildcards, lowercase.
+    Host(String),
+}
+
+/// One `config group` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// The section's name.
+    pub name: String,
+    /// The group's lists apply only inside this schedule.
+    pub schedule: Option<String>,
+    /// Overrides the global `block_mode` for names this group's lists block.
+    pub block_mode: Option<BlockMode>,
+    /// `file:line` of the section.
+    pub origin: String,
+}
+
+/// One `config schedule` section: a weekly window in the router's local time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleConfig {
+    /// The section's name.
+    pub name: String,
+    /// Days the window starts on, bit 0 Sunday … bit 6 Saturday; all when none are listed.
+    pub days: u8,
+    /// Minutes after midnight the window opens.
+    pub start: u16,
+    /// Minutes after midnight it closes; at or before `start`, on the next day.
+    pub end: u16,
+    /// `file:line` of the section.
+    pub origin: String,
+}
+
+const DAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+
+/// `HH:MM`, 00:00 to 24:00, as minutes.
+fn parse_clock(s: &str) -> Option<u16> {
+    let (h, m) = s.trim().split_once(':')?;
+    let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);
+    (h <= 24 && m < 60 && h * 60 + m <= 24 * 60 && m.to_string().len() <= 2).then_some(h * 60 + m)
+}
+
+/// A day name: `sun`, `Sunday`, `SUN`.
+fn parse_day(s: &str) -> Option<u8> {
+    let s = s.trim().to_ascii_lowercase();
+    let i = DAYS.iter().position(|d| s.starts_with(d) && (s.len() == 3 || FULL_DAYS.contains(&s.as_str())))?;
+    Some(1 << i)
+}
+
+const FULL_DAYS: [&str; 7] = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"];
+
+/// A hostname glob: letters, digits, `-`, `.`, `_`, `*` and `?`.
+fn parse_glob(s: &str) -> Option<String> {
+    let s = s.trim().to_ascii_lowercase();
+    (!s.is_empty() && s.len() <= 253 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._*?".contains(&b)))
+        .then_some(s)
+}
+
+/// What a `list match` value is: a MAC, an address, a network, or a hostname glob.
+pub fn parse_match(s: &str) -> Option<ClientMatch> {
+    let t = s.trim();
+    if let Some(mac) = crate::client::edns::parse_mac(t.as_bytes()) {
+        return Some(ClientMatch::Mac(mac));
+    }
+    if let Ok(ip) = t.parse::<IpAddr>() {
+        return Some(ClientMatch::Ip(ip.to_canonical()));
+    }
+    if let Some((a, p)) = t.split_once('/') {
+        let ip = a.parse::<IpAddr>().ok()?.to_canonical();
+        let max = if ip.is_ipv4() { 32 } else { 128 };
+        let len: u8 = p.parse().ok().filter(|&l| l <= max)?;
+        return Some(if len == max { ClientMatch::Ip(ip) } else { ClientMatch::Cidr(ip, len) });
+    }
+    // A name that parses as neither is a hostname glob only if it could be one.
+    t.bytes()
+        .any(|b| b.is_ascii_alphabetic() || b == b'*' || b == b'?')
+        .then(|| parse_glob(t))
+        .flatten()
+        .map(ClientMatch::Host)
+}
+
+impl SectionReader<'_> {
+    /// A `config client` section.
+    pub(super) fn client(&mut self) -> Result<ClientRule, ConfigError> {
+        let origin = format!("{}:{}", self.file, self.section.line);
+        let mut rule = ClientRule {
+            name: self.section.name.clone().unwrap_or_default(),
+            matches: Vec::new(),
+            groups: Vec::new(),
+            origin,
+        };
+        for v in &self.section.values {
+            match v.key.as_str() {
+                "name" => rule.name = v.value.trim().to_string(),
+                "match" => rule.matches.push(
+                    parse_match(&v.value)
+                        .ok_or_else(|| self.bad(v, "a MAC, an IP address, a network (CIDR) or a hostname glob"))?,
+                ),
+                "group" => rule.groups.push(self.group_name(v)?),
+                _ => self.unknown(v),
+            }
+        }
+        if rule.matches.is_empty() {
+            return Err(self.error(self.section.line, "a 'client' section needs at least one 'list match'".into()));
+        }
+        if rule.name.is_empty() {
+            rule.name = match &rule.matches[0] {
+                ClientMatch::Mac(m) => crate::client::edns::mac_text(m),
+                ClientMatch::Ip(ip) => ip.to_string(),
+                ClientMatch::Cidr(ip, len) => format!("{ip}/{len}"),
+                ClientMatch::Host(h) => h.clone(),
+            };
+        }
+        if rule.groups.is_empty() {
+            let text =
+                format!("client '{}' lists no group: no list applies to it (add list group 'default')", rule.name);
+            self.warn_section(&text);
+        }
+        Ok(rule)
+    }
+
+    /// A `config group NAME` section.
+    pub(super) fn group(&mut self) -> Result<GroupConfig, ConfigError> {
+        let line = self.section.line;
+        let Some(name) = self.section.name.clone() else {
+            return Err(self.error(line, "a 'group' section needs a name: config group 'kids'".into()));
+        };
+        let mut g = GroupConfig { name, schedule: None, block_mode: None, origin: format!("{}:{line}", self.file) };
+        for v in &self.section.values {
+            match v.key.as_str() {
+                "schedule" => g.schedule = Some(v.value.trim().to_string()),
+                "block_mode" => {
+                    g.block_mode = Some(
+                        parse_block_mode(&v.value)
+                            .ok_or_else(|| self.bad(v, "null, nxdomain, refused or an IP address"))?,
+                    )
+                }
+                _ => self.unknown(v),
+            }
+        }
+        Ok(g)
+    }
+
+    /// A `config schedule NAME` section.
+    pub(super) fn schedule(&mut self) -> Result<ScheduleConfig, ConfigError> {
+        let line = self.section.line;
+        let Some(name) = self.section.name.clone() else {
+            return Err(self.error(line, "a 'schedule' section needs a name: config schedule 'school-nights'".into()));
+        };
+        let (mut days, mut start, mut end) = (0u8, None, None);
+        for v in &self.section.values {
+            match v.key.as_str() {
+                "day" => days |= parse_day(&v.value).ok_or_else(|| self.bad(v, "a day (sun, mon, … sat)"))?,
+                "start" => start = Some(parse_clock(&v.value).ok_or_else(|| self.bad(v, "a time HH:MM"))?),
+                "end" => end = Some(parse_clock(&v.value).ok_or_else(|| self.bad(v, "a time HH:MM"))?),
+                _ => self.unknown(v),
+            }
+        }
+        let (Some(start), Some(end)) = (start, end) else {
+            return Err(self.error(line, format!("schedule '{name}' needs a start and an end (HH:MM)")));
+        };
+        Ok(ScheduleConfig {
+            name,
+            days: if days == 0 { 0x7f } else { days },
+            start,
+            end,
+            origin: format!("{}:{line}", self.file),
+        })
+    }
+
+    /// A `list group` value: a group's name.
+    pub(super) fn group_name(&self, v: &crate::config::uci::Value) -> Result<String, ConfigError> {
+        let n = v.value.trim();
+        let ok = !n.is_empty() && n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
+        if ok { Ok(n.to_string()) } else { Err(self.bad(v, "a group name (letters, digits, - and _)")) }
+    }
+}
+
+/// Checks the three kinds of section against each other and the lists: a
+/// group named anywhere exists (`default`, a `config group`, or a list's
+/// `list group`), a schedule a group names exists, no name is defined twice,
+/// and there are at most [`MAX_GROUPS`].
+pub(super) fn check(cfg: &Config) -> Result<(), ConfigError> {
+    let at = |origin: &str, message: String| ConfigError {
+        file: file_name_of(origin),
+        line: line_of_origin(origin),
+        message,
+    };
+    for (i, s) in cfg.schedules.iter().enumerate() {
+        if cfg.schedules[..i].iter().any(|o| o.name == s.name) {
+            return Err(at(&s.origin, format!("schedule '{}' is defined twice", s.name)));
+        }
+    }
+    for (i, g) in cfg.groups.iter().enumerate() {
+        if cfg.groups[..i].iter().any(|o| o.name == g.name) {
+            return Err(at(&g.origin, format!("group '{}' is defined twice", g.name)));
+        }
+        if let Some(s) = &g.schedule
+            && !cfg.schedules.iter().any(|c| &c.name == s)
+        {
+            return Err(at(
+                &g.origin,
+                format!("group '{}' names schedule '{s}', which no 'config schedule' defines", g.name),
+            ));
+        }
+    }
+    let names = group_names(cfg);
+    if names.len() > MAX_GROUPS {
+        return Err(at(&cfg.source, format!("{} groups; at most {MAX_GROUPS} are supported", names.len())));
+    }
+    for c in &cfg.clients {
+        for g in &c.groups {
+            if !names.contains(&g.as_str()) {
+                return Err(at(
+                    &c.origin,
+                    format!("client '{}' is in group '{g}', which no 'config group' or list names", c.name),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every group, each once: `default` first, then the `config group`
+/// sections, then groups only lists name, in file order. A group's index
+/// here is its bit in a client's group mask.
+pub fn group_names(cfg: &Config) -> Vec<&str> {
+    let mut names = vec![DEFAULT_GROUP];
+    let named = cfg
+        .groups
+        .iter()
+        .map(|g| g.name.as_str())
+        .chain(cfg.lists.iter().flat_map(|l| l.groups.iter().map(String::as_str)));
+    for n in named {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse("/etc/config/hydradns", text)
+    }
+
+    const KIDS: &str = "
+config client
+\toption name 'kids-tablet'
+\tlist match '192.168.1.50'
+\tlist match '02:00:5e:10:00:01'
+\tlist match 'tablet-*'
+\tlist match '192.168.2.0/24'
+\tlist group 'kids'
+\tlist group 'default'
+config group 'kids'
+\toption schedule 'school-nights'
+\toption block_mode 'nxdomain'
+config schedule 'school-nights'
+\tlist day 'sun'
+\tlist day 'Thursday'
+\toption start '21:00'
+\toption end '07:00'
+config blocklist
+\toption name 'social'
+\toption path '/etc/hydradns/lists/social.txt'
+\tlist group 'kids'
+";
+
+    #[test]
+    fn the_issue_example_reads() {
+        let cfg = parse(KIDS).unwrap();
+        let c = &cfg.clients[0];
+        assert_eq!(c.name, "kids-tablet");
+        assert_eq!(
+            c.matches,
+            [
+                ClientMatch::Ip("192.168.1.50".parse().unwrap()),
+                ClientMatch::Mac([2, 0, 0x5e, 0x10, 0, 1]),
+                ClientMatch::Host("tablet-*".into()),
+                ClientMatch::Cidr("192.168.2.0".parse().unwrap(), 24),
+            ]
+        );
+        assert_eq!(c.groups, ["kids", "default"]);
+        assert_eq!(cfg.groups[0].block_mode, Some(BlockMode::NxDomain));
+        let s = &cfg.schedules[0];
+        assert_eq!((s.days, s.start, s.end), (0b1_0001, 21 * 60, 7 * 60));
+        assert_eq!(cfg.lists[0].groups, ["kids"]);
+        assert_eq!(group_names(&cfg), ["default", "kids"]);
+    }
+
+    #[test]
+    fn mistakes_name_their_line() {
+        let err = |text: &str| parse(text).unwrap_err().to_string();
+        assert!(err("config client\n\tlist match 'nope!'\n").contains(":2:"));
+        assert!(err("config client\n\toption name 'x'\n").contains(":1: a 'client' section needs"));
+        let e = err("config client\n\tlist match '10.0.0.1'\n\tlist group 'kdis'\n");
+        assert!(e.contains(":1:") && e.contains("'kdis'"), "{e}");
+        let e = err("config group 'kids'\n\toption schedule 'nights'\n");
+        assert!(e.contains(":1:") && e.contains("'nights'"), "{e}");
+        assert!(err("config schedule 'n'\n\toption start '25:00'\n\toption end '07:00'\n").contains(":2:"));
+        assert!(err("config schedule 'n'\n\tlist day 'someday'\n").contains(":2:"));
+        assert!(err("config schedule 'n'\n\toption start '21:00'\n").contains("needs a start and an end"));
+        assert!(err("config group\n").contains("needs a name"));
+    }
+
+    #[test]
+    fn match_values() {
+        assert_eq!(parse_match("fd00::/64"), Some(ClientMatch::Cidr("fd00::".parse().unwrap(), 64)));
+        assert_eq!(parse_match("10.0.0.1/32"), Some(ClientMatch::Ip("10.0.0.1".parse().unwrap())));
+        assert_eq!(parse_match("::ffff:10.0.0.1"), Some(ClientMatch::Ip("10.0.0.1".parse().unwrap())));
+        assert_eq!(parse_match("AA-BB-CC-DD-EE-FF"), Some(ClientMatch::Mac([0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff])));
+        assert_eq!(parse_match("Laptop?"), Some(ClientMatch::Host("laptop?".into())));
+        assert_eq!(parse_match("10.0.0.0/33"), None);
+        assert_eq!(parse_match("1234"), None);
+        assert_eq!(parse_clock("24:00"), Some(1440));
+        assert_eq!(parse_clock("7:5"), Some(425));
+        assert_eq!(parse_clock("24:01"), None);
+    }
+
+    #[test]
+    fn lists_without_group_are_default() {
+        let cfg = parse("config blocklist\n\toption path '/x'\n").unwrap();
+        assert!(cfg.lists[0].groups.is_empty());
+        assert!(cfg.clients.is_empty());
+    }
+}
