@@ -465,7 +465,7 @@ def make_servers(args, work, upstream_port, log_batch, shipped=False):
         tag = os.path.basename(list_path).split(".")[0]
         out = {}
 
-        def hydradns(name, log_on, binary):
+        def hydradns(name, log_on, binary, groups=False):
             s = Server(name, [])
             s.bin = binary
             s.port = free_port()
@@ -492,6 +492,8 @@ config querylog 'querylog'
 \toption flash_path '{args.logdir}/{tag}-{name}/flash.db'
 \toption max_size '256M'
 {querylog}""")
+                if groups:
+                    f.write(open(os.path.join(os.path.dirname(__file__), "groups.conf")).read())
             s.cmd = [binary, "run", "--user", "root", "--log", "stderr", "-c", conf]
             s.stats_conf = conf
             out[name] = s
@@ -570,8 +572,9 @@ forward-zone:
         out["echo+fwd:mmsg"] = s
         out = {n: s for n, s in out.items() if n in args.servers.split(",")}
         for label, binary in getattr(args, "ab", []):
-            # A label ending in +log runs that build with the query log on.
-            hydradns(f"hydradns:{label}", label.endswith("+log"), binary)
+            # A label ending in +log runs that build with the query log on;
+            # one holding +groups, with bench/groups.conf (3 groups, 50 client rules).
+            hydradns(f"hydradns:{label}", label.endswith("+log"), binary, "+groups" in label)
         out["_upstream"] = args.upstream_proc
         return out
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Resident memory of the release binary (query log on, default settings)
 # after loading synthetic lists of 100k and 1M names, and the time from
-# start to its first answer.
+# start to its first answer; then the 1M list shared by three groups, with
+# bench/groups.conf's 50 client rules (the list must be stored once).
 #   bench/rss.sh            (prints a markdown table)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,12 +29,12 @@ while time.time() < end:
 sys.exit(1)
 PY
 }
-echo "| list | names | RSS after load | peak RSS | start to first answer |"
-echo "|---|---|---|---|---|"
-for n in 100000 1000000; do
+echo "| list | names | groups | RSS after load | peak RSS | start to first answer |"
+echo "|---|---|---|---|---|---|"
+for run in 100000:1 1000000:1 1000000:3; do
+    n=${run%:*} groups=${run#*:}
     list="$work/list-$n.txt"
-    target/release/examples/synth-list "$n" "$list"
-    echo "hydradns-canary.example" >> "$list"
+    [ -e "$list" ] || { target/release/examples/synth-list "$n" "$list"; echo "hydradns-canary.example" >> "$list"; }
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     cat > "$work/conf" <<CONF
 config hydradns 'main'
@@ -46,6 +47,12 @@ config querylog 'querylog'
 	option path '$work/live/queries.db'
 	option flash_path '$work/flash/queries.db'
 CONF
+    if [ "$groups" = 3 ]; then
+        printf "\tlist group 'default'\n\tlist group 'kids'\n\tlist group 'guests'\n" >"$work/shared"
+        # The big list's section gets the three groups; then the rules.
+        sed -i "/option path '${list//\//\\/}'/r $work/shared" "$work/conf"
+        cat bench/groups.conf >>"$work/conf"
+    fi
     start=$(date +%s.%N)
     "$bin" run --user root --log stderr -c "$work/conf" 2>"$work/log" &
     pid=$!
@@ -54,6 +61,6 @@ CONF
     rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
     hwm=$(awk '/VmHWM/ {print $2}' /proc/$pid/status)
     awk -v n="$n" -v r="$rss" -v h="$hwm" -v s="$start" -v e="$end" \
-        'BEGIN { printf "| synthetic | %d | %.1f MiB | %.1f MiB | %.2f s |\n", n, r / 1024, h / 1024, e - s }'
+        -v g="$groups" 'BEGIN { printf "| synthetic | %d | %d | %.1f MiB | %.1f MiB | %.2f s |\n", n, g, r / 1024, h / 1024, e - s }'
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 done

@@ -574,6 +574,11 @@ impl Hit {
 pub struct Stale(Entry);
 
 impl Stale {
+    /// The answer as stored (OPT removed, TTLs as first stored).
+    pub fn message(&self) -> &[u8] {
+        entry_parts(&self.0).0
+    }
+
     /// Writes the stale answer for `q`: every TTL `ttl`, Extended DNS Error 3.
     pub fn write_answer(&self, q: &Query, ttl: u32, out: &mut Vec<u8>) {
         entry_write_stale(&self.0, q, ttl, out);

@@ -642,15 +642,12 @@ fn update(args: Args) -> ExitCode {
     if results.iter().any(|r| r.status == "failed") { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
 
-/// The gateway's answer to `pause SECONDS` (an error answer has no such field).
+/// The gateway's answer to `pause SECONDS`, or its refusal (`error`).
 #[derive(DeJson)]
 struct Paused {
+    #[nserde(default)]
     paused_until: u64,
-}
-
-/// The gateway's answer to a request it refused.
-#[derive(DeJson)]
-struct Refused {
+    #[nserde(default)]
     error: String,
 }
 
@@ -682,17 +679,20 @@ fn pause(args: Args, fixed: Option<Duration>) -> ExitCode {
     };
     match control::request(&cfg.control_socket, &request, Duration::from_secs(5)) {
         Ok(json) => match Paused::deserialize_json(&json) {
-            Ok(Paused { paused_until: 0 }) => {
+            Ok(Paused { error, .. }) if !error.is_empty() => {
+                eprintln!("hydradns: {error}");
+                ExitCode::from(1)
+            }
+            Ok(Paused { paused_until: 0, .. }) => {
                 println!("{what} on");
                 ExitCode::SUCCESS
             }
-            Ok(Paused { paused_until }) => {
+            Ok(Paused { paused_until, .. }) => {
                 println!("{what} paused until {}", read::iso8601(paused_until * 1000));
                 ExitCode::SUCCESS
             }
             Err(_) => {
-                let text = Refused::deserialize_json(&json).map_or(json, |r| r.error);
-                eprintln!("hydradns: {text}");
+                eprintln!("hydradns: {json}");
                 ExitCode::from(1)
             }
         },

@@ -2,7 +2,8 @@
 //! of its groups' lists (and no other group's verdict, from the cache or a
 //! CNAME), `config client` precedence, a group's own block answer, overnight
 //! schedules in a fixed time zone (DST included) with the clock hook, the
-//! unsynced clock, per-group pause, `check --client` and per-group stats.
+//! unsynced clock, per-group pause, `check --client`, per-group stats and
+//! the log naming devices by their `config client`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -137,6 +138,9 @@ fn each_client_gets_its_groups_lists_and_no_other_groups_verdict() {
     let blocked = rows.iter().filter(|r| r.name != "school.social.example");
     assert!(blocked.clone().count() == 3, "{rows:?}");
     assert!(blocked.into_iter().all(|r| r.outcome == "blocked" && r.list.as_deref() == Some("social")), "{rows:?}");
+    // Named by its config client, and found by that name.
+    assert!(rows.iter().all(|r| r.client_name.as_deref() == Some("kids-tablet")), "{rows:?}");
+    assert_eq!(log_rows(&gw, &["--client", "kids-tablet", "--domain", "social.example"]).len(), rows.len());
 }
 
 #[test]

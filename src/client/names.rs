@@ -89,6 +89,24 @@ pub fn parse_arp(text: &str) -> Vec<(IpAddr, [u8; 6])> {
         .collect()
 }
 
+/// The names `config client` sections give the devices they match by one
+/// address or MAC (a network or a glob names no one device).
+pub fn configured_names(clients: &[crate::config::groups::ClientRule]) -> Vec<Known> {
+    use crate::config::groups::ClientMatch;
+    let mut out = Vec::new();
+    for c in clients {
+        for m in &c.matches {
+            let (mac, ip) = match m {
+                ClientMatch::Mac(mac) => (Some(*mac), None),
+                ClientMatch::Ip(ip) => (None, Some(*ip)),
+                _ => continue,
+            };
+            out.push(Known { mac, ip, name: c.name.clone() });
+        }
+    }
+    out
+}
+
 /// The names the files give, kept up to date.
 #[derive(Debug)]
 pub struct NameBook {
@@ -97,11 +115,22 @@ pub struct NameBook {
     /// The kernel's ARP table (a /proc file has no mtime: read at every look).
     arp: PathBuf,
     mac_of: FxHashMap<IpAddr, [u8; 6]>,
+    /// The ARP table as last read, to tell a change.
+    arp_text: Vec<u8>,
     by_mac: FxHashMap<[u8; 6], String>,
     by_ip: FxHashMap<IpAddr, String>,
     checked: Option<Instant>,
     changed: bool,
+    /// Names the config gives (`config client` matching one address or
+    /// MAC): the owner's words, so they come before the files'.
+    configured: Vec<Known>,
+    /// Where a reload leaves the next `configured` for the thread that owns the book.
+    pending: Configured,
 }
+
+/// A hand-over slot for the config's names: the reload fills it, the
+/// book's owner takes it at its next look. Neither is on the query path.
+pub type Configured = std::sync::Arc<std::sync::Mutex<Option<Vec<Known>>>>;
 
 #[derive(Debug)]
 struct Source {
@@ -137,16 +166,21 @@ impl NameBook {
             ethers: source(ethers, parse_ethers),
             arp: arp.to_path_buf(),
             mac_of: FxHashMap::default(),
+            arp_text: Vec::new(),
             by_mac: FxHashMap::default(),
             by_ip: FxHashMap::default(),
             checked: None,
             changed: false,
+            configured: Vec::new(),
+            pending: Configured::default(),
         }
     }
 
-    /// Looks at the files if [`CHECK_EVERY`] has passed since the last look.
+    /// Looks at the files if [`CHECK_EVERY`] has passed since the last look,
+    /// or the config's names changed.
     pub fn refresh(&mut self, now: Instant) {
-        if self.checked.is_some_and(|t| now.duration_since(t) < CHECK_EVERY) {
+        let reloaded = || self.pending.lock().is_ok_and(|p| p.is_some());
+        if self.checked.is_some_and(|t| now.duration_since(t) < CHECK_EVERY) && !reloaded() {
             return;
         }
         self.look(now);
@@ -155,21 +189,26 @@ impl NameBook {
     /// Looks at the files now; [`NameBook::changed`] says whether they changed.
     pub fn look(&mut self, now: Instant) {
         self.checked = Some(now);
-        let arp: FxHashMap<IpAddr, [u8; 6]> = std::fs::read(&self.arp)
-            .map(|b| parse_arp(&String::from_utf8_lossy(&b)).into_iter().collect())
-            .unwrap_or_default();
+        let arp = std::fs::read(&self.arp).unwrap_or_default();
+        let arp_changed = arp != self.arp_text;
+        if arp_changed {
+            self.mac_of = parse_arp(&String::from_utf8_lossy(&arp)).into_iter().collect();
+            self.arp_text = arp;
+        }
         // Both looked at, whichever changed.
-        let changed = self.leases.refresh() | self.ethers.refresh();
-        self.changed = changed || arp != self.mac_of;
-        self.mac_of = arp;
+        let given = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let given = given.map(|g| self.configured = g).is_some();
+        let changed = self.leases.refresh() | self.ethers.refresh() | given;
+        self.changed = changed || arp_changed;
         if !changed {
             return;
         }
         self.by_mac.clear();
         self.by_ip.clear();
-        // Leases first: a name the device asked for beats a static one, and
-        // the first lease for an address or MAC wins over a stale repeat.
-        for k in self.leases.known.iter().chain(&self.ethers.known) {
+        // The config's names first, then the leases: a name the device asked
+        // for beats a static one, and the first lease for an address or MAC
+        // wins over a stale repeat.
+        for k in self.configured.iter().chain(&self.leases.known).chain(&self.ethers.known) {
             if let Some(mac) = k.mac {
                 self.by_mac.entry(mac).or_insert_with(|| k.name.clone());
             }
@@ -177,6 +216,11 @@ impl NameBook {
                 self.by_ip.entry(ip).or_insert_with(|| k.name.clone());
             }
         }
+    }
+
+    /// The slot a reload puts the config's names in ([`configured_names`]).
+    pub fn configured(&self) -> Configured {
+        self.pending.clone()
     }
 
     /// The name of the client at `ip` with hardware address `mac`.

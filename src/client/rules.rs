@@ -17,8 +17,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use rustc_hash::FxHashMap;
-
 use crate::config::groups::{ClientMatch, ClientRule};
 use crate::policy::groups::{DEFAULT, GroupTable};
 
@@ -40,10 +38,14 @@ pub struct ClientRules {
     /// Tells a [`Learned`] table made for these rules from one made for others.
     id: u64,
     rules: Vec<Rule>,
-    macs: FxHashMap<[u8; 6], u16>,
-    ips: FxHashMap<IpAddr, u16>,
-    /// (network, mask, rule) as 128-bit numbers (IPv4 as mapped), longest prefix first.
-    nets: Vec<(u128, u128, u16)>,
+    /// (MAC, rule), sorted. Sorted vectors rather than hash maps: a few
+    /// dozen entries, and each map type cost 1.5 KB of code (aarch64).
+    macs: Vec<([u8; 6], u16)>,
+    /// (address as [`bits`], rule), sorted.
+    ips: Vec<(u128, u16)>,
+    /// (prefix length, network, mask, rule) as 128-bit numbers (IPv4 as
+    /// mapped), longest prefix first, file order among equals.
+    nets: Vec<(u32, u128, u128, u16)>,
     /// (glob, rule) in file order.
     globs: Vec<(Box<str>, u16)>,
 }
@@ -68,36 +70,29 @@ impl ClientRules {
         let mut r = ClientRules {
             id: IDS.fetch_add(1, Relaxed),
             rules: Vec::new(),
-            macs: FxHashMap::default(),
-            ips: FxHashMap::default(),
+            macs: Vec::new(),
+            ips: Vec::new(),
             nets: Vec::new(),
             globs: Vec::new(),
         };
-        let mut nets = Vec::new();
         for (i, c) in clients.iter().enumerate() {
             let i = i as u16;
             let mask = if c.groups.is_empty() { 0 } else { groups.mask_of(&c.groups) };
             r.rules.push(Rule { name: Arc::from(c.name.as_str()), groups: mask });
             for m in &c.matches {
                 match m {
-                    ClientMatch::Mac(mac) => {
-                        r.macs.entry(*mac).or_insert(i);
-                    }
-                    ClientMatch::Ip(ip) => {
-                        r.ips.entry(ip.to_canonical()).or_insert(i);
-                    }
+                    ClientMatch::Mac(mac) => insert_first(&mut r.macs, *mac, i),
+                    ClientMatch::Ip(ip) => insert_first(&mut r.ips, bits(*ip), i),
                     ClientMatch::Cidr(ip, len) => {
                         let len = u32::from(*len) + if ip.to_canonical().is_ipv4() { 96 } else { 0 };
                         let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
-                        nets.push((len, bits(*ip) & mask, mask, i));
+                        let at = r.nets.partition_point(|n| n.0 >= len);
+                        r.nets.insert(at, (len, bits(*ip) & mask, mask, i));
                     }
                     ClientMatch::Host(g) => r.globs.push((g.as_str().into(), i)),
                 }
             }
         }
-        // Longest first; a stable sort keeps file order among equals.
-        nets.sort_by_key(|&(len, ..)| std::cmp::Reverse(len));
-        r.nets = nets.into_iter().map(|(_, net, mask, i)| (net, mask, i)).collect();
         r
     }
 
@@ -119,19 +114,16 @@ impl ClientRules {
         if self.rules.is_empty() {
             return None;
         }
-        let ip = ip.to_canonical();
-        let seen = if learned.rules == self.id { learned.by_ip.get(&ip) } else { None };
+        let b = bits(ip);
+        let mine = learned.rules == self.id;
+        let seen = if mine { lookup(&learned.by_ip, &b) } else { None };
         let mac = mac.or_else(|| seen.and_then(|s| s.mac));
         let found = mac
-            .and_then(|m| self.macs.get(&m))
-            .or_else(|| self.ips.get(&ip))
-            .copied()
+            .and_then(|m| lookup(&self.macs, &m))
+            .or_else(|| lookup(&self.ips, &b))
+            .or_else(|| self.nets.iter().find(|n| b & n.2 == n.1).map(|n| n.3))
             .or_else(|| {
-                let b = bits(ip);
-                self.nets.iter().find(|&&(net, mask, _)| b & mask == net).map(|&(.., i)| i)
-            })
-            .or_else(|| {
-                let by_mac = mac.filter(|_| learned.rules == self.id).and_then(|m| learned.by_mac.get(&m)).copied();
+                let by_mac = mac.filter(|_| mine).and_then(|m| lookup(&learned.by_mac, &m));
                 by_mac.flatten().or_else(|| seen.and_then(|s| s.glob))
             });
         found.map(usize::from)
@@ -162,8 +154,10 @@ impl ClientRules {
 pub struct Learned {
     /// The [`ClientRules::id`] this was made for; 0 for none.
     rules: u64,
-    by_ip: FxHashMap<IpAddr, Seen>,
-    by_mac: FxHashMap<[u8; 6], Option<u16>>,
+    /// (address as [`bits`], what is known), sorted.
+    by_ip: Vec<(u128, Seen)>,
+    /// (MAC, glob rule of its hostname), sorted.
+    by_mac: Vec<([u8; 6], Option<u16>)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -179,13 +173,21 @@ impl Learned {
         for (ip, mac, name) in book.devices() {
             let glob = name.and_then(|n| rules.glob_rule(n));
             if let Some(m) = mac {
-                let e = l.by_mac.entry(m).or_insert(glob);
-                *e = e.or(glob);
+                match l.by_mac.binary_search_by_key(&m, |e| e.0) {
+                    Ok(i) => l.by_mac[i].1 = l.by_mac[i].1.or(glob),
+                    Err(i) => l.by_mac.insert(i, (m, glob)),
+                }
             }
             if let Some(ip) = ip {
-                let e = l.by_ip.entry(ip.to_canonical()).or_insert(Seen { mac, glob });
-                e.mac = e.mac.or(mac);
-                e.glob = e.glob.or(glob);
+                let b = bits(ip);
+                match l.by_ip.binary_search_by_key(&b, |e| e.0) {
+                    Ok(i) => {
+                        let e = &mut l.by_ip[i].1;
+                        e.mac = e.mac.or(mac);
+                        e.glob = e.glob.or(glob);
+                    }
+                    Err(i) => l.by_ip.insert(i, (b, Seen { mac, glob })),
+                }
             }
         }
         l
@@ -244,6 +246,19 @@ pub fn explain(cfg: &crate::config::Config, table: &GroupTable, id: &str) -> Res
         lines.push(format!("  group '{name}': schedule '{}' {state}", s.name));
     }
     Ok((lines, member & !off))
+}
+
+/// Adds (`k`, `v`) to the sorted `list` unless `k` is in it: the first in file order stays.
+fn insert_first<K: Ord + Copy, V>(list: &mut Vec<(K, V)>, k: K, v: V) {
+    if let Err(at) = list.binary_search_by_key(&k, |e| e.0) {
+        list.insert(at, (k, v));
+    }
+}
+
+/// The value for `k` in sorted `list`.
+#[inline]
+fn lookup<K: Ord + Copy, V: Copy>(list: &[(K, V)], k: &K) -> Option<V> {
+    list.binary_search_by_key(k, |e| e.0).ok().map(|i| list[i].1)
 }
 
 /// `*` any run of bytes, `?` any one byte; the rest as is.

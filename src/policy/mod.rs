@@ -221,31 +221,45 @@ impl Policy {
         }
     }
 
-    /// [`Policy::check`] over several group combinations.
+    /// [`Policy::check`] over several group combinations: the client's own
+    /// lists first, and when they block the name that is the answer; only a
+    /// name they pass needs the other groups' lists, to know whether it
+    /// passes for everyone.
     #[inline(never)]
     fn check_classes(&self, key: &[u8], active: u64) -> Checked {
-        let (mut blocked, mut allowed, mut uniform) = (None, None, true);
-        for c in &self.classes {
-            if c.block.is_empty() {
+        let mut blocked = None;
+        // Classes looked up, and which of them list the name (the first 64).
+        let (mut looked, mut listed) = (0u64, 0u64);
+        for (i, c) in self.classes.iter().enumerate() {
+            if c.groups & active == 0 || c.block.is_empty() {
                 continue;
             }
-            let Some(b) = c.block.lookup(key) else { continue };
-            // Most routers list nothing to allow: no search of an empty set.
-            let own = if c.allow.is_empty() { None } else { c.allow.lookup(key) };
-            uniform &= own.is_some();
-            if c.groups & active != 0 {
-                blocked = blocked.or(Some(b.tag));
-                allowed = allowed.or(own.map(|a| a.tag));
+            let hit = c.block.lookup(key);
+            if i < 64 {
+                looked |= 1 << i;
+                listed |= u64::from(hit.is_some()) << i;
             }
+            blocked = blocked.or(hit.map(|b| b.tag));
         }
-        let verdict = match (blocked, allowed) {
-            (None, _) => Verdict::Pass,
-            (Some(_), Some(source)) => Verdict::Allowed { source },
-            // Another group of the client may allow what this one blocks.
-            (Some(source), None) => match self.allowed_by(key, active) {
-                Some(a) => Verdict::Allowed { source: a },
-                None => Verdict::Blocked { source },
-            },
+        // Another group of the client may allow what one blocks.
+        let allowed = match blocked {
+            Some(_) => self.allowed_by(key, active),
+            None => None,
+        };
+        if let (Some(source), None) = (blocked, allowed) {
+            return Checked { verdict: Verdict::Blocked { source }, uniform: false };
+        }
+        let uniform = self.classes.iter().enumerate().all(|(i, c)| {
+            let listed = if i < 64 && looked >> i & 1 != 0 {
+                listed >> i & 1 != 0
+            } else {
+                !c.block.is_empty() && c.block.lookup(key).is_some()
+            };
+            !listed || (!c.allow.is_empty() && c.allow.lookup(key).is_some())
+        });
+        let verdict = match allowed {
+            Some(source) => Verdict::Allowed { source },
+            None => Verdict::Pass,
         };
         Checked { verdict, uniform }
     }
@@ -556,6 +570,7 @@ pub fn explain(lists: &[ListSource], key: &[u8]) -> Vec<Explained> {
 mod tests {
     use super::*;
     use crate::wire::{MAX_NAME_LEN, parse_query, reversed_key, tests::query};
+    use domainset::name_key;
     use std::net::Ipv4Addr;
 
     #[test]
@@ -693,6 +708,39 @@ mod tests {
         let aaaa = answer(ip, rtype::AAAA, false);
         assert!(aaaa.answers.is_empty());
         assert_eq!(aaaa.rcode(), RCODE::NoError);
+    }
+
+    #[test]
+    fn each_client_gets_the_union_of_its_groups_and_uniform_says_who_else() {
+        let cfg = crate::config::Config::parse(
+            "t",
+            "config blocklist\n\toption name 'ads'\n\tlist domain 'ads.example'\n\tlist domain 'both.example'\n\
+             config blocklist\n\toption name 'social'\n\tlist domain 'social.example'\n\tlist group 'kids'\n\
+             config blocklist\n\toption name 'shared'\n\tlist domain 'both.example'\n\tlist group 'kids'\n\tlist group 'default'\n\
+             config allowlist\n\toption name 'homework'\n\tlist domain 'ads.example'\n\tlist domain 'school.social.example'\n\tlist group 'kids'\n",
+        )
+        .unwrap();
+        let p = Policy::build(&cfg);
+        assert_eq!(p.classes.len(), 3, "default, kids, kids+default");
+        let (default, kids) = (groups::DEFAULT, 1 << p.groups.bit("kids").unwrap());
+        let check = |name: &str, active: u64| {
+            let key = name_key(name).unwrap();
+            p.check(&key, active)
+        };
+        let c = check("social.example", default);
+        assert_eq!((c.verdict, c.uniform), (Verdict::Pass, false), "blocked for kids: no mark for everyone");
+        assert_eq!(check("social.example", kids | default).verdict, Verdict::Blocked { source: 1 });
+        assert_eq!(check("x.social.example", kids).verdict, Verdict::Blocked { source: 1 });
+        assert_eq!(check("school.social.example", kids).verdict, Verdict::Allowed { source: 3 });
+        assert!(check("school.social.example", kids).uniform, "its own group allows what it blocks");
+        // The kids' allowlist overrides default's block for a client in both, not for one in default only.
+        assert_eq!(check("ads.example", kids | default).verdict, Verdict::Allowed { source: 3 });
+        assert_eq!(check("ads.example", default).verdict, Verdict::Blocked { source: 0 });
+        assert_eq!(check("both.example", kids).verdict, Verdict::Blocked { source: 2 });
+        assert_eq!(check("both.example", default).verdict, Verdict::Blocked { source: 0 });
+        let c = check("elsewhere.example", kids);
+        assert_eq!((c.verdict, c.uniform), (Verdict::Pass, true));
+        assert_eq!(check("social.example", 0).verdict, Verdict::Pass, "no active group: nothing blocks");
     }
 
     #[test]

@@ -99,6 +99,7 @@ impl Snapshot {
 
     /// Builds a snapshot, reusing `previous`'s cache (if the size is unchanged)
     /// and upstream counters.
+    #[inline(never)]
     pub fn new(config: Arc<Config>, policy: Arc<Policy>, previous: Option<&Snapshot>) -> Snapshot {
         let cache = match previous {
             Some(p) if p.config.cache_size == config.cache_size => p.cache.clone(),
@@ -478,6 +479,9 @@ impl Engine {
     pub fn new(snapshot: Snapshot, log: Option<Logger>) -> Engine {
         let learned = ArcSwap::from_pointee(learn(&snapshot));
         let learning = AtomicBool::new(snapshot.clients.needs_learning());
+        if let Some(log) = &log {
+            log.set_client_names(client::names::configured_names(&snapshot.config.clients));
+        }
         Engine {
             snapshot: ArcSwap::from_pointee(snapshot),
             inflight: Arc::default(),
@@ -674,7 +678,7 @@ impl Engine {
             Some((held, Some(stale))) => {
                 let now = held || snap.config.stale_client_timeout.is_zero();
                 if now {
-                    self.answer_stale(origin, &q, &stale, &snap, out, stats);
+                    self.answer_stale(origin, &q, &stale, (&snap, &name_key[..n], groups.active()), out, stats);
                     if held {
                         return Step::Reply;
                     }
@@ -707,7 +711,7 @@ impl Engine {
 
     /// Answers a name list `source` blocks for a client whose groups `active` apply.
     #[allow(clippy::too_many_arguments)]
-    fn block(
+    pub(super) fn block(
         &self,
         snap: &Snapshot,
         q: &Query,
@@ -792,7 +796,7 @@ impl Engine {
     /// for a local alias's target. False if it carries none.
     pub(super) fn stale_for_client(&self, miss: &Miss, out: &mut Vec<u8>, stats: &Counters) -> bool {
         let (Some(q), Some(s)) = (miss.query(), &miss.stale) else { return false };
-        self.answer_stale(&miss.origin, &q, s, &miss.snapshot, out, stats);
+        self.answer_stale(&miss.origin, &q, s, (&miss.snapshot, miss.name_key(), miss.groups), out, stats);
         self.spliced(miss, out, stats);
         true
     }
@@ -1037,7 +1041,7 @@ impl Engine {
         {
             s.hold_refresh(snap.cache.now().saturating_add(refresh::RETRY_AFTER));
             if !miss.quiet {
-                self.answer_stale(&miss.origin, &q, s, snap, out, stats);
+                self.answer_stale(&miss.origin, &q, s, (snap, miss.name_key(), miss.groups), out, stats);
                 return true;
             }
         }
@@ -1128,7 +1132,7 @@ impl Engine {
     /// answer `msg` that the lists of groups `active` block, unless an allow
     /// entry of theirs covers the name asked for (`asked`, reversed-label);
     /// and whether no group's list blocks any target.
-    fn cnames(&self, snap: &Snapshot, msg: &[u8], asked: &[u8], active: u64) -> Cnames {
+    pub(super) fn cnames(&self, snap: &Snapshot, msg: &[u8], asked: &[u8], active: u64) -> Cnames {
         let mut c = Cnames { blocked: None, pass_all: true };
         if !snap.config.cname_inspection {
             return c;
@@ -1196,14 +1200,23 @@ impl Engine {
     pub fn update(&self, next: impl FnOnce(&Arc<Snapshot>) -> Option<Snapshot>) {
         let _turn = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(snapshot) = next(&self.snapshot.load_full()) {
-            // Group pauses are kept by name; this config may number them anew.
-            self.pause.renumber(&snapshot.policy.groups);
-            // New client rules match from their first query, not the next look at the files.
-            if !self.learned.load().is_for(&snapshot.clients) {
-                self.learned.store(Arc::new(learn(&snapshot)));
-            }
-            self.learning.store(snapshot.clients.needs_learning(), Relaxed);
+            self.follow_groups(&snapshot);
             self.snapshot.store(Arc::new(snapshot));
+        }
+    }
+
+    /// Carries what is kept per group and client over to `snapshot`'s groups and rules.
+    #[inline(never)]
+    fn follow_groups(&self, snapshot: &Snapshot) {
+        // Group pauses are kept by name; this config may number them anew.
+        self.pause.renumber(&snapshot.policy.groups);
+        // New client rules match from their first query, not the next look at the files.
+        if !self.learned.load().is_for(&snapshot.clients) {
+            self.learned.store(Arc::new(learn(snapshot)));
+        }
+        self.learning.store(snapshot.clients.needs_learning(), Relaxed);
+        if let Some(log) = &self.log {
+            log.set_client_names(client::names::configured_names(&snapshot.config.clients));
         }
     }
 
@@ -1270,11 +1283,11 @@ impl Groups {
 }
 
 /// What the CNAMEs of an answer lead to ([`Engine::cnames`]).
-struct Cnames {
+pub(super) struct Cnames {
     /// The list that blocks one of them for this client.
-    blocked: Option<u16>,
+    pub(super) blocked: Option<u16>,
     /// No group's list blocks any of them.
-    pass_all: bool,
+    pub(super) pass_all: bool,
 }
 
 /// What a cache entry records when the lists did not pass its name for

@@ -92,10 +92,16 @@ impl Engine {
         origin: &super::Origin,
         q: &Query,
         stale: &Stale,
-        snap: &Snapshot,
+        (snap, asked, active): (&Snapshot, &[u8], u64),
         out: &mut Vec<u8>,
         stats: &Counters,
     ) {
+        // Its CNAMEs for this client, as a fresh answer's would be.
+        if let Some(source) = self.cnames(snap, stale.message(), asked, active).blocked {
+            Counters::bump(&stats.cname_blocked);
+            self.block(snap, q, source, active, origin, out, stats);
+            return;
+        }
         Counters::bump(&stats.stale_served);
         stale.write_answer(q, snap.config.stale_answer_ttl, out);
         fit(out, q, origin.transport, stats);

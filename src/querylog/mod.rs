@@ -177,6 +177,8 @@ pub struct LogCounters {
 pub struct Logger {
     /// The bounded queue to the writer.
     tx: Sender<Entry>,
+    /// The writer's slot for the config's names of devices.
+    names: crate::client::names::Configured,
     /// Wakes the writer when it waits for entries.
     door: Arc<doorbell::Doorbell>,
     /// Shared counters.
@@ -191,6 +193,11 @@ impl Logger {
             self.counters.dropped.fetch_add(1, Relaxed);
         }
         let _ = self.door.queued(|| self.tx.len());
+    }
+
+    /// Gives the writer the names the config gives devices (at start and on every reload).
+    pub fn set_client_names(&self, names: Vec<crate::client::names::Known>) {
+        *self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(names);
     }
 
     /// Entries waiting now.
@@ -225,10 +232,15 @@ impl QueryLog {
         let (tx, rx): (Sender<Entry>, Receiver<Entry>) = bounded(cfg.queue_size);
         let counters = Arc::new(LogCounters::default());
         let door = Arc::new(doorbell::Doorbell::new(cfg.batch_size));
+        let slot = names.configured();
         let writer = writer::spawn(cfg.clone(), names, rx, door.clone(), counters.clone())?;
         let flusher =
             flash::Flusher::spawn(cfg.path.clone(), cfg.flash_path.clone(), cfg.flush_interval, counters.clone())?;
-        Ok(QueryLog { logger: Logger { tx, door, counters }, writer: Some(writer), flusher: Some(flusher) })
+        Ok(QueryLog {
+            logger: Logger { tx, names: slot, door, counters },
+            writer: Some(writer),
+            flusher: Some(flusher),
+        })
     }
 
     /// Stops taking entries, lets the writer commit what is queued, then

@@ -77,7 +77,8 @@ fn log_stats(status: &Status) {
 /// What woke the main loop.
 enum Wake {
     Signal(Option<std::io::Result<Signal>>),
-    Summary,
+    /// The summary line or the devices' files are due.
+    Timer,
     /// `resolv_file` changed, or watching it failed.
     Resolv(std::io::Result<()>),
 }
@@ -152,7 +153,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     let policy = load_policy(&cfg);
     let limits = Arc::new(tcp::Limits::new(cfg.tcp_max_connections, cfg.tcp_max_per_client, cfg.tcp_idle_timeout));
     let logger = querylog.as_ref().map(|q| q.logger.clone());
-    // The files fixed until a restart (`Config::restart_key`), for [`learn_devices`].
+    // The files fixed until a restart (`Config::restart_key`), for [`look_at_devices`].
     let (leases, ethers) = (cfg.leases_file.clone(), cfg.ethers_file.clone());
     let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), logger));
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();
@@ -216,18 +217,17 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     if let Some((listener, _)) = control.as_ref().and_then(|(l, p)| Some((l.try_clone().ok()?, p))) {
         main.spawn(control::serve(listener, status.clone(), main.clone())).detach();
     }
-    main.spawn(learn_devices(engine.clone(), NameBook::new(&leases, &ethers, crate::client::names::ARP.as_ref())))
-        .detach();
     let path = path.as_ref();
     smol::block_on(main.run(async {
         let mut next_summary = (!stats_interval.is_zero()).then(|| Instant::now() + stats_interval);
+        let mut devices = NameBook::new(&leases, &ethers, crate::client::names::ARP.as_ref());
+        let mut next_look = Instant::now() + CHECK_EVERY;
         loop {
-            let summary = async {
-                match next_summary {
-                    Some(at) => Timer::at(at).await,
-                    None => smol::future::pending().await,
-                };
-                Wake::Summary
+            // One timer for both periodic jobs (a second one in the race was 14 KB of code).
+            let due = next_summary.map_or(next_look, |s| s.min(next_look));
+            let timer = async {
+                Timer::at(due).await;
+                Wake::Timer
             };
             let signal = async { Wake::Signal(signals.next().await) };
             let network = async {
@@ -236,7 +236,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
                     None => smol::future::pending().await,
                 }
             };
-            let wake = signal.or(summary).or(network).await;
+            let wake = signal.or(timer).or(network).await;
             match wake {
                 Wake::Signal(Some(Ok(Signal::Hup))) => status.lists.reload(path.cloned()),
                 Wake::Signal(Some(Ok(Signal::Usr1))) => log_stats(&status),
@@ -256,9 +256,15 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
                 }
                 Wake::Signal(Some(Err(e))) => log::warn!("signal error: {e}"),
                 Wake::Signal(_) => break,
-                Wake::Summary => {
-                    log::info!("{}", status.report().summary().replacen("stats:", "summary:", 1));
-                    next_summary = next_summary.map(|t| t + stats_interval);
+                Wake::Timer => {
+                    let now = Instant::now();
+                    if next_look <= now {
+                        next_look = now + look_at_devices(&status.engine, &mut devices);
+                    }
+                    if next_summary.is_some_and(|t| t <= now) {
+                        log::info!("{}", status.report().summary().replacen("stats:", "summary:", 1));
+                        next_summary = next_summary.map(|t| t + stats_interval);
+                    }
                 }
             }
         }
@@ -290,21 +296,20 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
 /// `config client` rules that match on them: a look at the leases, ethers
 /// and the ARP table every [`CHECK_EVERY`] while such rules exist (a reload
 /// that adds them builds the table at once, see [`Engine::update`]).
-async fn learn_devices(engine: Arc<Engine>, mut book: NameBook) {
-    loop {
-        if !engine.learning.load(Ordering::Relaxed) {
-            // Rarely, to see a reload; the reload itself fills the table.
-            Timer::after(IDLE_LOOK).await;
-            continue;
-        }
-        let snap = engine.snapshot.load_full();
-        book.look(Instant::now());
-        if book.changed() || !engine.learned.load().is_for(&snap.clients) {
-            engine.learned.store(Arc::new(Learned::new(&snap.clients, &book)));
-        }
-        Timer::after(CHECK_EVERY).await;
+/// Returns when to look next.
+fn look_at_devices(engine: &Engine, book: &mut NameBook) -> Duration {
+    // A flag, not the snapshot: see `Engine::learning`.
+    if !engine.learning.load(Ordering::Relaxed) {
+        // Rarely, to see a reload; the reload itself fills the table.
+        return IDLE_LOOK;
     }
+    let snap = engine.snapshot.load_full();
+    book.look(Instant::now());
+    if book.changed() || !engine.learned.load().is_for(&snap.clients) {
+        engine.learned.store(Arc::new(Learned::new(&snap.clients, book)));
+    }
+    CHECK_EVERY
 }
 
-/// How often [`learn_devices`] wakes while no rule needs it.
+/// How often [`look_at_devices`] runs while no rule needs it.
 const IDLE_LOOK: Duration = Duration::from_secs(60);
