@@ -30,10 +30,11 @@ pkg_conffiles="/etc/config/hydradns"
 # record them as root's), modes as installed.
 stage_files() {
 	local dir=$1
-	install -d "$dir/usr/sbin" "$dir/etc/init.d" "$dir/etc/config" "$dir/etc/hydradns/lists"
+	install -d "$dir/usr/sbin" "$dir/etc/init.d" "$dir/etc/config" "$dir/etc/hydradns/lists" "$dir/etc/hotplug.d/ntp"
 	# shellcheck disable=SC2154  # bin: set by the script that sources this
 	install -m 0755 "$bin" "$dir/usr/sbin/hydradns"
 	install -m 0755 "$here/files/hydradns.init" "$dir/etc/init.d/hydradns"
+	install -m 0755 "$here/files/hydradns.ntp-hotplug" "$dir/etc/hotplug.d/ntp/25-hydradns"
 	# Readable by the unprivileged user the daemon becomes.
 	install -m 0644 "$here/files/hydradns.config" "$dir/etc/config/hydradns"
 }

@@ -66,6 +66,7 @@ d="$work/data"
 mode() { stat -c %a "$1"; }
 [ "$(mode "$d/usr/sbin/hydradns")" = 755 ] || fail "binary mode"
 [ "$(mode "$d/etc/init.d/hydradns")" = 755 ] || fail "init script mode"
+[ "$(mode "$d/etc/hotplug.d/ntp/25-hydradns")" = 755 ] || fail "ntp hotplug script mode"
 [ "$(mode "$d/etc/config/hydradns")" = 644 ] || fail "config mode"
 [ -d "$d/etc/hydradns/lists" ] || fail "/etc/hydradns/lists"
 readelf -l "$d/usr/sbin/hydradns" | grep -q INTERP && fail "binary is dynamically linked"

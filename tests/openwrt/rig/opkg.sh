@@ -67,9 +67,39 @@ wait_until 10 in_log 'hydradns.*reloaded /etc/config/hydradns' || fail "reload_c
 wait_for 10 0.0.0.0 ask blocked.example 127.0.0.1 || fail "blocked.example not blocked through dnsmasq"
 [ "$(pid_of hydradns)" = "$pid" ] || fail "reload restarted the daemon"
 
+step "groups through uci: a client's group list applies behind dnsmasq; the ntp hotplug marks the clock"
+[ -x /etc/hotplug.d/ntp/25-hydradns ] || fail "no ntp hotplug script"
+rm -f /var/state/ntpd-synced
+uci set hydradns.kids=group
+uci set hydradns.kids.schedule=all_day
+uci set hydradns.all_day=schedule
+uci set hydradns.all_day.start=00:00
+uci set hydradns.all_day.end=00:00
+uci add hydradns client > /dev/null
+uci set hydradns.@client[-1].name=router-itself
+uci add_list hydradns.@client[-1].match=127.0.0.1
+uci add_list hydradns.@client[-1].group=kids
+uci add_list hydradns.@client[-1].group=default
+uci add hydradns blocklist > /dev/null
+uci set hydradns.@blocklist[-1].name=kids_list
+uci add_list hydradns.@blocklist[-1].domain=kids-only.example
+uci add_list hydradns.@blocklist[-1].group=kids
+uci commit hydradns
+reload_config
+# dnsmasq names the client (addsubnet): 127.0.0.1, the kids' client.
+wait_for 10 0.0.0.0 ask kids-only.example 127.0.0.1 || fail "the kids' list does not apply through dnsmasq"
+wait_for 10 0.0.0.0 ask blocked.example 127.0.0.1 || fail "the default group's list stopped applying"
+out=$(hydradns check -c /etc/config/hydradns --client 127.0.0.1 kids-only.example)
+echo "$out" | grep -q "blocked by list 'kids_list' of group 'kids'" || fail "check --client: $out"
+echo "$out" | grep -q "clock is not known good" || fail "no marker yet, yet: $out"
+ACTION=stratum /etc/hotplug.d/ntp/25-hydradns
+[ -e /var/state/ntpd-synced ] || fail "the hotplug script did not mark the clock"
+out=$(hydradns check -c /etc/config/hydradns --client 127.0.0.1 kids-only.example)
+echo "$out" | grep -q "inside its window now" || fail "check --client after the marker: $out"
+
 step "/etc/init.d/hydradns reload: SIGHUP"
 /etc/init.d/hydradns reload
-wait_for 10 2 logged reloaded || fail "reload: $(logged reloaded) reloads logged"
+wait_for 10 3 logged reloaded || fail "reload: $(logged reloaded) reloads logged"
 [ "$(pid_of hydradns)" = "$pid" ] || fail "reload restarted the daemon"
 
 step "interface events: the WAN's retries failed downloads, the LAN's do nothing"
@@ -79,7 +109,7 @@ sleep 2
 [ "$(logged 'the network changed')" = 0 ] || fail "a LAN or down event reached the daemon"
 ubus call service event '{"type":"interface.update","data":{"interface":"wan"}}'
 wait_for 10 1 logged 'the network changed' || fail "the WAN's event did not reach the daemon"
-[ "$(pid_of hydradns)" = "$pid" ] && [ "$(logged reloaded)" = 2 ] || fail "an interface event reloaded or restarted"
+[ "$(pid_of hydradns)" = "$pid" ] && [ "$(logged reloaded)" = 3 ] || fail "an interface event reloaded or restarted"
 
 step "respawn after kill -9"
 kill -9 "$pid"
