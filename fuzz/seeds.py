@@ -145,7 +145,19 @@ def main():
                 put("uci", fh.read())
     put("list", b"0.0.0.0 a.example b.example\n127.0.0.1 localhost\n||c.example^\n@@||ok.c.example^\n*.w.example\n"
         b"||d.example^$badfilter\n||d.example^\n/regex/\nexample.com##.ad\nplain.example\n")
-    for t in ("query", "upstream_reply", "list", "uci", "leases"):
+    # Time zones as OpenWrt's /etc/TZ holds them (its zoneinfo table), odd ones included.
+    for tz in (b"CET-1CEST,M3.5.0,M10.5.0/3", b"EST5EDT,M3.2.0,M11.1.0", b"<+0545>-5:45", b"UTC0",
+               b"AEST-10AEDT,M10.1.0,M4.1.0/3", b"GMT0BST,M3.5.0/1,M10.5.0", b"<-03>3<-02>,M3.5.0/-2,M10.5.0/-1",
+               b"IST-2IDT,M3.4.4/26,M10.5.0", b"WART4WARST,J1/0,J365/25", b"XXX3YYY,0/0,365/25"):
+        put("schedule", tz)
+    # groups, clients and schedules, as the groups issue writes them
+    put("uci", b"config client\n\toption name 'kids-tablet'\n\tlist match '192.168.1.50'\n\tlist match 'tablet-*'\n"
+               b"\tlist match '02:00:5e:10:00:01'\n\tlist match '192.168.2.0/24'\n\tlist group 'kids'\n"
+               b"config group 'kids'\n\toption schedule 'school-nights'\n\toption block_mode 'nxdomain'\n"
+               b"config schedule 'school-nights'\n\tlist day 'sun'\n\tlist day 'thu'\n\toption start '21:00'\n"
+               b"\toption end '07:00'\nconfig blocklist\n\toption name 'social'\n\tlist domain 'social.example'\n"
+               b"\tlist group 'kids'\n")
+    for t in ("query", "upstream_reply", "list", "uci", "leases", "schedule"):
         d = os.path.join(HERE, "corpus", t)
         count[t] = len(os.listdir(d)) if os.path.isdir(d) else 0
     print("seeds: " + ", ".join(f"{t} {n}" for t, n in count.items()))

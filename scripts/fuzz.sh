@@ -17,7 +17,7 @@ else
     export RUSTC_BOOTSTRAP=1
 fi
 python3 fuzz/seeds.py
-for t in query upstream_reply list uci leases; do
+for t in query upstream_reply list uci leases schedule; do
     # Inputs that the run finds go to a scratch directory; the seeds stay as they are.
     new=$(mktemp -d)
     echo "== $t: $runs runs"

@@ -9,6 +9,7 @@
 
 pub mod edns;
 pub mod names;
+pub mod neighbours;
 pub mod rules;
 
 pub use edns::{Named, mac_text, parse_mac};

@@ -1,8 +1,7 @@
 //! Devices' names, from what the router already knows: dnsmasq's DHCP leases
 //! (`/tmp/dhcp.leases`, IPv4 and DHCPv6 lines) and `/etc/ethers`; and the
 //! MAC of a client that asks directly (replace mode) from the kernel's ARP
-//! table (`/proc/net/arp`; IPv6 neighbours are not in /proc, so an IPv6
-//! client is known by its address and the leases alone).
+//! table (`/proc/net/arp`) and IPv6 neighbour table ([`super::neighbours`]).
 //!
 //! Read by the query log's writer thread, never on the query path: it looks
 //! a logged client up by MAC, then by address, and re-reads a file only when
@@ -117,6 +116,8 @@ pub struct NameBook {
     mac_of: FxHashMap<IpAddr, [u8; 6]>,
     /// The ARP table as last read, to tell a change.
     arp_text: Vec<u8>,
+    /// The IPv6 neighbours as last read, when this book reads them ([`NameBook::router`]).
+    ipv6: Option<Vec<(IpAddr, [u8; 6])>>,
     by_mac: FxHashMap<[u8; 6], String>,
     by_ip: FxHashMap<IpAddr, String>,
     checked: Option<Instant>,
@@ -167,6 +168,7 @@ impl NameBook {
             arp: arp.to_path_buf(),
             mac_of: FxHashMap::default(),
             arp_text: Vec::new(),
+            ipv6: None,
             by_mac: FxHashMap::default(),
             by_ip: FxHashMap::default(),
             checked: None,
@@ -174,6 +176,12 @@ impl NameBook {
             configured: Vec::new(),
             pending: Configured::default(),
         }
+    }
+
+    /// The router's own: `leases`, `ethers`, the ARP table and the kernel's
+    /// IPv6 neighbours (tests give [`NameBook::new`] made-up files instead).
+    pub fn router(leases: &Path, ethers: &Path) -> NameBook {
+        NameBook { ipv6: Some(Vec::new()), ..NameBook::new(leases, ethers, ARP.as_ref()) }
     }
 
     /// Looks at the files if [`CHECK_EVERY`] has passed since the last look,
@@ -190,9 +198,15 @@ impl NameBook {
     pub fn look(&mut self, now: Instant) {
         self.checked = Some(now);
         let arp = std::fs::read(&self.arp).unwrap_or_default();
-        let arp_changed = arp != self.arp_text;
+        let mut arp_changed = arp != self.arp_text;
+        let v6 = self.ipv6.as_ref().map(|_| super::neighbours::ipv6());
+        if v6.is_some() && v6 != self.ipv6 {
+            arp_changed = true;
+            self.ipv6 = v6;
+        }
         if arp_changed {
             self.mac_of = parse_arp(&String::from_utf8_lossy(&arp)).into_iter().collect();
+            self.mac_of.extend(self.ipv6.iter().flatten().copied());
             self.arp_text = arp;
         }
         // Both looked at, whichever changed.

@@ -205,7 +205,7 @@ impl Learned {
 /// the groups whose lists apply to it now.
 pub fn explain(cfg: &crate::config::Config, table: &GroupTable, id: &str) -> Result<(Vec<String>, u64), String> {
     let rules = ClientRules::new(&cfg.clients, table);
-    let mut book = NameBook::new(&cfg.leases_file, &cfg.ethers_file, "/proc/net/arp".as_ref());
+    let mut book = NameBook::router(&cfg.leases_file, &cfg.ethers_file);
     book.refresh(std::time::Instant::now());
     let learned = Learned::new(&rules, &book);
     let rule = if let Ok(ip) = id.parse::<IpAddr>() {

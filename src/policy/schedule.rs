@@ -317,7 +317,8 @@ impl Parser<'_> {
         let h = self.number()?;
         let m = if self.eat(b':') { self.number()? } else { 0 };
         let s = if self.eat(b':') { self.number()? } else { 0 };
-        (h <= 167 && m < 60 && s < 60).then_some(sign * (h * 3600 + m * 60 + s))
+        // Checked before the arithmetic: a long digit run must not overflow it.
+        (h <= 167 && m < 60 && s < 60).then(|| sign * (h * 3600 + m * 60 + s))
     }
 
     /// A UTC offset as written (west positive).
@@ -437,7 +438,15 @@ mod tests {
         assert_eq!(kathmandu.offset_at(0), 5 * 3600 + 45 * 60);
         assert_eq!(Tz::parse("UTC0").unwrap().offset_at(0), 0);
         assert_eq!(Tz::parse("GMT0BST,M3.5.0/1,M10.5.0").unwrap().offset_at(utc(2026, 7, 1, 0, 0)), 3600);
-        for bad in ["", "Europe/Berlin", "CET", "CET-1CEST,M3.5.0", "CET-1CEST,M13.5.0,M10.5.0", "X1"] {
+        for bad in [
+            "",
+            "Europe/Berlin",
+            "CET",
+            "CET-1CEST,M3.5.0",
+            "CET-1CEST,M13.5.0,M10.5.0",
+            "X1",
+            "GMT333333333333333333",
+        ] {
             assert_eq!(Tz::parse(bad), None, "{bad}");
         }
     }

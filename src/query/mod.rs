@@ -1260,7 +1260,7 @@ fn learn(snap: &Snapshot) -> Learned {
         return Learned::default();
     }
     let c = &snap.config;
-    let mut book = client::names::NameBook::new(&c.leases_file, &c.ethers_file, client::names::ARP.as_ref());
+    let mut book = client::names::NameBook::router(&c.leases_file, &c.ethers_file);
     book.refresh(Instant::now());
     Learned::new(&snap.clients, &book)
 }

@@ -119,10 +119,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
         cfg.upstreams_from
     );
     let querylog = if cfg.querylog.enabled {
-        match QueryLog::start(
-            &cfg.querylog,
-            NameBook::new(&cfg.leases_file, &cfg.ethers_file, crate::client::names::ARP.as_ref()),
-        ) {
+        match QueryLog::start(&cfg.querylog, NameBook::router(&cfg.leases_file, &cfg.ethers_file)) {
             Ok(q) => {
                 log::info!(
                     "query log at {} (flash copy {})",
@@ -220,7 +217,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     let path = path.as_ref();
     smol::block_on(main.run(async {
         let mut next_summary = (!stats_interval.is_zero()).then(|| Instant::now() + stats_interval);
-        let mut devices = NameBook::new(&leases, &ethers, crate::client::names::ARP.as_ref());
+        let mut devices = NameBook::router(&leases, &ethers);
         let mut next_look = Instant::now() + CHECK_EVERY;
         loop {
             // One timer for both periodic jobs (a second one in the race was 14 KB of code).
