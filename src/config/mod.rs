@@ -382,7 +382,7 @@ impl Config {
             clients: Vec::new(),
             groups: Vec::new(),
             schedules: Vec::new(),
-            time_synced_file: PathBuf::from("/var/state/ntpd-synced"),
+            time_synced_file: PathBuf::from(crate::policy::schedule::SYNCED_FILE),
             leases_file: PathBuf::from("/tmp/dhcp.leases"),
             ethers_file: PathBuf::from("/etc/ethers"),
             querylog: QueryLogConfig::default(),
