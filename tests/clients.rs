@@ -59,22 +59,6 @@ fn ask_from(source: &str, server: SocketAddr, name: &str) -> Reply {
     Reply::parse(buf[..n].to_vec())
 }
 
-/// A query carrying EDNS `options` ((code, data) pairs), sent from 127.0.0.1.
-fn query_with_options(id: u16, name: &str, options: &[(u16, &[u8])]) -> Vec<u8> {
-    let mut q = build_query(id, name, A, Some(1232));
-    // The OPT record is last and empty: its RDLENGTH is the last two bytes.
-    let mut rdata = Vec::new();
-    for (code, data) in options {
-        rdata.extend_from_slice(&code.to_be_bytes());
-        rdata.extend_from_slice(&(data.len() as u16).to_be_bytes());
-        rdata.extend_from_slice(data);
-    }
-    let len = q.len();
-    q[len - 2..].copy_from_slice(&(rdata.len() as u16).to_be_bytes());
-    q.extend_from_slice(&rdata);
-    q
-}
-
 const ECS_192_168_1_77: [u8; 8] = [0, 1, 32, 0, 192, 168, 1, 77];
 const MAC: [u8; 6] = [0x02, 0x00, 0x5e, 0x10, 0x00, 0x01];
 

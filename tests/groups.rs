@@ -22,22 +22,11 @@ const PARENT: &str = "127.0.0.3";
 const GUEST: &str = "127.0.0.5";
 const NOBODY: &str = "127.0.0.9";
 
-/// One query for `name` of type `qtype` from `source`, with EDNS `options` if any.
-fn ask(source: &str, server: SocketAddr, name: &str, qtype: u16, options: &[(u16, &[u8])]) -> Reply {
+/// One A query for `name` from `source`, with EDNS `options` if any.
+fn ask(source: &str, server: SocketAddr, name: &str, options: &[(u16, &[u8])]) -> Reply {
     let s = UdpSocket::bind(format!("{source}:0")).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut q = build_query(9, name, qtype, (!options.is_empty()).then_some(1232));
-    if !options.is_empty() {
-        let mut rdata = Vec::new();
-        for (code, data) in options {
-            rdata.extend_from_slice(&code.to_be_bytes());
-            rdata.extend_from_slice(&(data.len() as u16).to_be_bytes());
-            rdata.extend_from_slice(data);
-        }
-        let len = q.len();
-        q[len - 2..].copy_from_slice(&(rdata.len() as u16).to_be_bytes());
-        q.extend_from_slice(&rdata);
-    }
+    let q = if options.is_empty() { build_query(9, name, A, None) } else { query_with_options(9, name, options) };
     s.send_to(&q, server).unwrap();
     let mut buf = [0u8; 1500];
     let n = s.recv(&mut buf).unwrap_or_else(|e| panic!("no answer for {name} from {source}: {e}"));
@@ -45,7 +34,7 @@ fn ask(source: &str, server: SocketAddr, name: &str, qtype: u16, options: &[(u16
 }
 
 fn a(source: &str, gw: &Gateway, name: &str) -> Reply {
-    ask(source, gw.addr, name, A, &[])
+    ask(source, gw.addr, name, &[])
 }
 
 /// Blocked with the global `null` answer.
@@ -159,12 +148,12 @@ fn the_mac_a_forwarder_names_beats_the_address_and_a_lease_hostname_matches() {
     );
     // From the kid's own address, but dnsmasq (trusted: loopback) says which MAC asked.
     let mac: &[u8] = &[0x02, 0x00, 0x5e, 0x10, 0x00, 0x01];
-    let r = ask("127.0.0.1", gw.addr, "streaming.example", A, &[(8, &[0, 1, 32, 0, 127, 0, 0, 2]), (65001, mac)]);
+    let r = ask("127.0.0.1", gw.addr, "streaming.example", &[(8, &[0, 1, 32, 0, 127, 0, 0, 2]), (65001, mac)]);
     assert!(is_null(&r), "the MAC's rule (guests): {r:?}");
-    let r = ask("127.0.0.1", gw.addr, "social.example", A, &[(8, &[0, 1, 32, 0, 127, 0, 0, 2]), (65001, mac)]);
+    let r = ask("127.0.0.1", gw.addr, "social.example", &[(8, &[0, 1, 32, 0, 127, 0, 0, 2]), (65001, mac)]);
     assert_eq!(r.ips(), ["192.0.2.1"], "not the address's rule (kids)");
     // The same options from a source not trusted are ignored: the kid's address decides.
-    let r = ask(KID, gw.addr, "social.example", A, &[(65001, mac)]);
+    let r = ask(KID, gw.addr, "social.example", &[(65001, mac)]);
     assert_eq!(r.rcode, RCODE::NameError, "{r:?}");
     // The leases name 127.0.0.10 (outside the guests' /30) 'Tablet-Anna': matched by the glob, any case.
     assert_eq!(a("127.0.0.10", &gw, "social.example").rcode, RCODE::NameError);

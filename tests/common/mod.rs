@@ -426,6 +426,22 @@ pub fn udp_raw(server: SocketAddr, msg: &[u8], wait: Duration) -> Option<Vec<u8>
     Some(buf)
 }
 
+/// An A query carrying EDNS `options` ((code, data) pairs).
+pub fn query_with_options(id: u16, name: &str, options: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut q = build_query(id, name, A, Some(1232));
+    // The OPT record is last and empty: its RDLENGTH is the last two bytes.
+    let mut rdata = Vec::new();
+    for (code, data) in options {
+        rdata.extend_from_slice(&code.to_be_bytes());
+        rdata.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        rdata.extend_from_slice(data);
+    }
+    let len = q.len();
+    q[len - 2..].copy_from_slice(&(rdata.len() as u16).to_be_bytes());
+    q.extend_from_slice(&rdata);
+    q
+}
+
 static NEXT_ID: AtomicU16 = AtomicU16::new(1);
 
 /// One UDP query; panics if there is no answer within 5 s.
