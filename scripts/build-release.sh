@@ -21,9 +21,10 @@ targets=("$@")
 # `check --client` took it to 3,279,192 (+76 KB, after trimming 18 KB:
 # sorted vectors instead of four hash map types, one timer in the main
 # loop instead of a second task, one JSON reply type), the IPv6 neighbour
-# table over rtnetlink to 3,284,312. 136 KiB over 3 MiB leaves 680 bytes. Not a blank cheque: encrypted upstreams must argue for
+# table over rtnetlink to 3,284,312, the test clock counting as synced to
+# 3,285,080. 140 KiB over 3 MiB leaves 3.3 KiB. Not a blank cheque: encrypted upstreams must argue for
 # their own bytes.
-budget_aarch64=$((3 * 1024 * 1024 + 136 * 1024))
+budget_aarch64=$((3 * 1024 * 1024 + 140 * 1024))
 version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
 
 command -v cargo-zigbuild >/dev/null || pip install --quiet ziglang cargo-zigbuild
