@@ -32,12 +32,11 @@ import tempfile
 import time
 
 import redline
+import section
 from redline import CANARY, Scenarios, dnsperf, make_servers, read_names
 
 ORDER = ["hydradns", "hydradns+log", "dnsmasq", "unbound"]
 RATES = [100, 1000]
-BEGIN = "<!-- low-rate: written by bench/lowrate.py -->"
-END = "<!-- end of low-rate -->"
 
 
 def threads(pid):
@@ -126,7 +125,7 @@ def measure(args, servers, sc, log):
 
 def table(args, idle, rates, elapsed):
     cpu = redline.cpu_model()
-    L = [BEGIN, "", "## At a router's load: idle, 100 and 1,000 QPS", "",
+    L = ["## At a router's load: idle, 100 and 1,000 QPS", "",
          f"Run: {datetime.date.today()}, `bench/lowrate.py{' --quick' if args.quick else ''}` "
          f"({elapsed / 60:.0f} min, commit {redline.commit()}). Machine: {cpu}, {os.cpu_count()} cores, "
          f"Linux {os.uname().release}.", "",
@@ -165,18 +164,7 @@ def table(args, idle, rates, elapsed):
         stolen = sum(rates[(name, q)]["stolen"] for q in RATES) * 1e3
         L.append(f"| {name} | {i['wakeups']:.1f} | {i['cpu_ms_min']:.1f} | {med[(name, 100)]:.1f} | "
                  f"{med[(name, 1000)]:.1f} | {sw} | {lost} | {stolen:.0f} ms | {ratios[0]} | {ratios[1]} |")
-    L += ["", END]
     return "\n".join(L) + "\n"
-
-
-def write(path, text):
-    """Replaces the low-rate section of `path`, or appends it."""
-    old = open(path).read() if os.path.exists(path) else ""
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        old = head.rstrip("\n") + rest.split(END, 1)[1]
-    with open(path, "w") as f:
-        f.write(old.rstrip("\n") + "\n\n" + text)
 
 
 def main():
@@ -231,7 +219,7 @@ def main():
     text = table(args, idle, rates, time.monotonic() - t_start)
     print("\n" + text)
     if args.out:
-        write(args.out, text)
+        section.replace(args.out, "low-rate", "bench/lowrate.py", text)
     subprocess.run(["rm", "-rf", work, args.logdir])
 
 

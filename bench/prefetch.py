@@ -38,10 +38,9 @@ import threading
 import time
 
 import redline
+import section
 from redline import first_answer, free_port, stats
 
-BEGIN = "<!-- prefetch: written by bench/prefetch.py -->"
-END = "<!-- end of prefetch -->"
 
 
 def query_file(path, names, count, rng):
@@ -168,7 +167,6 @@ config querylog 'querylog'
 
     machine = f"{redline.cpu_model()}, {os.cpu_count()} cores, Linux {os.uname().release}"
     lines = [
-        BEGIN,
         "## Prefetch on and off",
         "",
         f"Measured {datetime.date.today()} on {machine}, HydraDNS {redline.commit()}, "
@@ -187,17 +185,10 @@ config querylog 'querylog'
     for r in rows:
         lines.append(f"| {r['prefetch']} | {r['hit']:.1f} % | {r['waited']:.1f} | {r['upstream']:.1f} | "
                      f"{r['prefetched']:,} | {r['skipped']:,} | {r['stale']:,} | {r['lost']:,} |")
-    lines.append(END)
     table = "\n".join(lines)
     print(table)
     if args.out:
-        text = open(args.out).read() if os.path.exists(args.out) else ""
-        if BEGIN in text and END in text:
-            text = text[:text.index(BEGIN)] + table + text[text.index(END) + len(END):]
-        else:
-            text = text.rstrip("\n") + "\n\n" + table + "\n"
-        with open(args.out, "w") as f:
-            f.write(text)
+        section.replace(args.out, "prefetch", "bench/prefetch.py", table)
 
 
 if __name__ == "__main__":

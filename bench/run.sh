@@ -25,7 +25,9 @@ python3 bench/redline.py --bin target/release --hydradns "$HYDRADNS_BIN" ${out:+
 # A router's real load beside the redline: idle, 100 and 1,000 QPS.
 if [ -n "$out" ]; then
     python3 bench/lowrate.py --bin target/release --hydradns "$HYDRADNS_BIN" --out "$out"
-    python3 bench/instructions.py --bin target/release --hydradns "$HYDRADNS_BIN" | tee -a "$out"
+    # Each script replaces only its own marked section of the file.
+    python3 bench/instructions.py --bin target/release --hydradns "$HYDRADNS_BIN" | tee /dev/stderr |
+        python3 bench/section.py "$out" instructions bench/instructions.py
 else
     python3 bench/lowrate.py --bin target/release --hydradns "$HYDRADNS_BIN" --quick
     python3 bench/instructions.py --bin target/release --hydradns "$HYDRADNS_BIN" --quick

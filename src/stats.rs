@@ -283,7 +283,7 @@ pub struct ListReport {
     pub invalid: u64,
 }
 
-/// Everything `hydradns stats` shows. Field names are a stable interface (README).
+/// Everything `hydradns stats` shows. Field names are a stable interface (docs/operation.md).
 #[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
 pub struct Report {
     /// Program version.

@@ -691,7 +691,7 @@ mod tests {
         assert!(DomainSet::default().lookup(b"com").is_none());
     }
 
-    /// Issue budget: at most ~1.3× the names' own bytes. The README's
+    /// Issue budget: at most ~1.3× the names' own bytes. docs/benchmarks.md's
     /// 1,000,000-name figure comes from `examples/blocklist-memory.rs`.
     #[test]
     fn costs_under_1_3_times_the_names() {
