@@ -22,9 +22,10 @@ targets=("$@")
 # sorted vectors instead of four hash map types, one timer in the main
 # loop instead of a second task, one JSON reply type), the IPv6 neighbour
 # table over rtnetlink to 3,284,312, the test clock counting as synced to
-# 3,285,080. 140 KiB over 3 MiB leaves 3.3 KiB. Not a blank cheque: encrypted upstreams must argue for
+# 3,285,080; `hydradns status` (issue 30's first look after install, its
+# JSON for LuCI) to 3,291,608. 148 KiB over 3 MiB leaves 5.6 KiB. Not a blank cheque: encrypted upstreams must argue for
 # their own bytes.
-budget_aarch64=$((3 * 1024 * 1024 + 140 * 1024))
+budget_aarch64=$((3 * 1024 * 1024 + 148 * 1024))
 version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
 
 command -v cargo-zigbuild >/dev/null || pip install --quiet ziglang cargo-zigbuild

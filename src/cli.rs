@@ -23,6 +23,7 @@ usage:
                                                       serve DNS in the foreground
   hydradns check-config -c FILE [--shell]             validate FILE; print FILE:LINE: problem
   hydradns check -c FILE [--client IP|MAC|NAME] NAME  is NAME blocked (for that client), and by which list?
+  hydradns status [-c FILE] [--json]                  running? its config, listen addresses, upstreams, lists, pause
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
   hydradns log [-c FILE] [--limit N] [--blocked] [--client IP|MAC|NAME] [--domain PATTERN] [--since 1h] [--json]
   hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
@@ -182,6 +183,7 @@ pub fn main() -> ExitCode {
         "top" => top(args),
         "update" => update(args),
         "lists" => lists_cmd(args),
+        "status" => status(args),
         "pause" => pause(args, None),
         "resume" => pause(args, Some(Duration::ZERO)),
         other => {
@@ -260,11 +262,7 @@ fn check_config(args: Args) -> ExitCode {
     if args.shell {
         // For the init script to eval: everything it needs, read by the same
         // parser as the daemon's, in values that need no quoting.
-        let mode = match cfg.dnsmasq_mode {
-            DnsmasqMode::Off => "off",
-            DnsmasqMode::Upstream => "upstream",
-            DnsmasqMode::Replace => "replace",
-        };
+        let mode = mode_name(cfg.dnsmasq_mode);
         let server = cfg.dnsmasq_server().map(|s| format!("{}#{}", s.ip(), s.port())).unwrap_or_default();
         println!("hydradns_enabled={}", u8::from(cfg.enabled));
         println!("hydradns_dnsmasq_mode={mode}");
@@ -417,6 +415,25 @@ fn stats(args: Args) -> ExitCode {
     }
 }
 
+/// One line per group, for `stats` and `status`: none for the common case
+/// of one group, which has nothing to say.
+fn group_lines(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    for g in r.groups.iter().filter(|_| r.groups.len() > 1) {
+        let _ = write!(o, "group        {}: {} blocked", g.name, g.blocked);
+        if !g.schedule.is_empty() {
+            let when = if g.active { "inside" } else { "outside: lists off" };
+            let _ = write!(o, ", schedule '{}' ({when})", g.schedule);
+        }
+        if g.paused_until > 0 {
+            let _ = write!(o, ", paused until {}", read::iso8601(g.paused_until * 1000));
+        }
+        o.push('\n');
+    }
+    o
+}
+
 /// `hydradns stats` as text.
 fn stats_text(r: &Report) -> String {
     use std::fmt::Write;
@@ -470,18 +487,7 @@ fn stats_text(r: &Report) -> String {
             l.name, l.kind, l.blocks, l.allows, l.unsupported, l.invalid
         );
     }
-    // One group is the common case: nothing to say about it.
-    for g in r.groups.iter().filter(|_| r.groups.len() > 1) {
-        let mut state = String::new();
-        if !g.schedule.is_empty() {
-            let when = if g.active { "inside" } else { "outside: lists off" };
-            let _ = write!(state, ", schedule '{}' ({when})", g.schedule);
-        }
-        if g.paused_until > 0 {
-            let _ = write!(state, ", paused until {}", read::iso8601(g.paused_until * 1000));
-        }
-        let _ = writeln!(o, "group        {}: {} blocked{state}", g.name, g.blocked);
-    }
+    o.push_str(&group_lines(r));
     for u in &r.upstreams {
         let _ = writeln!(
             o,
@@ -701,6 +707,108 @@ fn pause(args: Args, fixed: Option<Duration>) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The name `option dnsmasq_mode` gives `m`.
+fn mode_name(m: DnsmasqMode) -> &'static str {
+    match m {
+        DnsmasqMode::Off => "off",
+        DnsmasqMode::Upstream => "upstream",
+        DnsmasqMode::Replace => "replace",
+    }
+}
+
+/// What `hydradns status --json` prints: the first look after install.
+#[derive(SerJson)]
+struct Status {
+    /// [`crate::stats::SCHEMA`].
+    schema: u64,
+    /// A gateway answered on the control socket.
+    running: bool,
+    /// Why none did, when none did.
+    error: String,
+    /// The config file read (`<built-in>` without one).
+    config: String,
+    listen: Vec<String>,
+    dnsmasq_mode: String,
+    /// Configured upstreams (or those from `resolv_file`) when not running.
+    upstreams: Vec<String>,
+    /// The running gateway's counters, upstream states, groups and pause.
+    stats: Option<Report>,
+    /// Each list from disk: download state (entries from the running gateway).
+    lists: Vec<lists::ListInfo>,
+}
+
+/// `hydradns status`: is it running, and with what. Exit 0 when it runs,
+/// 3 when it does not (as an init script's `status`).
+fn status(args: Args) -> ExitCode {
+    if let Err(e) = args.only("status", &["-c", "--json"]) {
+        return usage_error("status", e);
+    }
+    let cfg = match any_config(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let answer = control::request(&cfg.control_socket, "stats", Duration::from_secs(5));
+    let (stats, error) = match answer.map(|j| Report::deserialize_json(&j)) {
+        Ok(Ok(r)) => (Some(r), String::new()),
+        Ok(Err(e)) => (None, format!("unreadable answer from the gateway: {e}")),
+        Err(e) => (None, e.to_string()),
+    };
+    // Counting entries reads every list; the running gateway knows them already.
+    let mut lists = lists::describe_with(&cfg, stats.is_none());
+    for l in lists.iter_mut() {
+        if let Some(live) = stats.iter().flat_map(|r| &r.lists).find(|r| r.name == l.name && r.kind == l.kind) {
+            (l.entries, l.skipped) = (live.blocks + live.allows, live.unsupported + live.invalid);
+        }
+    }
+    let st = Status {
+        schema: crate::stats::SCHEMA,
+        running: stats.is_some(),
+        error,
+        config: cfg.source.clone(),
+        listen: cfg.listen.iter().map(|a| a.to_string()).collect(),
+        dnsmasq_mode: mode_name(cfg.dnsmasq_mode).into(),
+        upstreams: cfg.upstreams.iter().map(|a| a.to_string()).collect(),
+        stats,
+        lists,
+    };
+    let code = if st.running { ExitCode::SUCCESS } else { ExitCode::from(3) };
+    if args.json {
+        println!("{}", st.serialize_json());
+        return code;
+    }
+    match &st.stats {
+        Some(r) => println!("hydradns     running, version {}, up {}", r.version, duration_text(r.uptime_s)),
+        None => println!("hydradns     not running ({})", st.error),
+    }
+    println!("config       {}", st.config);
+    println!("listen       {} (dnsmasq_mode {})", st.listen.join(", "), st.dnsmasq_mode);
+    match &st.stats {
+        Some(r) => {
+            for u in &r.upstreams {
+                let state = if u.down { "DOWN".to_string() } else { format!("up, avg {} us", u.avg_latency_us) };
+                println!("upstream     {} ({state}, {} answers)", u.addr, u.answers);
+            }
+            let blocking = match r.paused_until {
+                0 => "on".to_string(),
+                t => format!("paused until {}", read::iso8601(t * 1000)),
+            };
+            println!("blocking     {blocking}, {} names blocked so far", r.counters.blocked);
+            print!("{}", group_lines(r));
+        }
+        None => println!("upstream     {} (configured)", st.upstreams.join(", ")),
+    }
+    for l in &st.lists {
+        let when = match (&l.url, &l.last_success) {
+            (None, _) => String::new(),
+            (Some(_), Some(t)) => format!(", updated {t}"),
+            (Some(_), None) => ", never downloaded".to_string(),
+        };
+        let error = l.last_error.as_ref().map(|e| format!(", last error: {e}")).unwrap_or_default();
+        println!("list         {} ({}): {} entries{when}{error}", l.name, l.kind, l.entries);
+    }
+    code
 }
 
 fn lists_cmd(args: Args) -> ExitCode {

@@ -286,6 +286,9 @@ pub struct ListReport {
 /// Everything `hydradns stats` shows. Field names are a stable interface (docs/operation.md).
 #[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
 pub struct Report {
+    /// Version of this JSON's layout ([`SCHEMA`]): LuCI and scripts check it.
+    #[nserde(default)]
+    pub schema: u64,
     /// Program version.
     pub version: String,
     /// Seconds since start.
@@ -325,6 +328,10 @@ pub struct Report {
     #[nserde(default)]
     pub groups: Vec<GroupReport>,
 }
+
+/// The layout version of the JSON `stats` and `status` print: raised when
+/// a field changes meaning or goes away (new fields do not raise it).
+pub const SCHEMA: u64 = 1;
 
 /// One group's state and counters.
 #[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]

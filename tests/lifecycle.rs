@@ -290,3 +290,36 @@ fn an_idle_gateway_does_not_wake() {
     assert_eq!(udp(gw.addr, "two.example", A).ips(), ["192.0.2.1"]);
     assert!(gw.stop().success());
 }
+
+#[test]
+fn status_says_whether_it_runs_and_with_what() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        "config blocklist\n\toption name 'ads'\n\tlist domain 'ads.example'\n\tlist domain 'more.example'\n",
+    ));
+    assert_eq!(udp(gw.addr, "x.ads.example", A).ips(), ["0.0.0.0"]);
+    let conf = gw.config.clone();
+    let c = conf.to_str().unwrap();
+    let (code, out, err) = cli(&["status", "-c", c]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("hydradns     running, version "), "{out}");
+    assert!(out.contains(&format!("config       {c}")), "{out}");
+    assert!(out.contains("listen       127.0.0.1:0 (dnsmasq_mode off)"), "{out}");
+    assert!(out.contains(&format!("upstream     {} (up", up.addr)), "{out}");
+    assert!(out.contains("blocking     on, 1 names blocked so far"), "{out}");
+    assert!(out.contains("list         ads (blocklist): 2 entries"), "{out}");
+    let (_, json, _) = cli(&["status", "-c", c, "--json"]);
+    assert!(json.starts_with("{\"schema\":1,\"running\":true,"), "{json}");
+    let (_, stats, _) = cli(&["stats", "-c", c, "--json"]);
+    assert!(stats.starts_with("{\"schema\":1,"), "{stats}");
+    // Stopped: says so, exits 3, and still shows the config and the lists (counted from disk).
+    let (_, dir) = gw.stop_keeping_dir();
+    let (code, out, _) = cli(&["status", "-c", c]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.starts_with("hydradns     not running ("), "{out}");
+    assert!(out.contains("list         ads (blocklist): 2 entries"), "{out}");
+    let (_, json, _) = cli(&["status", "-c", c, "--json"]);
+    assert!(json.contains("\"running\":false") && !json.contains("\"stats\""), "{json}");
+    drop(dir);
+}

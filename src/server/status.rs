@@ -54,6 +54,7 @@ impl Status {
             None => LogReport::default(),
         };
         Report {
+            schema: crate::stats::SCHEMA,
             version: env!("CARGO_PKG_VERSION").into(),
             uptime_s: self.started.elapsed().as_secs(),
             queries: t.queries(),

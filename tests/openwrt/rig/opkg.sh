@@ -18,6 +18,12 @@ opkg install "$PKGS"/hydradns_*-1_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg 
 [ -L /etc/rc.d/S18hydradns ] && [ -L /etc/rc.d/K85hydradns ] || fail "not enabled: $(ls /etc/rc.d)"
 check_daemon
 
+step "hydradns status: the first look after install"
+out=$(hydradns status) || fail "status exit $?: $out"
+echo "$out" | grep -q "^hydradns     running" || fail "status: $out"
+echo "$out" | grep -q "^listen       127.0.0.1:5353, .*(dnsmasq_mode upstream)$" || fail "status listen: $out"
+hydradns status --json | jsonfilter -e '@.schema' | grep -qx 1 || fail "status --json schema"
+
 step "what procd was told"
 info=$(ubus call service list '{"name":"hydradns"}')
 [ "$(echo "$info" | jsonfilter -e '@.hydradns.instances.instance1.limits.nofile')" = "4096 4096" ] || fail "limits: $info"
