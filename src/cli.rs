@@ -557,7 +557,7 @@ fn show_log(args: Args) -> ExitCode {
         }
     };
     if args.json {
-        println!("{}", rows.serialize_json());
+        println!("{}", page(rows.serialize_json()));
     } else {
         for r in &rows {
             let via = match (&r.list, &r.upstream) {
@@ -580,6 +580,12 @@ fn show_log(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `log` and `top` JSON: `{"schema":1,"entries":[…]}`, the array inside an
+/// object that says its layout's version, as `stats` and `status` do.
+fn page(entries: String) -> String {
+    format!("{{\"schema\":{},\"entries\":{entries}}}", crate::stats::SCHEMA)
+}
+
 fn top(args: Args) -> ExitCode {
     if let Err(e) = args.only("top", &["-c", "--json", "--limit", "--blocked", "--clients", "--domains", "--since"]) {
         return usage_error("top", e);
@@ -596,7 +602,7 @@ fn top(args: Args) -> ExitCode {
     };
     let since = args.since.unwrap_or(Duration::from_secs(86_400));
     match read::top(&conn, kind, since, args.limit.unwrap_or(10)) {
-        Ok(rows) if args.json => println!("{}", rows.serialize_json()),
+        Ok(rows) if args.json => println!("{}", page(rows.serialize_json())),
         Ok(rows) => {
             for r in rows {
                 println!("{:>8}  {}", r.count, r.key);

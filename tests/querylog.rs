@@ -341,11 +341,14 @@ fn stats_and_top_in_text_and_json() {
 
     let (code, out, _) = cli(&["top", "-c", cfg_path(&gw), "--json"]);
     assert_eq!(code, 0);
-    let top = Vec::<TopRow>::deserialize_json(out.trim()).unwrap();
-    assert_eq!(top[0], TopRow { key: "popular.example".into(), count: 3 });
+    let (_, log, _) = cli(&["log", "-c", cfg_path(&gw), "--json"]);
+    assert!(log.starts_with("{\"schema\":1,\"entries\":[{"), "{log}");
+    let top = TopPage::deserialize_json(out.trim()).unwrap();
+    assert_eq!(top.schema, 1, "{out}");
+    assert_eq!(top.entries[0], TopRow { key: "popular.example".into(), count: 3 });
     let (_, out, _) = cli(&["top", "-c", cfg_path(&gw), "--blocked", "--json"]);
     assert_eq!(
-        Vec::<TopRow>::deserialize_json(out.trim()).unwrap(),
+        TopPage::deserialize_json(out.trim()).unwrap().entries,
         [TopRow { key: "x.blocked.example".into(), count: 2 }]
     );
     let (_, out, _) = cli(&["top", "-c", cfg_path(&gw), "--clients"]);
@@ -413,4 +416,11 @@ fn anonymized_clients_and_periodic_summary() {
     let log = gw.log();
     let line = log.lines().find(|l| l.contains("summary: ")).unwrap();
     assert!(line.contains(" queries=1 ") && line.contains(" log_written="), "{line}");
+}
+
+/// `hydradns top --json`.
+#[derive(DeJson)]
+struct TopPage {
+    schema: u64,
+    entries: Vec<TopRow>,
 }

@@ -748,7 +748,7 @@ pub fn log_rows(gw: &Gateway, extra: &[&str]) -> Vec<hydradns::querylog::read::L
     args.extend_from_slice(extra);
     let (code, out, err) = cli(&args);
     assert_eq!(code, 0, "{err}");
-    Vec::<hydradns::querylog::read::LogRow>::deserialize_json(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+    LogPage::deserialize_json(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}")).entries
 }
 
 /// A `config querylog` section keeping its files in the test's directory.
@@ -756,4 +756,11 @@ pub fn log_section(dir_extra: &str) -> String {
     format!(
         "config querylog 'querylog'\n\toption path '@DIR@/live/queries.db'\n\toption flash_path '@DIR@/flash/queries.db'\n{dir_extra}"
     )
+}
+
+/// `hydradns log --json`.
+#[derive(nanoserde::DeJson)]
+pub struct LogPage {
+    pub schema: u64,
+    pub entries: Vec<hydradns::querylog::read::LogRow>,
 }
