@@ -110,13 +110,19 @@ impl Pause {
     #[inline]
     pub fn paused_groups(&self) -> u64 {
         let set = self.groups_set.load(Relaxed);
-        if set == 0 && self.until_ms.load(Relaxed) == 0 {
+        let until = self.until_ms.load(Relaxed);
+        if set == 0 && until == 0 {
             return 0;
         }
-        if self.active() {
-            return u64::MAX;
-        }
         let now = self.base.elapsed().as_millis() as u64;
+        if until != 0 {
+            if now < until {
+                return u64::MAX;
+            }
+            // Over: cleared, so the queries after a pause read no clock for
+            // it (unless a new pause replaced this one meanwhile).
+            let _ = self.until_ms.compare_exchange(until, 0, Relaxed, Relaxed);
+        }
         let mut paused = 0;
         let mut bits = set;
         while bits != 0 {
