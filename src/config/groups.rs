@@ -75,13 +75,13 @@ const DAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 fn parse_clock(s: &str) -> Option<u16> {
     let (h, m) = s.trim().split_once(':')?;
     let (h, m): (u16, u16) = (h.parse().ok()?, m.parse().ok()?);
-    (h <= 24 && m < 60 && h * 60 + m <= 24 * 60 && m.to_string().len() <= 2).then_some(h * 60 + m)
+    (h <= 24 && m < 60 && h * 60 + m <= 24 * 60).then_some(h * 60 + m)
 }
 
 /// A day name: `sun`, `Sunday`, `SUN`.
 fn parse_day(s: &str) -> Option<u8> {
     let s = s.trim().to_ascii_lowercase();
-    let i = DAYS.iter().position(|d| s.starts_with(d) && (s.len() == 3 || FULL_DAYS.contains(&s.as_str())))?;
+    let i = DAYS.iter().zip(FULL_DAYS).position(|(short, full)| s == *short || s == full)?;
     Some(1 << i)
 }
 

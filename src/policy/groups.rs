@@ -63,11 +63,6 @@ impl GroupTable {
         self.names.iter().position(|n| &**n == name).map(|i| i as u32)
     }
 
-    /// Groups with a schedule.
-    pub fn scheduled(&self) -> u64 {
-        self.schedules.iter().enumerate().filter(|(_, s)| s.is_some()).fold(0, |m, (i, _)| m | 1 << i)
-    }
-
     /// The names of the groups in `mask`, comma-separated.
     pub fn names_of(&self, mask: u64) -> String {
         self.names
@@ -103,6 +98,6 @@ mod tests {
         assert_eq!(t.mask_of(&[]), DEFAULT);
         assert_eq!(t.mask_of(&["guests".into(), "default".into()]), 0b101);
         assert_eq!(t.names_of(0b110), "kids,guests");
-        assert_eq!(t.scheduled(), 0);
+        assert!(t.schedules.iter().all(Option::is_none));
     }
 }

@@ -275,7 +275,7 @@ impl Policy {
 
     /// Does an allow entry of the groups in `active` cover `key` (whether or not anything blocks it)?
     pub fn is_allowed(&self, key: &[u8], active: u64) -> bool {
-        self.classes.iter().any(|c| c.groups & active != 0 && !c.allow.is_empty() && c.allow.lookup(key).is_some())
+        self.allowed_by(key, active).is_some()
     }
 
     /// The matching block and allow entries for `key` among the groups in

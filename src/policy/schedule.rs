@@ -84,7 +84,7 @@ impl Schedules {
 
     /// The state at `now` and until when it holds.
     fn work_out(&self, now: i64) -> (u64, i64) {
-        if !self.synced_file.as_os_str().is_empty() && !self.synced_file.exists() {
+        if !self.clock_synced() {
             return (0, now + SYNC_CHECK);
         }
         (self.off_at(now), now - now.rem_euclid(60) + 60)

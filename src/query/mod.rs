@@ -477,6 +477,9 @@ pub struct Engine {
 impl Engine {
     /// An engine serving `snapshot`, recording answers into `log` if given.
     pub fn new(snapshot: Snapshot, log: Option<Logger>) -> Engine {
+        // What `follow_groups` does on a reload, without its load of
+        // `learned`: a load would put this thread on arc_swap's debt list
+        // (see `learning`).
         let learned = ArcSwap::from_pointee(learn(&snapshot));
         let learning = AtomicBool::new(snapshot.clients.needs_learning());
         if let Some(log) = &log {
