@@ -16,23 +16,9 @@ arch=$2
 out=${3:-dist}
 # shellcheck source=openwrt/package.sh
 . "$(dirname "$0")/package.sh"
+# shellcheck source=openwrt/apk-tool.sh
+. "$here/apk-tool.sh"
 
-find_apk() {
-	if [ -n "${APK:-}" ]; then
-		echo "$APK"
-	elif command -v apk > /dev/null && apk --version 2>/dev/null | grep -q '^apk-tools 3\.'; then
-		command -v apk
-	else
-		local rig="$here/../../shared/openwrt-userland" owrt=${OWRT_OUT:-/tmp/owrt}
-		if [ ! -x "$owrt/stage/usr/bin/apk" ]; then
-			[ -x "$rig/build.sh" ] || { echo "no apk-tools v3: set APK=/path/to/apk" >&2; exit 1; }
-			"$rig/build.sh" "$rig/src" "$owrt" >&2
-		fi
-		echo "$owrt/stage/usr/bin/apk"
-	fi
-}
-apk=$(find_apk)
-apk_lib=$(cd "$(dirname "$apk")/../lib" 2>/dev/null && pwd) || apk_lib=""
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -82,7 +68,6 @@ pkg="$out/hydradns-${version}_${arch}.apk"
 # HTTPS downloads is in every OpenWrt image (DEFAULT_PACKAGES); without it a
 # download fails and says why, and DNS works on.
 mkpkg=(
-	"$apk" mkpkg
 	--info "name:hydradns" --info "version:$version" --info "arch:$arch"
 	--info "description:$pkg_summary" --info "license:$pkg_license"
 	--info "origin:hydradns" --info "url:$pkg_url" --info "maintainer:$pkg_maintainer"
@@ -90,9 +75,6 @@ mkpkg=(
 	--script "pre-deinstall:$scripts/pre-deinstall"
 	--files "$files" --output "$pkg.tmp"
 )
-# apk records each file's owner by name: make them root's whoever builds.
-as_root=()
-[ "$(id -u)" = 0 ] || as_root=(unshare --map-root-user)
-SOURCE_DATE_EPOCH=$pkg_epoch LD_LIBRARY_PATH=${apk_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "${as_root[@]}" "${mkpkg[@]}" >&2
+mkpkg "${mkpkg[@]}" >&2
 mv "$pkg.tmp" "$pkg"
 echo "$pkg"

@@ -1,0 +1,30 @@
+# shellcheck shell=bash
+# Finds apk-tools v3 for `apk mkpkg`: $APK, else an `apk` v3 on PATH, else
+# the one ../shared/openwrt-userland builds (built here if missing). Sourced
+# by openwrt/build-apk.sh and openwrt/build-luci.sh after package.sh ($here).
+# shellcheck disable=SC2154  # here: from package.sh
+find_apk() {
+	if [ -n "${APK:-}" ]; then
+		echo "$APK"
+	elif command -v apk > /dev/null && apk --version 2>/dev/null | grep -q '^apk-tools 3\.'; then
+		command -v apk
+	else
+		local rig="$here/../../shared/openwrt-userland" owrt=${OWRT_OUT:-/tmp/owrt}
+		if [ ! -x "$owrt/stage/usr/bin/apk" ]; then
+			[ -x "$rig/build.sh" ] || { echo "no apk-tools v3: set APK=/path/to/apk" >&2; exit 1; }
+			"$rig/build.sh" "$rig/src" "$owrt" >&2
+		fi
+		echo "$owrt/stage/usr/bin/apk"
+	fi
+}
+
+# `apk mkpkg ARGS...`, reproducible (SOURCE_DATE_EPOCH from package.sh) and
+# with every file root's: apk records owners by name, whoever builds.
+mkpkg() {
+	local apk apk_lib as_root=()
+	apk=$(find_apk)
+	apk_lib=$(cd "$(dirname "$apk")/../lib" 2>/dev/null && pwd) || apk_lib=""
+	[ "$(id -u)" = 0 ] || as_root=(unshare --map-root-user)
+	# shellcheck disable=SC2154  # pkg_epoch: from package.sh
+	SOURCE_DATE_EPOCH=$pkg_epoch LD_LIBRARY_PATH=${apk_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "${as_root[@]}" "$apk" mkpkg "$@"
+}
