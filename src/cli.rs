@@ -731,6 +731,9 @@ struct Status {
     schema: u64,
     /// A gateway answered on the control socket.
     running: bool,
+    /// The router's clock, Unix seconds: what `paused_until` is counted
+    /// against (a browser's clock may be off).
+    now: u64,
     /// Why none did, when none did.
     error: String,
     /// The config file read (`<built-in>` without one).
@@ -771,6 +774,7 @@ fn status(args: Args) -> ExitCode {
     let st = Status {
         schema: crate::stats::SCHEMA,
         running: stats.is_some(),
+        now: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         error,
         config: cfg.source.clone(),
         listen: cfg.listen.iter().map(|a| a.to_string()).collect(),
