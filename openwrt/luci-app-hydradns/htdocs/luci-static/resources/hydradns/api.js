@@ -1,0 +1,148 @@
+'use strict';
+'require baseclass';
+'require rpc';
+'require uci';
+'require ui';
+
+// The calls every HydraDNS page makes, and the small formatting helpers
+// they share. The methods are those of /usr/libexec/rpcd/luci.hydradns;
+// the replies are the binary's own JSON (`"schema": 1`, docs/operation.md).
+
+var SCHEMA = 1;
+
+// A pause "until resumed": long enough to outlast any evening, shown as
+// such rather than as a date years away. A restart ends it, as any pause.
+var FOREVER = '3650d';
+
+var callStatus = rpc.declare({ object: 'luci.hydradns', method: 'status' });
+var callLog = rpc.declare({ object: 'luci.hydradns', method: 'log', params: [ 'limit', 'domain', 'client', 'blocked' ] });
+var callTop = rpc.declare({ object: 'luci.hydradns', method: 'top', params: [ 'kind', 'limit', 'since' ] });
+var callCheckConfig = rpc.declare({ object: 'luci.hydradns', method: 'check_config', params: [ 'config' ] });
+var callPause = rpc.declare({ object: 'luci.hydradns', method: 'pause', params: [ 'duration', 'group' ] });
+var callResume = rpc.declare({ object: 'luci.hydradns', method: 'resume', params: [ 'group' ] });
+var callUpdate = rpc.declare({ object: 'luci.hydradns', method: 'update' });
+var callAllow = rpc.declare({ object: 'luci.hydradns', method: 'allow', params: [ 'domain' ] });
+var callBlock = rpc.declare({ object: 'luci.hydradns', method: 'block', params: [ 'domain' ] });
+
+// A reply the plugin refused, or JSON of a schema this page does not know,
+// becomes a rejected promise with a message a person can read.
+function checked(reply) {
+	if (reply == null || typeof reply != 'object')
+		throw new Error(_('No answer from the HydraDNS plugin'));
+	// The plugin's own refusals carry no schema; the binary's JSON always
+	// does, and its `error` (why the gateway is not running) is data.
+	if (reply.schema == null && reply.error)
+		throw new Error(reply.error);
+	if (reply.schema != null && reply.schema != SCHEMA)
+		throw new Error(_('HydraDNS speaks schema %s, this page schema %s: update luci-app-hydradns').format(reply.schema, SCHEMA));
+	return reply;
+}
+
+function entries(reply) {
+	return checked(reply).entries || [];
+}
+
+// One UCI value as `uci export` writes it: single quotes, a quote inside
+// closed and escaped.
+function quote(v) {
+	return "'" + String(v).replace(/'/g, "'\\''") + "'";
+}
+
+return baseclass.extend({
+	SCHEMA: SCHEMA,
+	FOREVER: FOREVER,
+
+	status: function() { return callStatus().then(checked); },
+	log: function(limit, domain, client, blocked) {
+		return callLog(limit || 100, domain || '', client || '', blocked ? 1 : 0).then(entries);
+	},
+	top: function(kind, limit, since) { return callTop(kind, limit || 10, since || '24h').then(entries); },
+	checkConfig: function(text) { return callCheckConfig(text).then(checked); },
+	pause: function(duration, group) { return callPause(duration, group || '').then(checked); },
+	resume: function(group) { return callResume(group || '').then(checked); },
+	update: function() { return callUpdate().then(checked); },
+	allow: function(domain) { return callAllow(domain).then(checked); },
+	block: function(domain) { return callBlock(domain).then(checked); },
+
+	// n as a share of total, one decimal: "12.5 %"; "–" with no total.
+	percent: function(n, total) {
+		return total > 0 ? '%.1f %%'.format(100 * n / total) : '–';
+	},
+
+	// Seconds as "2d 3h", "5m 10s", "42s".
+	duration: function(s) {
+		s = Math.max(0, Math.floor(s));
+		var d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600),
+		    m = Math.floor(s % 3600 / 60), r = s % 60;
+		if (d > 0) return '%dd %dh'.format(d, h);
+		if (h > 0) return '%dh %dm'.format(h, m);
+		if (m > 0) return '%dm %ds'.format(m, r);
+		return '%ds'.format(r);
+	},
+
+	// What a pause that ends at `until` (Unix seconds, 0: none) looks like
+	// at `now`: null when blocking is on.
+	pauseLeft: function(until, now) {
+		if (!until || until <= now)
+			return null;
+		if (until - now > 365 * 86400)
+			return _('until resumed');
+		return _('%s left').format(this.duration(until - now));
+	},
+
+	// The sections of a config (uci.js's view, staged changes included) as
+	// the file the daemon reads, so check-config sees what Save & Apply
+	// would write. Returns the text and, per line, the section it belongs to.
+	configText: function(sections) {
+		var lines = [], owners = [];
+		sections.forEach(function(s) {
+			lines.push('config ' + s['.type'] + (s['.anonymous'] ? '' : ' ' + quote(s['.name'])));
+			owners.push(s['.name']);
+			Object.keys(s).sort().forEach(function(k) {
+				if (k.charAt(0) == '.')
+					return;
+				var v = s[k];
+				(Array.isArray(v) ? v : [ v ]).forEach(function(one) {
+					lines.push('\t' + (Array.isArray(v) ? 'list ' : 'option ') + k + ' ' + quote(one));
+					owners.push(s['.name']);
+				});
+			});
+			lines.push('');
+			owners.push(s['.name']);
+		});
+		return { text: lines.join('\n'), owners: owners, lines: lines };
+	},
+
+	// Save & Apply for a page of HydraDNS settings: save the form (staged
+	// in the session), have the daemon's own check-config read the staged
+	// config, and apply only if it passes; else say which line of which
+	// section it refused, and leave the changes staged to be mended.
+	saveApply: function(view, ev, mode) {
+		return view.handleSave(ev).then(L.bind(function() {
+			var c = this.configText(uci.sections('hydradns'));
+			return this.checkConfig(c.text).then(L.bind(function(r) {
+				if (r.valid) {
+					ui.changes.apply(mode == '0');
+					return true;
+				}
+				ui.addNotification(_('HydraDNS refuses this configuration'), this.explain(r.output, c), 'danger');
+				return false;
+			}, this));
+		}, this)).catch(function(e) {
+			ui.addNotification(null, E('p', {}, _('Cannot check the configuration: %s').format(e.message)), 'danger');
+			return false;
+		});
+	},
+
+	// check-config's "config:LINE: problem" lines, each with the section
+	// and the line of the text it read.
+	explain: function(output, c) {
+		return E('div', {}, String(output || '').split('\n').filter(function(l) { return l.length; }).map(function(l) {
+			var m = /^config:(\d+):\s*(.*)$/.exec(l), n = m ? +m[1] : 0;
+			if (!m || n < 1 || n > c.lines.length)
+				return E('p', {}, l);
+			return E('p', {}, [ E('strong', {}, _('Section %s').format(c.owners[n - 1])), ': ', m[2], E('br'),
+				E('code', {}, c.lines[n - 1].trim()) ]);
+		}));
+	}
+});

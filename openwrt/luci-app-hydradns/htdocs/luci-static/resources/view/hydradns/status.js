@@ -1,0 +1,164 @@
+'use strict';
+'require view';
+'require dom';
+'require poll';
+'require ui';
+'require hydradns.api as api';
+
+// Overview: is the gateway running, what it answered and how, its
+// upstreams and lists, and the pause buttons. Refreshed every 5 seconds
+// from `hydradns status --json` (cheap while it runs: the counts come from
+// the gateway, not from reading the lists).
+
+function table(head, rows) {
+	return E('table', { 'class': 'table' }, [
+		E('tr', { 'class': 'tr table-titles' }, head.map(function(h) { return E('th', { 'class': 'th' }, h); }))
+	].concat(rows.map(function(r) {
+		return E('tr', { 'class': 'tr' }, r.map(function(c) { return E('td', { 'class': 'td' }, c); }));
+	})));
+}
+
+function field(label, id, value) {
+	return E('tr', { 'class': 'tr' }, [
+		E('td', { 'class': 'td left', 'width': '33%' }, label),
+		E('td', { 'class': 'td left', 'id': 'hydradns-' + id }, value)
+	]);
+}
+
+return view.extend({
+	load: function() {
+		return api.status().catch(function(e) { return { running: false, error: e.message, lists: [] }; });
+	},
+
+	render: function(st) {
+		this.box = E('div', { 'id': 'hydradns-status' });
+		this.fill(st);
+		poll.add(L.bind(function() {
+			return api.status().then(L.bind(this.fill, this), L.bind(function(e) {
+				this.fill({ running: false, error: e.message, lists: [] });
+			}, this));
+		}, this), 5);
+		return E([], [
+			E('h2', {}, _('HydraDNS')),
+			E('div', { 'class': 'cbi-map-descr' },
+				_('The DNS gateway in front of this network: it answers from block lists, its cache and the upstream resolvers.')),
+			this.box
+		]);
+	},
+
+	fill: function(st) {
+		dom.content(this.box, st.running && st.stats
+			? [ this.summary(st), this.blocking(st), this.upstreams(st), this.lists(st) ]
+			: [ this.stopped(st), this.lists(st) ]);
+	},
+
+	stopped: function(st) {
+		return E('div', { 'class': 'cbi-section' }, [
+			E('h3', {}, _('Status')),
+			E('table', { 'class': 'table' }, [
+				field(_('State'), 'state', E('strong', {}, _('Not running'))),
+				field(_('Why'), 'error', st.error || '–')
+			]),
+			E('p', {}, _('Start it with "/etc/init.d/hydradns start", or under System → Startup; "logread -e hydradns" says why it stopped.'))
+		]);
+	},
+
+	summary: function(st) {
+		var s = st.stats, c = s.counters, q = s.queries, log = s.querylog || {};
+		return E('div', { 'class': 'cbi-section' }, [
+			E('h3', {}, _('Status')),
+			E('table', { 'class': 'table' }, [
+				field(_('State'), 'state', E('strong', {}, _('Running'))),
+				field(_('Version'), 'version', s.version),
+				field(_('Uptime'), 'uptime', api.duration(s.uptime_s)),
+				field(_('Queries'), 'queries', String(q)),
+				field(_('Blocked'), 'blocked', '%d (%s)'.format(c.blocked, api.percent(c.blocked, q))),
+				field(_('Answered from the cache'), 'cached', '%d (%s)'.format(c.cached, api.percent(c.cached, q))),
+				field(_('Forwarded upstream'), 'forwarded', '%d (%s)'.format(c.forwarded, api.percent(c.forwarded, q))),
+				field(_('Failed (SERVFAIL)'), 'failed', String(c.failed)),
+				field(_('Cache'), 'cache', _('%d of %d entries').format(s.cache_entries, s.cache_capacity)),
+				field(_('Query log'), 'querylog', log.enabled
+					? _('on: %d written, %d dropped').format(log.written, log.dropped + (log.lost || 0))
+					: _('off'))
+			])
+		]);
+	},
+
+	blocking: function(st) {
+		var s = st.stats, left = api.pauseLeft(s.paused_until, st.now);
+		var groups = (s.groups || []).filter(function(g) { return g.name != 'default' || s.groups.length > 1; });
+		var section = E('div', { 'class': 'cbi-section' }, [
+			E('h3', {}, _('Blocking')),
+			E('p', { 'id': 'hydradns-blocking' }, left
+				? E('strong', {}, _('Paused, %s').format(left))
+				: _('On')),
+			E('div', { 'class': 'cbi-page-actions', 'style': 'text-align:left' }, [
+				E('button', { 'class': 'cbi-button cbi-button-neutral', 'id': 'hydradns-pause-5m',
+					'click': ui.createHandlerFn(this, 'handlePause', '5m', null) }, _('Pause 5 min')), ' ',
+				E('button', { 'class': 'cbi-button cbi-button-neutral', 'id': 'hydradns-pause-1h',
+					'click': ui.createHandlerFn(this, 'handlePause', '1h', null) }, _('Pause 1 hour')), ' ',
+				E('button', { 'class': 'cbi-button cbi-button-neutral', 'id': 'hydradns-pause-forever',
+					'click': ui.createHandlerFn(this, 'handlePause', api.FOREVER, null) }, _('Pause until resumed')), ' ',
+				E('button', { 'class': 'cbi-button cbi-button-positive', 'id': 'hydradns-resume',
+					'disabled': left ? null : true,
+					'click': ui.createHandlerFn(this, 'handleResume', null) }, _('Resume'))
+			])
+		]);
+		if (groups.length > 0)
+			section.appendChild(table([ _('Group'), _('Blocked'), _('Schedule'), _('Blocking'), '' ], groups.map(L.bind(function(g) {
+				var gl = api.pauseLeft(g.paused_until, st.now);
+				return [
+					g.name, String(g.blocked),
+					g.schedule ? '%s (%s)'.format(g.schedule, g.active ? _('active') : _('inactive')) : _('always'),
+					gl ? _('paused, %s').format(gl) : _('on'),
+					gl
+						? E('button', { 'class': 'cbi-button cbi-button-positive', 'click': ui.createHandlerFn(this, 'handleResume', g.name) }, _('Resume'))
+						: E('button', { 'class': 'cbi-button cbi-button-neutral', 'click': ui.createHandlerFn(this, 'handlePause', '1h', g.name) }, _('Pause 1 hour'))
+				];
+			}, this))));
+		return section;
+	},
+
+	upstreams: function(st) {
+		return E('div', { 'class': 'cbi-section' }, [
+			E('h3', {}, _('Upstream resolvers')),
+			table([ _('Address'), _('State'), _('Answers'), _('Timeouts'), _('Errors'), _('Average reply') ],
+				(st.stats.upstreams || []).map(function(u) {
+					return [ u.addr, u.down ? E('strong', {}, _('DOWN')) : _('up'), String(u.answers), String(u.timeouts),
+						String(u.errors), u.answers > 0 ? '%.1f ms'.format(u.avg_latency_us / 1000) : '–' ];
+				}))
+		]);
+	},
+
+	lists: function(st) {
+		return E('div', { 'class': 'cbi-section' }, [
+			E('h3', {}, _('Lists')),
+			table([ _('Name'), _('Kind'), _('Entries'), _('Last update'), _('Problem') ],
+				(st.lists || []).map(function(l) {
+					return [ l.name, l.kind == 'allowlist' ? _('allow') : _('block'), String(l.entries),
+						l.url ? (l.last_success || _('never')) : (l.files && l.files.length ? _('local file') : _('names in the config')),
+						l.last_error || '' ];
+				}))
+		]);
+	},
+
+	handlePause: function(duration, group) {
+		return api.pause(duration, group).then(L.bind(this.refresh, this), function(e) {
+			ui.addNotification(null, E('p', {}, _('Pause failed: %s').format(e.message)), 'danger');
+		});
+	},
+
+	handleResume: function(group) {
+		return api.resume(group).then(L.bind(this.refresh, this), function(e) {
+			ui.addNotification(null, E('p', {}, _('Resume failed: %s').format(e.message)), 'danger');
+		});
+	},
+
+	refresh: function() {
+		return api.status().then(L.bind(this.fill, this));
+	},
+
+	handleSave: null,
+	handleSaveApply: null,
+	handleReset: null
+});
