@@ -4,7 +4,8 @@
 # tests against the ARM ones under qemu-user, packages all three as .ipk and
 # .apk and checks the packages, holds the UCI parser against libuci, lints
 # the shell scripts, and runs the x86_64 packages on the real OpenWrt
-# userland of ../shared/openwrt-userland (tests/openwrt/rig.sh; needs root).
+# userland of ../shared/openwrt-userland (tests/openwrt/rig.sh; needs root),
+# and luci-app-hydradns on its web stack (tests/openwrt/luci.sh).
 # Installs what it needs (Debian: qemu-user shellcheck, and what the rig's
 # build.sh installs; PyPI: Zig, cargo-zigbuild; rustup targets).
 # scripts/test.sh calls it.
@@ -27,7 +28,8 @@ fi
 step() { printf '\n== %s\n' "$*"; }
 
 step "shell scripts (shellcheck)"
-shellcheck -x scripts/*.sh bench/*.sh tests/openwrt/*.sh tests/openwrt/rig/*.sh openwrt/*.sh openwrt/files/hydradns.init .ci/run
+shellcheck -x scripts/*.sh bench/*.sh tests/openwrt/*.sh tests/openwrt/rig/*.sh openwrt/*.sh openwrt/files/hydradns.init .ci/run \
+    openwrt/luci-app-hydradns/root/usr/libexec/rpcd/luci.hydradns
 
 step "static router binaries"
 scripts/build-release.sh
@@ -67,8 +69,14 @@ for spec in aarch64-unknown-linux-musl:aarch64_generic:AArch64 \
     printf '%s: %d bytes, %s: %d bytes\n' "${ipk##*/}" "$(stat -c %s "$ipk")" "${apk##*/}" "$(stat -c %s "$apk")"
 done
 
+luci=$(openwrt/build-luci.sh dist)
+for pkg in $luci; do printf '%s: %d bytes\n' "${pkg##*/}" "$(stat -c %s "$pkg")"; done
+
 step "UCI parser against libuci"
 tests/openwrt/uci-compat.sh
 
 step "the x86_64 packages on the real OpenWrt userland"
 tests/openwrt/rig.sh "dist/hydradns-$version-x86_64-unknown-linux-musl"
+
+step "luci-app-hydradns on the real web stack (rpcd, uhttpd, LuCI, Chromium)"
+tests/openwrt/luci.sh "dist/hydradns-$version-x86_64-unknown-linux-musl"

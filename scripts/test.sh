@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs them all: format check, clippy, unit
-# and integration tests, then the router side (scripts/test-openwrt.sh:
+# and integration tests, the LuCI views, then the router side (scripts/test-openwrt.sh:
 # cross builds, the tests again under qemu, packages, init script, UCI), a
 # fixed-count pass of every fuzz target (scripts/fuzz.sh), and short passes
 # of the benchmark (bench/run.sh --quick) and of the soak (bench/soak.sh --quick).
@@ -28,6 +28,11 @@ cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
+# The LuCI pages' views in node:vm (Node's own test runner, no npm
+# packages), and their translation template up to date.
+need node:nodejs
+node --test tests/luci/
+scripts/luci-pot.py --check
 # Router builds, packages, init script and UCI compatibility.
 scripts/test-openwrt.sh
 # Every fuzz target, 20,000 executions each from the real seeds: no crash,

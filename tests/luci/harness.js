@@ -1,0 +1,149 @@
+// Loads luci-app-hydradns's JS as LuCI's loader does (the `'require X as Y'`
+// directives become the factory's arguments; see luci.js require()), inside
+// node:vm with small stand-ins for LuCI's classes that record what the
+// views ask of them. Used by views.test.js; no npm packages.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const vm = require('vm');
+
+const APP = path.join(__dirname, '../../openwrt/luci-app-hydradns');
+const RESOURCES = path.join(APP, 'htdocs/luci-static/resources');
+
+// LuCI's String.prototype.format, the conversions the views use: %s %d
+// %.Nf %%.
+function format(fmt, ...args) {
+	let i = 0;
+	return fmt.replace(/%(%|\.(\d+)f|[sdf])/g, (m, conv, prec) => {
+		if (conv === '%') return '%';
+		const v = args[i++];
+		if (conv === 's') return String(v);
+		if (conv === 'd') return String(Math.trunc(Number(v)));
+		return Number(v).toFixed(prec != null ? +prec : 6);
+	});
+}
+
+// E(): LuCI builds DOM nodes; here plain objects with the same shape.
+function E(tag, attrs, children) {
+	if (Array.isArray(tag)) return { tag: '#fragment', attrs: {}, children: flat(attrs) };
+	if (Array.isArray(attrs) || typeof attrs !== 'object' || attrs === null || attrs.tag)
+		[ attrs, children ] = [ {}, attrs ];
+	const node = { tag, attrs: attrs || {}, children: flat(children), appendChild(c) { this.children.push(c); } };
+	return node;
+}
+function flat(c) {
+	if (c == null) return [];
+	return (Array.isArray(c) ? c : [ c ]).flat(Infinity).filter((x) => x != null);
+}
+function text(n) {
+	if (n == null) return '';
+	if (typeof n !== 'object') return String(n);
+	return n.children.map(text).join('');
+}
+function find(n, pred, out = []) {
+	if (n && typeof n === 'object') {
+		if (pred(n)) out.push(n);
+		(n.children || []).forEach((c) => find(c, pred, out));
+	}
+	return out;
+}
+const byId = (n, id) => find(n, (x) => x.attrs && x.attrs.id === id)[0];
+
+function classOf(proto) {
+	const C = function () {};
+	C.prototype = proto;
+	C.extend = (p) => classOf(Object.assign(Object.create(proto), p));
+	return C;
+}
+
+// A fresh world: `replies` maps "object.method" to a function of the call's
+// named arguments returning the reply (or throwing).
+function world(replies, uciData) {
+	const calls = [], notes = [], polls = [], applied = [];
+	const rpc = {
+		declare(d) {
+			return (...args) => {
+				const named = {};
+				(d.params || []).forEach((p, i) => { named[p] = args[i]; });
+				calls.push({ object: d.object, method: d.method, args: named });
+				const f = replies[d.object + '.' + d.method];
+				if (!f) return Promise.reject(new Error('no reply for ' + d.method));
+				try { return Promise.resolve(f(named)); } catch (e) { return Promise.reject(e); }
+			};
+		}
+	};
+	const uci = {
+		data: uciData || {},
+		saved: 0,
+		load() { return Promise.resolve(); },
+		sections(conf, type) {
+			return (this.data[conf] || []).filter((s) => !type || s['.type'] === type);
+		},
+		get(conf, sid, opt) {
+			const s = (this.data[conf] || []).find((x) => x['.name'] === sid);
+			return s ? s[opt] : undefined;
+		}
+	};
+	const ui = {
+		createHandlerFn(ctx, fn, ...args) {
+			return () => (typeof fn === 'string' ? ctx[fn] : fn).apply(ctx, args);
+		},
+		addNotification(title, body, kind) { notes.push({ title, text: text(body), kind }); },
+		changes: { apply(checked) { applied.push(checked); } }
+	};
+	const dom = { content(node, children) { node.children = flat(children); return node; } };
+	const poll = { add(fn, interval) { polls.push({ fn, interval }); } };
+	const form = makeForm();
+	const L = {
+		bind: (fn, ctx, ...a) => fn.bind(ctx, ...a),
+		resolveDefault: (p, d) => Promise.resolve(p).catch(() => d),
+		isObject: (o) => o != null && typeof o === 'object',
+		env: {}
+	};
+	const ctx = vm.createContext({ console, E, _: (s) => s });
+	vm.runInContext('String.prototype.format = function(...a) { return __format(String(this), ...a); }',
+		Object.assign(ctx, { __format: format }));
+	const mocks = {
+		baseclass: { extend: (p) => classOf(p) },
+		view: { extend: (p) => classOf(p) },
+		rpc, uci, ui, dom, poll, form
+	};
+	const loaded = {};
+	function load(name) {
+		if (loaded[name]) return loaded[name];
+		const file = path.join(RESOURCES, name.replace(/\./g, '/') + '.js');
+		const src = fs.readFileSync(file, 'utf8');
+		const names = [], deps = [];
+		for (const m of src.matchAll(/^'require ([\w.]+)(?: as (\w+))?';$/gm)) {
+			names.push(m[2] || m[1].replace(/[^a-zA-Z0-9_]/g, '_'));
+			deps.push(mocks[m[1]] || load(m[1]));
+		}
+		const factory = vm.runInContext(`(function(window, document, L, ${names.join(', ')}) { ${src} })`, ctx, { filename: file });
+		const Class = factory({}, {}, L, ...deps);
+		loaded[name] = new Class();
+		return loaded[name];
+	}
+	return { load, calls, notes, polls, applied, uci, form };
+}
+
+// form.Map and friends: records the sections and options a view declares.
+function makeForm() {
+	const maps = [];
+	function Section(map, kind, type, title) {
+		this.kind = kind; this.type = type; this.title = title; this.options = [];
+		this.tab = () => {};
+		this.option = (cls, name, title) => { const o = { cls, name, title, values: [], value(v) { this.values.push(v); } }; this.options.push(o); return o; };
+		this.taboption = (tab, cls, name, title) => this.option(cls, name, title);
+	}
+	function Map(config, title, descr) {
+		this.config = config; this.title = title; this.sections = []; maps.push(this);
+	}
+	Map.prototype.section = function (kind, type, title) { const s = new Section(this, kind, type, title); this.sections.push(s); return s; };
+	Map.prototype.render = function () { return Promise.resolve(E('div', { 'class': 'cbi-map' }, this.title)); };
+	const form = { Map, maps };
+	for (const k of [ 'TypedSection', 'NamedSection', 'GridSection', 'Flag', 'Value', 'ListValue', 'DynamicList', 'MultiValue', 'DummyValue' ])
+		form[k] = k;
+	return form;
+}
+
+module.exports = { world, text, find, byId, format, APP };

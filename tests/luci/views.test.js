@@ -1,0 +1,183 @@
+// Unit tests of luci-app-hydradns's views in node:vm (harness.js), as
+// openwrt/luci's CI tests luci-app-package-manager: the real view code,
+// LuCI's classes stood in for. Run: node --test tests/luci/
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('fs');
+const path = require('path');
+const { world, text, find, byId, APP } = require('./harness.js');
+
+const fixture = (f) => JSON.parse(fs.readFileSync(path.join(__dirname, 'fixtures', f), 'utf8'));
+const tick = () => new Promise((r) => setImmediate(r));
+
+function statusWorld(status, extra) {
+	return world(Object.assign({
+		'luci.hydradns.status': () => status,
+		'luci.hydradns.pause': () => ({ schema: 1 }),
+		'luci.hydradns.resume': () => ({ schema: 1 })
+	}, extra || {}));
+}
+
+test('overview shows the gateway\'s own numbers and polls every 5 s', async () => {
+	const st = fixture('status.json');
+	const w = statusWorld(st);
+	const v = w.load('view.hydradns.status');
+	const page = v.render(await v.load());
+	assert.equal(text(byId(page, 'hydradns-state')), 'Running');
+	assert.equal(text(byId(page, 'hydradns-queries')), String(st.stats.queries));
+	const c = st.stats.counters;
+	assert.equal(text(byId(page, 'hydradns-blocked')), `${c.blocked} (${(100 * c.blocked / st.stats.queries).toFixed(1)} %)`);
+	assert.equal(text(byId(page, 'hydradns-blocking')), 'On');
+	assert.match(text(page), /127\.0\.0\.1:5399/);
+	assert.match(text(page), /kids/, 'a second group is listed with its pause button');
+	assert.deepEqual(w.polls.map((p) => p.interval), [ 5 ]);
+	assert.equal(find(page, (n) => n.attrs.id === 'hydradns-resume')[0].attrs.disabled, true, 'nothing to resume');
+});
+
+test('the pause buttons pause for 5 min, 1 h and until resumed, and the countdown follows the router\'s clock', async () => {
+	const st = fixture('status.json');
+	const w = statusWorld(st);
+	const v = w.load('view.hydradns.status');
+	const page = v.render(await v.load());
+	for (const [ id, duration ] of [ [ 'hydradns-pause-5m', '5m' ], [ 'hydradns-pause-1h', '1h' ], [ 'hydradns-pause-forever', '3650d' ] ]) {
+		await byId(page, id).attrs.click();
+		assert.deepEqual(w.calls.filter((c) => c.method === 'pause').pop().args, { duration, group: '' });
+	}
+	st.stats.paused_until = st.now + 125;
+	v.fill(st);
+	assert.equal(text(byId(v.box, 'hydradns-blocking')), 'Paused, 2m 5s left');
+	st.stats.paused_until = st.now + 3650 * 86400;
+	v.fill(st);
+	assert.equal(text(byId(v.box, 'hydradns-blocking')), 'Paused, until resumed');
+	await byId(v.box, 'hydradns-resume').attrs.click();
+	assert.deepEqual(w.calls.filter((c) => c.method === 'resume').pop().args, { group: '' });
+});
+
+test('a stopped gateway says so and why, and still lists the lists', async () => {
+	const w = statusWorld({ schema: 1, running: false, error: 'connecting to /var/run/hydradns/control.sock: No such file or directory', lists: [ { name: 'ads', kind: 'blocklist', entries: 7, files: [ '/etc/hydradns/ads.txt' ] } ] });
+	const v = w.load('view.hydradns.status');
+	const page = v.render(await v.load());
+	assert.equal(text(byId(page, 'hydradns-state')), 'Not running');
+	assert.match(text(byId(page, 'hydradns-error')), /control\.sock/);
+	assert.match(text(page), /ads.*block.*7.*local file/);
+});
+
+test('a reply of another schema is refused with a message, not misread', async () => {
+	const w = statusWorld({ schema: 2, running: true, stats: {} });
+	const v = w.load('view.hydradns.status');
+	const st = await v.load();
+	assert.equal(st.running, false);
+	assert.match(st.error, /schema 2/);
+});
+
+test('queries: blocked rows offer Allow, others Block; the filter goes to the plugin as typed', async () => {
+	const log = fixture('log.json');
+	const w = world({
+		'luci.hydradns.top': (a) => ({ schema: 1, entries: a.kind === 'blocked' ? [ { key: 'ads.example', count: 3 } ] : [ { key: 'laptop', count: 9 } ] }),
+		'luci.hydradns.log': () => log,
+		'luci.hydradns.allow': (a) => ({ allowlist: a.domain, section: 'luci_allow' }),
+		'luci.hydradns.block': (a) => ({ blocklist: a.domain, section: 'luci_block' })
+	});
+	const v = w.load('view.hydradns.queries');
+	const page = v.render(await v.load());
+	const rows = find(byId(page, 'hydradns-log'), (n) => n.tag === 'tr').slice(1);
+	assert.equal(rows.length, log.entries.length);
+	log.entries.forEach((e, i) => {
+		const button = find(rows[i], (n) => n.tag === 'button')[0];
+		assert.equal(text(button), e.outcome === 'blocked' ? 'Allow' : 'Block', e.name);
+		assert.equal(button.attrs['data-name'], e.name);
+	});
+	await find(byId(page, 'hydradns-top-blocked'), (n) => n.tag === 'button')[0].attrs.click();
+	assert.deepEqual(w.calls.pop(), { object: 'luci.hydradns', method: 'allow', args: { domain: 'ads.example' } });
+	assert.match(w.notes.pop().text, /ads\.example is allowed for every group/);
+	assert.match(text(byId(page, 'hydradns-top-clients')), /laptop9/);
+
+	byId(page, 'hydradns-filter-domain').value = ' *.example ';
+	byId(page, 'hydradns-filter-client').value = 'laptop';
+	byId(page, 'hydradns-filter-blocked').checked = true;
+	await byId(page, 'hydradns-filter-apply').attrs.click();
+	assert.deepEqual(w.calls.pop().args, { limit: 100, domain: '*.example', client: 'laptop', blocked: 1 });
+});
+
+test('queries: a log that cannot be read says why instead of an empty table', async () => {
+	const w = world({
+		'luci.hydradns.top': () => ({ error: 'hydradns top: no query log (querylog disabled)' }),
+		'luci.hydradns.log': () => ({ error: 'hydradns log: no query log (querylog disabled)' })
+	});
+	const v = w.load('view.hydradns.queries');
+	const page = v.render(await v.load());
+	assert.equal(find(page, (n) => (n.attrs.class || '').includes('warning')).length, 3);
+	assert.match(text(page), /querylog disabled/);
+});
+
+test('Save & Apply: the staged config goes to check-config as UCI text; applied only if it passes', async () => {
+	let verdict = { valid: false, output: 'config:2: option \'cache_size\': \'lots\' is not a number from 0 to 10000000' };
+	const sent = [];
+	const w = world({ 'luci.hydradns.check_config': (a) => { sent.push(a.config); return verdict; } }, {
+		hydradns: [
+			{ '.type': 'hydradns', '.name': 'main', '.anonymous': false, listen: [ '127.0.0.1:5353', '[::1]:5353' ], cache_size: 'lots' },
+			{ '.type': 'blocklist', '.name': 'cfg02', '.anonymous': true, name: 'it\'s mine', domain: [ 'a.example' ] }
+		]
+	});
+	const api = w.load('hydradns.api');
+	const view = { handleSave: () => Promise.resolve() };
+	assert.equal(await api.saveApply(view, null, '0'), false);
+	assert.equal(sent[0], "config hydradns 'main'\n\toption cache_size 'lots'\n\tlist listen '127.0.0.1:5353'\n\tlist listen '[::1]:5353'\n\n" +
+		"config blocklist\n\tlist domain 'a.example'\n\toption name 'it'\\''s mine'\n");
+	assert.deepEqual(w.applied, []);
+	const note = w.notes.pop();
+	assert.equal(note.title, 'HydraDNS refuses this configuration');
+	assert.match(note.text, /Section main.*not a number.*option cache_size 'lots'/);
+	verdict = { valid: true, output: 'ok' };
+	assert.equal(await api.saveApply(view, null, '0'), true);
+	assert.deepEqual(w.applied, [ true ]);
+});
+
+test('settings and lists offer only options the daemon documents, and flags keep their values', async () => {
+	const doc = fs.readFileSync(path.join(APP, '../../docs/configuration.md'), 'utf8');
+	for (const name of [ 'view.hydradns.settings', 'view.hydradns.lists' ]) {
+		const w = world({ 'luci.hydradns.status': () => ({ schema: 1, running: true, lists: [] }) }, { hydradns: [] });
+		const v = w.load(name);
+		await v.render(await v.load());
+		const map = w.form.maps[0];
+		assert.equal(map.config, 'hydradns');
+		for (const s of map.sections) {
+			assert.ok(doc.includes('config ' + s.type), `${name}: section ${s.type} is not in docs/configuration.md`);
+			for (const o of s.options.filter((o) => !o.name.startsWith('_'))) {
+				assert.ok(doc.includes('`' + o.name + '`'), `${name}: option ${o.name} is not in docs/configuration.md`);
+				if (o.cls === 'Flag' || o.cls === 'ListValue')
+					assert.equal(o.rmempty, false, `${name}: ${o.name} would be deleted when equal to its default`);
+			}
+		}
+	}
+});
+
+test('every method the pages call is in the ACL and the plugin; writes need the write ACL', () => {
+	const acl = JSON.parse(fs.readFileSync(path.join(APP, 'root/usr/share/rpcd/acl.d/luci-app-hydradns.json'), 'utf8'))['luci-app-hydradns'];
+	const read = acl.read.ubus['luci.hydradns'], write = acl.write.ubus['luci.hydradns'];
+	const plugin = fs.readFileSync(path.join(APP, 'root/usr/libexec/rpcd/luci.hydradns'), 'utf8');
+	const listed = Object.keys(JSON.parse(/cat << 'JSON'\n([\s\S]*?)\nJSON/.exec(plugin)[1]));
+	const declared = [];
+	for (const f of fs.readdirSync(path.join(APP, 'htdocs/luci-static/resources'), { recursive: true }).filter((f) => f.endsWith('.js'))) {
+		const src = fs.readFileSync(path.join(APP, 'htdocs/luci-static/resources', f), 'utf8');
+		for (const m of src.matchAll(/rpc\.declare\(\{\s*object:\s*'([^']+)',\s*method:\s*'([^']+)'/g)) {
+			assert.equal(m[1], 'luci.hydradns', f);
+			declared.push(m[2]);
+		}
+	}
+	assert.ok(declared.length >= 9);
+	for (const m of declared) {
+		assert.ok(read.includes(m) || write.includes(m), `${m} is in no ACL`);
+		assert.ok(listed.includes(m), `${m} is not in the plugin's list`);
+	}
+	assert.deepEqual([ ...read, ...write ].sort(), [ ...listed ].sort(), 'the ACL names exactly the plugin\'s methods');
+	assert.deepEqual(read.sort(), [ 'check_config', 'log', 'status', 'top' ], 'read: the methods without side effects');
+	assert.deepEqual(acl.read.uci, [ 'hydradns' ]);
+	assert.deepEqual(acl.write.uci, [ 'hydradns' ]);
+	const menu = JSON.parse(fs.readFileSync(path.join(APP, 'root/usr/share/luci/menu.d/luci-app-hydradns.json'), 'utf8'));
+	for (const [ p, node ] of Object.entries(menu))
+		if (node.action.type === 'view')
+			assert.ok(fs.existsSync(path.join(APP, 'htdocs/luci-static/resources/view', node.action.path + '.js')), p);
+	assert.deepEqual(menu['admin/services/hydradns'].depends.acl, [ 'luci-app-hydradns' ]);
+});

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# luci-app-hydradns on OpenWrt's real web stack (../shared/openwrt-userland
+# built WITH_LUCI=1: rpcd, uhttpd, ucode, LuCI): for opkg and for apk, boots
+# a fresh image serving LuCI on the host's 127.0.0.1:PORT, installs
+# hydradns and luci-app-hydradns there (tests/openwrt/rig/luci.sh), then
+# drives it from here: the rpcd plugin through /ubus with logged-in sessions
+# (and calls outside the ACL refused), and the pages in headless Chromium
+# (tests/openwrt/luci-check.py: live numbers, pause, allow, a config the
+# daemon refuses). Screenshots go to ARTIFACTS (default target/artifacts).
+# Needs root; installs Debian's chromium if missing.
+#   tests/openwrt/luci.sh BINARY           BINARY: the static x86_64 build
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+rig=../shared/openwrt-userland
+out=${OWRT_WEB_OUT:-/tmp/owrt-web}
+artifacts=${ARTIFACTS:-$PWD/target/artifacts}
+[ "$(id -u)" = 0 ] || { echo "tests/openwrt/luci.sh: needs root (namespaces)" >&2; exit 1; }
+command -v chromium > /dev/null || {
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null
+}
+WITH_LUCI=1 "$rig/build.sh" "$rig/src" "$out" > "$out.build.log" 2>&1 || { cat "$out.build.log"; exit 1; }
+export APK="$out/stage/usr/bin/apk"
+mkdir -p "$artifacts"
+
+work=$(mktemp -d)
+runner=
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+	[ -z "$runner" ] || { touch "$out/root/rig/stop" 2> /dev/null; wait "$runner" 2> /dev/null || true; }
+	rm -rf "$work"
+}
+trap cleanup EXIT
+mnt="$work/mnt"
+mkdir -p "$mnt/pkgs"
+cp tests/openwrt/rig/lib.sh tests/openwrt/rig/luci.sh "$mnt/"
+RELEASE=1 openwrt/build-ipk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
+RELEASE=1 openwrt/build-apk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
+openwrt/build-luci.sh "$mnt/pkgs" > /dev/null
+# luci-base, registered: the rig has its files but no package of that name.
+empty="$work/empty"
+mkdir -p "$empty/c" "$empty/d"
+printf 'Package: luci-base\nVersion: 0-rig\nArchitecture: all\nInstalled-Size: 0\nDescription: the rig'"'"'s luci-base\n' > "$empty/c/control"
+(cd "$empty/d" && tar --format=gnu --owner=0 --group=0 -czf ../data.tar.gz .)
+(cd "$empty/c" && tar --format=gnu --owner=0 --group=0 -czf ../control.tar.gz .)
+echo 2.0 > "$empty/debian-binary"
+(cd "$empty" && tar --format=gnu --owner=0 --group=0 -czf "$mnt/pkgs/luci-base_0-rig_all.ipk" ./debian-binary ./control.tar.gz ./data.tar.gz)
+mkdir -p "$empty/files"
+LD_LIBRARY_PATH="$out/stage/usr/lib" "$APK" mkpkg --info name:luci-base --info version:0-r0 --info arch:noarch --info "description:the rig's luci-base" \
+	--files "$empty/files" --output "$mnt/pkgs/luci-base-0-r0_noarch.apk" > /dev/null
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+failed=0
+printf '\n| scenario | result | seconds |\n|---|---|---|\n' > "$work/table"
+for mode in opkg apk; do
+	started=$SECONDS
+	result=pass
+	# Left by the run before: this run's image is copied in only once it starts.
+	rm -f "$out/root/rig/ready" "$out/root/rig/stop"
+	"$rig/run.sh" --out "$out" --fresh --luci-port "$port" --timeout 400 --mount "$mnt" -- /rig/mnt/luci.sh "$mode" \
+		> "$work/$mode.log" 2>&1 &
+	runner=$!
+	ready=0
+	for _ in $(seq 1 240); do
+		[ -f "$out/root/rig/ready" ] && { ready=1; break; }
+		kill -0 "$runner" 2> /dev/null || break
+		sleep 0.5
+	done
+	verdict=fail
+	if [ $ready = 1 ] && python3 tests/openwrt/luci-check.py --port "$port" --prefix "$artifacts/luci-$mode" \
+		> "$work/$mode.check" 2>&1; then
+		verdict=pass
+	fi
+	echo "$verdict" > "$out/root/rig/stop" 2> /dev/null || true
+	wait "$runner" || true
+	runner=
+	if [ $verdict != pass ] || ! grep -q '^PASS luci$' "$work/$mode.log"; then
+		result=FAIL
+		echo "== luci $mode failed" >&2
+		cat "$work/$mode.log" "$work/$mode.check" >&2
+	fi
+	[ "$result" = pass ] || failed=1
+	printf '| luci-%s | %s | %d |\n' "$mode" "$result" $((SECONDS - started)) >> "$work/table"
+done
+cat "$work/table"
+ls "$artifacts"/luci-*.png 2> /dev/null || true
+exit $failed

@@ -1,0 +1,73 @@
+#!/bin/sh
+# shellcheck disable=SC2015,SC2016  # A && B || fail is meant; a crypt hash
+# luci-app-hydradns on the real web stack (rpcd, uhttpd, LuCI): installed
+# with opkg or apk beside hydradns, some queries answered, a read-only rpcd
+# login added; then the host (tests/openwrt/luci.sh) drives /ubus and a
+# real browser against it while this waits; afterwards, what the browser
+# did must show in the gateway's answers.
+#   /rig/mnt/luci.sh opkg|apk
+# shellcheck source=tests/openwrt/rig/lib.sh
+. /rig/mnt/lib.sh
+mode=$1
+
+router_with_wan
+# The rig lays out luci-base without registering it with a package manager;
+# an empty package of that name registers it, so our Depends resolves.
+step "$mode: install hydradns and luci-app-hydradns"
+case "$mode" in
+opkg)
+	opkg install "$PKGS"/luci-base_*_all.ipk "$PKGS"/hydradns_*-1_x86_64.ipk "$PKGS"/luci-app-hydradns_*_all.ipk \
+		> /tmp/install.out 2>&1 || fail "opkg install: $(cat /tmp/install.out)"
+	;;
+apk)
+	apk add --initdb --allow-untrusted "$PKGS"/luci-base-*_noarch.apk "$PKGS"/hydradns-*-r1_x86_64.apk \
+		"$PKGS"/luci-app-hydradns-*_noarch.apk > /tmp/install.out 2>&1 || fail "apk add: $(cat /tmp/install.out)"
+	apk info -e luci-app-hydradns > /dev/null || fail "not installed: $(apk info)"
+	;;
+esac
+check_daemon
+[ -x /usr/libexec/rpcd/luci.hydradns ] || fail "no rpcd plugin"
+# The postinst had rpcd read the new plugin and ACL.
+wait_until 10 sh -c 'ubus list luci.hydradns' || fail "rpcd has no luci.hydradns: $(ubus list)"
+ubus call luci.hydradns status | jsonfilter -e '@.running' | grep -qx true || fail "status: $(ubus call luci.hydradns status)"
+
+step "$mode: a list, and queries to show"
+uci set hydradns.rigads=blocklist
+uci add_list hydradns.rigads.domain=ads.example
+uci commit hydradns
+reload_config
+wait_for 10 0.0.0.0 ask ads.example 127.0.0.1 || fail "ads.example not blocked"
+# Straight to the gateway: dnsmasq would answer repeats from its cache.
+for _ in 1 2 3; do ask ads.example 127.0.0.1 5353 > /dev/null; done
+for _ in 1 2; do ask wan.example 127.0.0.1 5353 > /dev/null; done
+
+step "$mode: a login that may only look (rpcd ACL luci-app-hydradns, read)"
+uci add rpcd login > /dev/null
+uci set 'rpcd.@login[-1].username=viewer'
+# `openssl passwd -1 -salt hydrarig viewer`: rpcd checks it with crypt(3).
+uci set 'rpcd.@login[-1].password=$1$hydrarig$upJgt07L.LJTkLmpplhyU0'
+uci add_list 'rpcd.@login[-1].read=luci-app-hydradns'
+uci commit rpcd
+killall -HUP rpcd
+wait_until 10 sh -c 'ubus list luci.hydradns' || fail "rpcd did not come back"
+
+touch /rig/ready
+echo "-- ready: the host drives LuCI now"
+i=0
+until [ -f /rig/stop ]; do
+	i=$((i + 1))
+	[ $i -le 600 ] || fail "the host never finished"
+	sleep 0.5
+done
+
+step "$mode: what the host did through LuCI"
+grep -qx pass /rig/stop || fail "the host's checks failed"
+# The browser's "Allow" on the top blocked name: in UCI, and answered.
+uci -q get hydradns.luci_allow.domain | grep -qw ads.example || fail "no luci_allow: $(uci show hydradns)"
+hydradns check -c /etc/config/hydradns ads.example | grep -q 'allowed' ||
+	fail "ads.example not allowed: $(hydradns check -c /etc/config/hydradns ads.example)"
+not_blocked() { [ "$(ask ads.example 127.0.0.1)" != 0.0.0.0 ]; }
+wait_until 10 not_blocked || fail "ads.example still blocked"
+# The browser's pause is still running.
+[ "$(hydradns stats --json | jsonfilter -e '@.paused_until')" -gt "$(date +%s)" ] || fail "not paused: $(hydradns stats)"
+echo "PASS luci"
