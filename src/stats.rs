@@ -20,6 +20,10 @@ macro_rules! counters {
             pub latency: Histogram,
             /// Blocks per group.
             pub groups: GroupCounters,
+            /// Answered queries by question type ([`QTYPES`], then other).
+            pub qtypes: [AtomicU64; QTYPE_SLOTS],
+            /// Answers by outcome (`querylog::Outcome` order) and rcode ([`RCODES`]).
+            pub answers: [[AtomicU64; RCODES.len()]; OUTCOMES],
         }
 
         /// A point-in-time sum of counters; fields as documented on [`Counters`]
@@ -102,6 +106,57 @@ counters! {
     tcp_timeouts,
 }
 
+/// Question types counted on their own; every other type is `other`, so
+/// the metrics' label set stays fixed whatever clients ask.
+pub const QTYPES: [(u16, &str); 12] = [
+    (1, "A"),
+    (28, "AAAA"),
+    (65, "HTTPS"),
+    (64, "SVCB"),
+    (12, "PTR"),
+    (5, "CNAME"),
+    (16, "TXT"),
+    (15, "MX"),
+    (33, "SRV"),
+    (2, "NS"),
+    (6, "SOA"),
+    (255, "ANY"),
+];
+/// [`QTYPES`] and `other`.
+pub const QTYPE_SLOTS: usize = QTYPES.len() + 1;
+/// Header rcodes counted on their own, then `other`.
+pub const RCODES: [&str; 7] = ["NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "other"];
+/// Kinds of answer (`querylog::Outcome`).
+pub const OUTCOMES: usize = crate::querylog::Outcome::ALL.len();
+
+/// The slot of a question type in [`Counters::qtypes`].
+#[inline]
+pub fn qtype_slot(qtype: u16) -> usize {
+    // A match, not a search of QTYPES: a few compares per answer (a unit
+    // test holds the two in step).
+    match qtype {
+        1 => 0,
+        28 => 1,
+        65 => 2,
+        64 => 3,
+        12 => 4,
+        5 => 5,
+        16 => 6,
+        15 => 7,
+        33 => 8,
+        2 => 9,
+        6 => 10,
+        255 => 11,
+        _ => 12,
+    }
+}
+
+/// The slot of a header rcode in [`RCODES`].
+#[inline]
+pub fn rcode_slot(rcode: u8) -> usize {
+    (rcode as usize).min(RCODES.len() - 1)
+}
+
 /// Counters per group, by the group's bit (`policy::groups`).
 #[derive(Debug)]
 pub struct GroupCounters {
@@ -153,11 +208,13 @@ const BUCKETS: usize = 256;
 pub struct Histogram {
     /// Counts per bucket.
     buckets: Box<[AtomicU64; BUCKETS]>,
+    /// Sum of every value, µs (a Prometheus histogram's `_sum`).
+    sum_us: AtomicU64,
 }
 
 impl Default for Histogram {
     fn default() -> Self {
-        Histogram { buckets: Box::new(std::array::from_fn(|_| AtomicU64::new(0))) }
+        Histogram { buckets: Box::new(std::array::from_fn(|_| AtomicU64::new(0))), sum_us: AtomicU64::new(0) }
     }
 }
 
@@ -185,7 +242,24 @@ impl Histogram {
     #[inline]
     pub fn record(&self, us: u64) {
         Counters::bump(&self.buckets[bucket_of(us)]);
+        self.sum_us.store(self.sum_us.load(Relaxed) + us, Relaxed);
     }
+}
+
+/// Values below `2^k` µs for each `k` in `powers`, cumulative, over several
+/// histograms, then the count and sum (µs) of all. Powers of two are bucket
+/// edges, so these counts are exact.
+pub fn below_powers_of_two<'a>(
+    hists: impl Iterator<Item = &'a Histogram> + Clone,
+    powers: std::ops::RangeInclusive<u32>,
+) -> (Vec<u64>, u64, u64) {
+    let count = |b: usize| hists.clone().map(|h| h.buckets[b].load(Relaxed)).sum::<u64>();
+    let counts: Vec<u64> = (0..BUCKETS).map(count).collect();
+    let below = powers
+        .map(|k| counts.iter().enumerate().filter(|&(b, _)| bucket_floor(b) < 1 << k).map(|(_, n)| n).sum())
+        .collect();
+    let sum = hists.map(|h| h.sum_us.load(Relaxed)).sum();
+    (below, counts.iter().sum(), sum)
 }
 
 /// p50, p90 and p99 (µs, bucket floors) over several histograms.
@@ -391,6 +465,32 @@ mod tests {
             assert!(floor <= us && us - floor <= us / 8 + 1, "{us} in bucket {b} floor {floor}");
         }
         assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn counts_below_powers_of_two_are_exact() {
+        let (a, b) = (Histogram::default(), Histogram::default());
+        for us in [15, 16, 17, 31] {
+            a.record(us);
+        }
+        b.record(1 << 20);
+        let (below, count, sum) = below_powers_of_two([&a, &b].into_iter(), 4..=21);
+        assert_eq!(&below[..3], [1, 4, 4]);
+        assert_eq!(below[16], 4, "2^20 itself is not below 2^20");
+        assert_eq!(below[17], 5);
+        assert_eq!((count, sum), (5, 15 + 16 + 17 + 31 + (1 << 20)));
+    }
+
+    #[test]
+    fn qtype_and_rcode_slots_are_bounded() {
+        for (slot, &(t, _)) in QTYPES.iter().enumerate() {
+            assert_eq!(qtype_slot(t), slot, "type {t}");
+        }
+        assert_eq!(qtype_slot(255), QTYPES.len() - 1);
+        assert_eq!(qtype_slot(99), QTYPES.len());
+        assert_eq!(qtype_slot(u16::MAX), QTYPE_SLOTS - 1);
+        assert_eq!(RCODES[rcode_slot(3)], "NXDOMAIN");
+        assert_eq!(RCODES[rcode_slot(15)], "other");
     }
 
     #[test]

@@ -868,6 +868,9 @@ impl Engine {
     fn done(&self, origin: &Origin, a: Answered<'_>, out: &[u8], stats: &Counters) -> Step {
         let latency_us = origin.received.elapsed().as_micros().min(u32::MAX as u128) as u32;
         stats.latency.record(latency_us as u64);
+        let rcode = if out.len() >= wire::HEADER_LEN { header::rcode(out) } else { 0 };
+        Counters::bump(&stats.qtypes[crate::stats::qtype_slot(a.qtype)]);
+        Counters::bump(&stats.answers[a.outcome as usize][crate::stats::rcode_slot(rcode)]);
         if let Some(log) = &self.log {
             let mut name = [0u8; MAX_NAME_LEN];
             let len = a.qname.len().min(MAX_NAME_LEN);
@@ -880,7 +883,7 @@ impl Engine {
                 name_len: len as u8,
                 qtype: a.qtype,
                 outcome: a.outcome,
-                rcode: if out.len() >= wire::HEADER_LEN { header::rcode(out) } else { 0 },
+                rcode,
                 upstream: a.upstream,
                 list: a.list,
                 latency_us,
