@@ -25,6 +25,7 @@ usage:
   hydradns check -c FILE [--client IP|MAC|NAME] NAME  is NAME blocked (for that client), and by which list?
   hydradns status [-c FILE] [--json]                  running? its config, listen addresses, upstreams, lists, pause
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
+  hydradns metrics [-c FILE]                          the same in Prometheus's text format
   hydradns log [-c FILE] [--limit N] [--blocked] [--client IP|MAC|NAME] [--domain PATTERN] [--since 1h] [--json]
   hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
   hydradns update [-c FILE] [--json]                  download the lists now (through the gateway if running)
@@ -179,6 +180,7 @@ pub fn main() -> ExitCode {
         "check-config" => check_config(args),
         "check" => check(args),
         "stats" => stats(args),
+        "metrics" => metrics(args),
         "log" => show_log(args),
         "top" => top(args),
         "update" => update(args),
@@ -272,6 +274,12 @@ fn check_config(args: Args) -> ExitCode {
         // Who the daemon will run as, so the script gives it its directories.
         let user = crate::privileges::choose(cfg.user.as_deref()).map(|a| a.name).unwrap_or_default();
         println!("hydradns_user={user}");
+        // The textfile's directory, which the user must be able to write
+        // (a file is renamed into it); none when the path would need quoting.
+        let dir = cfg.metrics_textfile.as_deref().and_then(Path::parent).and_then(Path::to_str).unwrap_or_default();
+        if dir.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b)) {
+            println!("hydradns_metrics_dir={dir}");
+        }
         return ExitCode::SUCCESS;
     }
     let mut missing = false;
@@ -382,6 +390,32 @@ fn usage_of(cmd: &str) -> String {
 fn usage_error(cmd: &str, e: String) -> ExitCode {
     eprintln!("hydradns: {e}\n{}", usage_of(cmd));
     ExitCode::from(2)
+}
+
+/// `hydradns metrics`: the running gateway's Prometheus text.
+fn metrics(args: Args) -> ExitCode {
+    if let Err(e) = args.only("metrics", &["-c"]) {
+        return usage_error("metrics", e);
+    }
+    let cfg = match any_config(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match control::request(&cfg.control_socket, "metrics", Duration::from_secs(5)).map(|j| String::deserialize_json(&j))
+    {
+        Ok(Ok(text)) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => {
+            eprintln!("hydradns: unreadable answer from the gateway: {e}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("hydradns: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn stats(args: Args) -> ExitCode {

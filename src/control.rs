@@ -4,7 +4,7 @@
 //! A Unix stream socket (`option control_socket`, default
 //! `/var/run/hydradns/control.sock`, mode 0660). The client writes one
 //! request line, the gateway writes one JSON line back and closes. Requests:
-//! `stats` (the live report) and `update` (refresh downloaded lists now,
+//! `stats` (the live report), `metrics` (the Prometheus text) and `update` (refresh downloaded lists now,
 //! answer with each list's result). Served on the main thread, never on a
 //! worker, each connection in its own task with a time limit, so a stuck
 //! client cannot hold it.
@@ -87,7 +87,7 @@ pub async fn serve(listener: UnixListener, status: Arc<Status>, ex: Rc<LocalExec
 }
 
 /// Runs `f` for at most `limit`.
-async fn within<T>(limit: Duration, f: impl std::future::Future<Output = T>) -> Option<T> {
+pub async fn within<T>(limit: Duration, f: impl std::future::Future<Output = T>) -> Option<T> {
     async { Some(f.await) }
         .or(async {
             Timer::after(limit).await;
@@ -99,6 +99,8 @@ async fn within<T>(limit: Duration, f: impl std::future::Future<Output = T>) -> 
 async fn respond(request: &str, status: &Status) -> String {
     match request {
         "stats" => status.report().serialize_json(),
+        // The Prometheus text, as one JSON string (replies are one line).
+        "metrics" => crate::metrics::render(status).serialize_json(),
         "update" => match status.lists.refresh().recv().await {
             Ok(results) => results.serialize_json(),
             Err(_) => "{\"error\":\"the lists thread is gone\"}".into(),

@@ -13,6 +13,7 @@ pub mod config;
 pub mod control;
 pub mod lists;
 pub mod logging;
+pub mod metrics;
 pub mod policy;
 pub mod privileges;
 pub mod query;

@@ -263,6 +263,11 @@ pub struct Config {
     pub querylog: QueryLogConfig,
     /// Unix socket the CLI asks for live figures; empty disables it.
     pub control_socket: PathBuf,
+    /// Where `GET /metrics` is served (Prometheus text); off when `None`.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Where the metrics are written for node-exporter's textfile
+    /// collector, every 15 s at most while queries come; off when `None`.
+    pub metrics_textfile: Option<PathBuf>,
     /// Where downloaded lists are kept (flash), so they survive a reboot.
     pub list_dir: PathBuf,
     /// How often downloaded lists are refreshed (±10 % jitter); 0 = only on demand.
@@ -387,6 +392,8 @@ impl Config {
             ethers_file: PathBuf::from("/etc/ethers"),
             querylog: QueryLogConfig::default(),
             control_socket: PathBuf::from("/var/run/hydradns/control.sock"),
+            metrics_listen: None,
+            metrics_textfile: None,
             list_dir: PathBuf::from("/etc/hydradns/lists"),
             refresh_interval: Duration::from_secs(6 * 3600),
             max_list_size: 64 << 20,
@@ -579,7 +586,7 @@ impl Config {
     /// one build, which is all it is compared within.
     pub fn restart_key(&self) -> String {
         let material = format!(
-            "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}|{:?}|{:?}",
+            "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}|{:?}|{:?}|{:?}",
             self.listen,
             self.worker_count(),
             self.querylog,
@@ -597,7 +604,9 @@ impl Config {
             // Dropped to once, at start.
             self.user,
             // Watched from the start.
-            self.resolv_file
+            self.resolv_file,
+            // Bound at start, like the listeners.
+            self.metrics_listen
         );
         let hash =
             material.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
@@ -736,6 +745,18 @@ impl SectionReader<'_> {
                 "forward_max" => cfg.forward_max = self.number(v, 1, 65_535)? as usize,
                 "workers" => cfg.workers = self.number(v, 0, 64)? as usize,
                 "control_socket" => cfg.control_socket = PathBuf::from(&v.value),
+                "metrics_listen" => {
+                    cfg.metrics_listen = match v.value.as_str() {
+                        "" => None,
+                        a => Some(
+                            parse_socket_addr(a, 9153)
+                                .ok_or_else(|| self.bad(v, "an address and port, e.g. 127.0.0.1:9153"))?,
+                        ),
+                    }
+                }
+                "metrics_textfile" => {
+                    cfg.metrics_textfile = if v.value.is_empty() { None } else { Some(self.path(v)?) }
+                }
                 "list_dir" => cfg.list_dir = self.path(v)?,
                 "refresh_interval" => cfg.refresh_interval = self.duration(v, 0, 30 * 86_400_000)?,
                 "max_list_size" => cfg.max_list_size = self.size(v, 1 << 10, 1 << 32)?,

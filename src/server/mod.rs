@@ -146,6 +146,16 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
             }
         },
     };
+    let metrics = cfg.metrics_listen.and_then(|a| match std::net::TcpListener::bind(a) {
+        Ok(l) => {
+            log::info!("metrics at http://{a}/metrics");
+            Some(l)
+        }
+        Err(e) => {
+            log::warn!("metrics_listen {a}: {e}; no metrics over HTTP");
+            None
+        }
+    });
     let stats_interval = cfg.stats_interval;
     let policy = load_policy(&cfg);
     let limits = Arc::new(tcp::Limits::new(cfg.tcp_max_connections, cfg.tcp_max_per_client, cfg.tcp_idle_timeout));
@@ -214,11 +224,16 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     if let Some((listener, _)) = control.as_ref().and_then(|(l, p)| Some((l.try_clone().ok()?, p))) {
         main.spawn(control::serve(listener, status.clone(), main.clone())).detach();
     }
+    if let Some(listener) = metrics {
+        main.spawn(crate::metrics::http::serve(listener, status.clone(), main.clone())).detach();
+    }
     let path = path.as_ref();
     smol::block_on(main.run(async {
         let mut next_summary = (!stats_interval.is_zero()).then(|| Instant::now() + stats_interval);
         let mut devices = NameBook::router(&leases, &ethers);
         let mut next_look = Instant::now() + CHECK_EVERY;
+        let mut textfile_failing = false;
+        write_textfile(&status, &mut textfile_failing);
         loop {
             // One timer for both periodic jobs (a second one in the race was 14 KB of code).
             let due = next_summary.map_or(next_look, |s| s.min(next_look));
@@ -257,6 +272,11 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
                     let now = Instant::now();
                     if next_look <= now {
                         next_look = now + look_at_devices(&status.engine, &mut devices);
+                        // The textfile rides on the same timer, every TEXTFILE_EVERY
+                        // while it is set (the one wake-up an idle gateway then has).
+                        if write_textfile(&status, &mut textfile_failing) {
+                            next_look = next_look.min(now + TEXTFILE_EVERY);
+                        }
                     }
                     if next_summary.is_some_and(|t| t <= now) {
                         log::info!("{}", status.report().summary().replacen("stats:", "summary:", 1));
@@ -307,6 +327,24 @@ fn look_at_devices(engine: &Engine, book: &mut NameBook) -> Duration {
     }
     CHECK_EVERY
 }
+
+/// Writes `metrics_textfile`, if set (false when not); a failure is
+/// logged once, until a write works again.
+fn write_textfile(status: &Status, failing: &mut bool) -> bool {
+    let Some(path) = status.engine.snapshot.load().config.metrics_textfile.clone() else { return false };
+    match crate::metrics::write_textfile(&path, &crate::metrics::render(status)) {
+        Ok(()) => *failing = false,
+        Err(e) if !*failing => {
+            log::warn!("metrics_textfile {}: {e}", path.display());
+            *failing = true;
+        }
+        Err(_) => {}
+    }
+    true
+}
+
+/// How often `metrics_textfile` is rewritten.
+const TEXTFILE_EVERY: Duration = Duration::from_secs(15);
 
 /// How often [`look_at_devices`] runs while no rule needs it.
 const IDLE_LOOK: Duration = Duration::from_secs(60);

@@ -143,6 +143,21 @@ check_daemon
 [ "$(pid_of dnsmasq)" = "$dnsmasq_pid" ] || fail "the restart restarted dnsmasq"
 [ "$(file_id /etc/config/dhcp)" = "$dhcp" ] || fail "the restart wrote /etc/config/dhcp"
 
+step "metrics: uci sets metrics_listen and metrics_textfile; the restart serves and writes them as the daemon's user"
+pid=$(pid_of hydradns)
+mkdir -p /var/prometheus
+uci set hydradns.main.metrics_listen=127.0.0.1:9153
+uci set hydradns.main.metrics_textfile=/var/prometheus/hydradns.prom
+uci commit hydradns
+reload_config
+wait_until 15 respawned hydradns "$pid" || fail "metrics_listen did not restart"
+check_daemon
+wait_until 10 grep -q '^hydradns_build_info' /var/prometheus/hydradns.prom ||
+	fail "no textfile: $(ls -la /var/prometheus) $(logread -e hydradns | grep metrics)"
+wget -q -O /tmp/metrics.http http://127.0.0.1:9153/metrics || fail "GET /metrics"
+grep -q '^hydradns_queries_total{proto="udp"} ' /tmp/metrics.http || fail "metrics over HTTP: $(head /tmp/metrics.http)"
+hydradns metrics | grep -q '^# TYPE hydradns_request_duration_seconds histogram$' || fail "hydradns metrics"
+
 step "a fatal error is logged once"
 cp /etc/config/hydradns /tmp/hydradns.conf
 uci set hydradns.main.user=nosuchuser
