@@ -36,6 +36,7 @@ return view.extend({
 		s.tab('blocking', _('Blocking'));
 		s.tab('access', _('Access'));
 		s.tab('upstream', _('Upstream and cache'));
+		s.tab('monitoring', _('Monitoring'));
 
 		o = s.taboption('general', form.Flag, 'enabled', _('Enabled'));
 		o.rmempty = false;
@@ -95,6 +96,14 @@ return view.extend({
 		o = s.taboption('upstream', form.Flag, 'prefetch', _('Refresh names in use before they expire'));
 		o.rmempty = false;
 		o.default = '1';
+
+		o = s.taboption('monitoring', form.Value, 'metrics_listen', _('Prometheus metrics at'),
+			_('an address and port for GET /metrics, e.g. 127.0.0.1:9153; empty: off'));
+		o.placeholder = '127.0.0.1:9153';
+		o = s.taboption('monitoring', form.Value, 'metrics_textfile', _('Metrics file for node-exporter'),
+			_('e.g. /var/prometheus/hydradns.prom; empty: off'));
+		o = s.taboption('monitoring', form.Value, 'stats_interval', _('Summary to the system log every'));
+		o.placeholder = '1h';
 
 		s = m.section(form.TypedSection, 'querylog', _('Query log'));
 		s.anonymous = true;
