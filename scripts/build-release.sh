@@ -27,9 +27,11 @@ targets=("$@")
 # format, a bounded /metrics responder on the main thread, the textfile,
 # `hydradns metrics`, per-type and per-rcode counters) to 3,316,568, +24.4
 # KiB after trimming 9 KB (no HELP lines, rendering out of line and
-# non-generic, integer-only seconds): 168 KiB over 3 MiB leaves 1.2 KiB.
-# Not a blank cheque: encrypted upstreams must argue for their own bytes.
-budget_aarch64=$((3 * 1024 * 1024 + 168 * 1024))
+# non-generic, integer-only seconds). Issue 25's first part, Extended DNS
+# Error 15 on block answers and NXDOMAIN for the bypass canaries, to
+# 3,318,232 (+1.6 KiB): 170 KiB over 3 MiB leaves 1.5 KiB. Not a blank
+# cheque: encrypted upstreams must argue for their own bytes.
+budget_aarch64=$((3 * 1024 * 1024 + 170 * 1024))
 version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
 
 command -v cargo-zigbuild >/dev/null || pip install --quiet ziglang cargo-zigbuild

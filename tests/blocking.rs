@@ -207,3 +207,56 @@ fn a_burst_of_mixed_queries_gets_each_its_own_answer() {
     assert_eq!(stats["allowed"], 2 * 3 * allowed.len() as u64, "counted whether cached or not");
     assert_eq!(stats["dropped"], 2, "the runts");
 }
+
+/// RFC 8914: a block answer to a client that sent EDNS carries Extended DNS
+/// Error 15 (Blocked), whatever the block mode; without EDNS, no OPT at all.
+#[test]
+fn block_answers_carry_extended_error_blocked_with_edns() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    for mode in ["null", "nxdomain", "refused", "192.0.2.9"] {
+        let gw = Gateway::start(&config(
+            &[&up],
+            &format!("\toption block_mode '{mode}'\nconfig blocklist\n\tlist domain 'ads.example'\n"),
+        ));
+        for qtype in [A, AAAA, 16] {
+            let r = udp_edns(gw.addr, "ads.example", qtype, Some(1232));
+            assert_eq!(r.opt_size, Some(1232), "{mode} {qtype}");
+            assert!(r.raw.ends_with(&[0, 15, 0, 2, 0, 15]), "{mode} {qtype}: no EDE 15 in {:?}", r.raw);
+            let plain = udp(gw.addr, "ads.example", qtype);
+            assert_eq!(plain.opt_size, None, "{mode} {qtype}");
+        }
+        // An answer from upstream carries none.
+        assert!(!udp_edns(gw.addr, "fine.example", A, Some(1232)).raw.ends_with(&[0, 15, 0, 2, 0, 15]));
+    }
+}
+
+/// `block_bypass` (on by default): Firefox's DoH canary and iCloud Private
+/// Relay's names get NXDOMAIN, so those clients keep to this resolver;
+/// never asked upstream, counted and logged as blocked. Off, they are
+/// resolved like any name.
+#[test]
+fn bypass_canaries_get_nxdomain_unless_turned_off() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let names = ["use-application-dns.net", "mask.icloud.com", "MASK-H2.icloud.com"];
+    let gw = Gateway::start(&config(&[&up], &log_section("\toption batch_interval '50ms'\n")));
+    for name in names {
+        for qtype in [A, AAAA, 65] {
+            let r = udp_edns(gw.addr, name, qtype, Some(1232));
+            assert_eq!(r.rcode, RCODE::NameError, "{name} {qtype}");
+            assert_eq!(r.authority.len(), 1, "{name}: a SOA, so the NXDOMAIN is cached");
+            assert!(r.raw.ends_with(&[0, 15, 0, 2, 0, 15]), "{name}");
+        }
+    }
+    // Names beside and under them are not touched.
+    for name in ["www.use-application-dns.net", "icloud.com", "x.mask.icloud.com"] {
+        assert_eq!(udp(gw.addr, name, A).ips(), ["192.0.2.1"], "{name}");
+    }
+    assert_eq!(up.total(), 3);
+    assert_eq!(gw.report().counters.blocked, 9);
+    wait_for("the log", std::time::Duration::from_secs(10), || log_rows(&gw, &["--blocked"]).len() == 9);
+    assert!(log_rows(&gw, &["--blocked"]).iter().all(|r| r.list.as_deref() == Some("block_bypass")));
+
+    let gw = Gateway::start(&config(&[&up], "\toption block_bypass '0'\n"));
+    assert_eq!(udp(gw.addr, "use-application-dns.net", A).ips(), ["192.0.2.1"]);
+    assert_eq!(up.seen("use-application-dns.net"), 1);
+}

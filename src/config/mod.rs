@@ -295,6 +295,10 @@ pub struct Config {
     pub ratelimit_action: crate::access::DenyAction,
     /// `any_mode forward`: pass ANY queries upstream instead of the RFC 8482 answer.
     pub any_forward: bool,
+    /// Answer the names that tell browsers and phones to keep to the
+    /// network's resolver (Firefox's DoH canary, iCloud Private Relay) with
+    /// NXDOMAIN.
+    pub block_bypass: bool,
     /// Block upstream answers that put private addresses under public names.
     pub rebind_protection: bool,
     /// Domains whose answers may hold private addresses.
@@ -407,6 +411,7 @@ impl Config {
             ratelimit_burst: 0,
             ratelimit_action: crate::access::DenyAction::Drop,
             any_forward: false,
+            block_bypass: true,
             rebind_protection: true,
             rebind_allow: Vec::new(),
             resolv_file: PathBuf::from(RESOLV_CONF),
@@ -793,6 +798,7 @@ impl SectionReader<'_> {
                     cfg.ratelimit_action =
                         crate::access::DenyAction::from_name(&v.value).ok_or_else(|| self.bad(v, "refuse or drop"))?
                 }
+                "block_bypass" => cfg.block_bypass = self.boolean(v)?,
                 "any_mode" => {
                     cfg.any_forward = match v.value.as_str() {
                         "hinfo" => false,

@@ -24,6 +24,13 @@ use domainset::{DomainSet, SetBuilder, key_to_name};
 use formats::{ParseStats, Rule};
 use groups::GroupTable;
 
+/// The EDNS option Extended DNS Error (15), info-code 15: Blocked (RFC 8914).
+const EDE_BLOCKED: [u8; 6] = [0, 15, 0, 2, 0, 15];
+
+/// Names whose NXDOMAIN tells clients to keep to the network's resolver:
+/// Firefox's DoH canary and Apple's iCloud Private Relay, in wire form.
+pub const BYPASS_NAMES: [&[u8]; 3] =
+    [b"\x13use-application-dns\x03net\x00", b"\x04mask\x06icloud\x03com\x00", b"\x07mask-h2\x06icloud\x03com\x00"];
 /// What the lists say about one name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -308,20 +315,22 @@ impl Policy {
         self.write_block_answer_as(self.mode, q, out)
     }
 
-    /// [`Policy::write_block_answer`] in style `mode`.
+    /// [`Policy::write_block_answer`] in style `mode`. With EDNS, the
+    /// answer carries Extended DNS Error 15, Blocked (RFC 8914), so a
+    /// client can tell a block from a real answer.
     pub fn write_block_answer_as(&self, mode: BlockMode, q: &Query, out: &mut Vec<u8>) {
         let ttl = self.ttl;
         let in_class = q.qclass == wire::CLASS_IN;
         let (v4, v6) = match mode {
             BlockMode::Refused => {
                 wire::build::start(out, q, rcode::REFUSED);
-                wire::build::finish(out, q.edns, [0, 0, 0], false);
+                wire::build::finish_with(out, q.edns, [0, 0, 0], false, &EDE_BLOCKED);
                 return;
             }
             BlockMode::NxDomain => {
                 wire::build::start(out, q, rcode::NXDOMAIN);
                 wire::build::negative_soa(out, ttl);
-                wire::build::finish(out, q.edns, [0, 1, 0], false);
+                wire::build::finish_with(out, q.edns, [0, 1, 0], false, &EDE_BLOCKED);
                 return;
             }
             BlockMode::Null => (Some([0u8; 4]), Some([0u8; 16])),
@@ -336,11 +345,11 @@ impl Policy {
         match rdata {
             Some(rdata) => {
                 wire::build::record(out, q.qtype, ttl, rdata);
-                wire::build::finish(out, q.edns, [1, 0, 0], false);
+                wire::build::finish_with(out, q.edns, [1, 0, 0], false, &EDE_BLOCKED);
             }
             None => {
                 wire::build::negative_soa(out, ttl);
-                wire::build::finish(out, q.edns, [0, 1, 0], false);
+                wire::build::finish_with(out, q.edns, [0, 1, 0], false, &EDE_BLOCKED);
             }
         }
     }

@@ -29,13 +29,13 @@ use crate::access::{self, AccessList, DenyAction};
 use crate::cache::{self, Cache, Stale, Stored};
 use crate::client;
 use crate::client::rules::{ClientRules, Learned};
-use crate::config::Config;
+use crate::config::{BlockMode, Config};
 use crate::policy::domainset::{SEP, name_key};
 use crate::policy::groups::DEFAULT;
 use crate::policy::pause::Pause;
 use crate::policy::records::{Alias, Local, Records};
 use crate::policy::schedule::Schedules;
-use crate::policy::{Policy, Verdict};
+use crate::policy::{BYPASS_NAMES, Policy, Verdict};
 use crate::querylog::{Entry, Logger, Outcome};
 use crate::ratelimit::RateLimiter;
 use crate::stats::Counters;
@@ -472,6 +472,8 @@ pub struct Engine {
     /// loads it once joins the list every cache insert's store walks
     /// (`arc_swap`'s debt list; +143 instructions a miss, callgrind).
     pub learning: AtomicBool,
+    /// The list name logged for `block_bypass` answers.
+    bypass: Arc<str>,
 }
 
 impl Engine {
@@ -494,6 +496,7 @@ impl Engine {
             pause: Pause::default(),
             learned,
             learning,
+            bypass: Arc::from("block_bypass"),
         }
     }
 
@@ -593,6 +596,9 @@ impl Engine {
                     return self.alias(scratch, alias, &q, origin, out, stats);
                 }
             }
+        }
+        if snap.config.block_bypass && BYPASS_NAMES.iter().any(|n| n.eq_ignore_ascii_case(q.qname)) {
+            return self.bypass(&snap, &q, origin, out, stats);
         }
         let hash = snap.cache.hash(key);
         let hit = snap.cache.find(key, hash, origin.received, snap.stale_for);
@@ -710,6 +716,19 @@ impl Engine {
         };
         let on = member & !snap.schedules.off();
         Groups { on, paused: self.pause.paused_groups() & on }
+    }
+
+    /// NXDOMAIN for a name that tells clients to keep to this resolver
+    /// (`block_bypass`). Rare: out of the answer path's line.
+    #[cold]
+    #[inline(never)]
+    fn bypass(&self, snap: &Snapshot, q: &Query, origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Step {
+        Counters::bump(&stats.blocked);
+        snap.policy.write_block_answer_as(BlockMode::NxDomain, q, out);
+        fit(out, q, origin.transport, stats);
+        let mut a = Answered::of(q, Outcome::Blocked);
+        a.list = Some(self.bypass.clone());
+        self.done(origin, a, out, stats)
     }
 
     /// Answers a name list `source` blocks for a client whose groups `active` apply.
