@@ -79,6 +79,8 @@ def plugin_checks(ubus):
     expect(code == 0 and top["entries"][0]["key"] == "ads.example" and top["entries"][0]["count"] >= 3, f"top blocked: {top}")
     code, bad = ubus.call(root, "luci.hydradns", "log", {"limit": 100, "domain": "--help"})
     expect(code == 0 and "error" in bad, f"an argument that reads as an option is refused: {bad}")
+    code, bad = ubus.call(root, "luci.hydradns", "log", {"limit": 100000})
+    expect(code == 0 and "error" in bad, f"more than a page of rows is refused: {bad}")
     code, bad = ubus.call(root, "luci.hydradns", "top", {"kind": "x; reboot"})
     expect(code == 0 and "error" in bad, f"a kind outside the fixed set is refused: {bad}")
 

@@ -68,6 +68,8 @@ hydradns check -c /etc/config/hydradns ads.example | grep -q 'allowed' ||
 	fail "ads.example not allowed: $(hydradns check -c /etc/config/hydradns ads.example)"
 not_blocked() { [ "$(ask ads.example 127.0.0.1)" != 0.0.0.0 ]; }
 wait_until 10 not_blocked || fail "ads.example still blocked"
+# The plugin's temporary files are gone (/tmp is RAM on a router).
+[ -z "$(ls /tmp/tmp.* /tmp/hydradns-check.* 2> /dev/null)" ] || fail "left in /tmp: $(ls /tmp)"
 # The browser's pause is still running.
 [ "$(hydradns stats --json | jsonfilter -e '@.paused_until')" -gt "$(date +%s)" ] || fail "not paused: $(hydradns stats)"
 echo "PASS luci"
