@@ -322,6 +322,11 @@ fn check(args: Args) -> ExitCode {
         let star = if r.wildcard { "*." } else { "" };
         println!("{name}: answered by local record '{star}{}' ({}), before any list", r.name, r.origin);
     }
+    if cfg.block_bypass && policy::BYPASS_DOTTED.contains(&name.as_str()) {
+        println!(
+            "{name}: NXDOMAIN by block_bypass, before any list (it tells browsers and phones to keep to this resolver)"
+        );
+    }
     let policy = Policy::build(&cfg);
     let active = match &args.client {
         Some(id) => match crate::client::rules::explain(&cfg, &policy.groups, id) {

@@ -256,7 +256,13 @@ fn bypass_canaries_get_nxdomain_unless_turned_off() {
     wait_for("the log", std::time::Duration::from_secs(10), || log_rows(&gw, &["--blocked"]).len() == 9);
     assert!(log_rows(&gw, &["--blocked"]).iter().all(|r| r.list.as_deref() == Some("block_bypass")));
 
+    let (code, out, _) = cli(&["check", "-c", cfg_path(&gw), "Use-Application-DNS.net"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("use-application-dns.net: NXDOMAIN by block_bypass"), "{out}");
+
     let gw = Gateway::start(&config(&[&up], "\toption block_bypass '0'\n"));
+    let (_, out, _) = cli(&["check", "-c", cfg_path(&gw), "use-application-dns.net"]);
+    assert!(!out.contains("block_bypass"), "{out}");
     assert_eq!(udp(gw.addr, "use-application-dns.net", A).ips(), ["192.0.2.1"]);
     assert_eq!(up.seen("use-application-dns.net"), 1);
 }

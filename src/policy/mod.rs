@@ -31,6 +31,9 @@ const EDE_BLOCKED: [u8; 6] = [0, 15, 0, 2, 0, 15];
 /// Firefox's DoH canary and Apple's iCloud Private Relay, in wire form.
 pub const BYPASS_NAMES: [&[u8]; 3] =
     [b"\x13use-application-dns\x03net\x00", b"\x04mask\x06icloud\x03com\x00", b"\x07mask-h2\x06icloud\x03com\x00"];
+/// [`BYPASS_NAMES`] as text, for `hydradns check`.
+pub const BYPASS_DOTTED: [&str; 3] = ["use-application-dns.net", "mask.icloud.com", "mask-h2.icloud.com"];
+
 /// What the lists say about one name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -683,6 +686,13 @@ mod tests {
         p.write_block_answer(&q, &mut out);
         let leaked: &'static [u8] = Box::leak(out.into_boxed_slice());
         simple_dns::Packet::parse(leaked).unwrap()
+    }
+
+    #[test]
+    fn bypass_names_in_both_forms_agree() {
+        for (wire, dotted) in BYPASS_NAMES.iter().zip(BYPASS_DOTTED) {
+            assert_eq!(*wire, &wire::build::query(0, dotted, 1, None).unwrap()[12..12 + wire.len()], "{dotted}");
+        }
     }
 
     #[test]
