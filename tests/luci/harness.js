@@ -95,6 +95,7 @@ function world(replies, uciData) {
 	const poll = { add(fn, interval) { polls.push({ fn, interval }); } };
 	const form = makeForm();
 	const L = {
+		url: (...parts) => '/cgi-bin/luci/' + parts.join('/'),
 		bind: (fn, ctx, ...a) => fn.bind(ctx, ...a),
 		resolveDefault: (p, d) => Promise.resolve(p).catch(() => d),
 		isObject: (o) => o != null && typeof o === 'object',

@@ -54,6 +54,23 @@ test('the pause buttons pause for 5 min, 1 h and until resumed, and the countdow
 	assert.deepEqual(w.calls.filter((c) => c.method === 'resume').pop().args, { group: '' });
 });
 
+test('the Status → Overview box shows the figures and links to the pages', async () => {
+	const st = fixture('status.json');
+	st.stats.paused_until = st.now + 60;
+	const w = statusWorld(st);
+	const box = w.load('view.status.include.75_hydradns');
+	assert.equal(box.title, 'HydraDNS');
+	const node = box.render(await box.load());
+	assert.equal(text(byId(node, 'hydradns-overview-queries')), String(st.stats.queries));
+	assert.match(text(byId(node, 'hydradns-overview-blocked')), /^\d+ \(\d+\.\d %\)$/);
+	assert.equal(text(byId(node, 'hydradns-overview-blocking')), 'Paused, 1m 0s left');
+	assert.equal(text(byId(node, 'hydradns-overview-upstreams')), '1 of 1 up');
+	assert.equal(find(node, (n) => n.tag === 'a')[0].attrs.href, '/cgi-bin/luci/admin/services/hydradns');
+
+	const down = statusWorld({ schema: 1, running: false, error: 'no gateway' }).load('view.status.include.75_hydradns');
+	assert.equal(text(byId(down.render(await down.load()), 'hydradns-overview-state')), 'Not running');
+});
+
 test('a stopped gateway says so and why, and still lists the lists', async () => {
 	const w = statusWorld({ schema: 1, running: false, error: 'connecting to /var/run/hydradns/control.sock: No such file or directory', lists: [ { name: 'ads', kind: 'blocklist', entries: 7, files: [ '/etc/hydradns/ads.txt' ] } ] });
 	const v = w.load('view.hydradns.status');

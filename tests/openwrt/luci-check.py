@@ -148,6 +148,15 @@ def browser_checks(base, ubus, root, prefix):
         expect(text("#hydradns-blocking") == "On", f"blocking on: {text('#hydradns-blocking')}")
         shot("status")
 
+        # The box on LuCI's own Status → Overview, beside System and Memory.
+        c.call("Page.navigate", {"url": f"{base}/cgi-bin/luci/admin/status/overview"})
+        expect(c.wait_for("!!document.querySelector('#hydradns-overview-queries')", 30), "the Status → Overview box")
+        boxed = int(text("#hydradns-overview-queries"))
+        expect(shown <= boxed <= shown + 20, f"the box's queries: {boxed} vs {shown}")
+        expect(text("#hydradns-overview-blocking") == "On", f"the box's blocking: {text('#hydradns-overview-blocking')}")
+        shot("overview")
+        goto("status", "#hydradns-pause-5m")
+
         c.js("document.querySelector('#hydradns-pause-5m').click()")
         expect(c.wait_for("(document.querySelector('#hydradns-blocking')||{}).innerText.indexOf('Paused') == 0", 20),
                "the pause button pauses (the page says so)")
