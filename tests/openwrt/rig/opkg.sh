@@ -157,6 +157,17 @@ wait_until 10 grep -q '^hydradns_build_info' /var/prometheus/hydradns.prom ||
 wget -q -O /tmp/metrics.http http://127.0.0.1:9153/metrics || fail "GET /metrics"
 grep -q '^hydradns_queries_total{proto="udp"} ' /tmp/metrics.http || fail "metrics over HTTP: $(head /tmp/metrics.http)"
 hydradns metrics | grep -q '^# TYPE hydradns_request_duration_seconds histogram$' || fail "hydradns metrics"
+# The directory was root's: now writable by the daemon's group, and no more.
+[ "$(ls -ld /var/prometheus | awk '{ print $1 $4 }')" = "drwxrwxr-x$(id -gn hydradns)" ] ||
+	fail "/var/prometheus: $(ls -ld /var/prometheus)"
+# A world-writable directory is left as it is.
+tmp_mode=$(ls -ld /tmp | awk '{ print $1 $3 $4 }')
+uci set hydradns.main.metrics_textfile=/tmp/hydradns.prom
+uci commit hydradns
+/etc/init.d/hydradns restart
+check_daemon
+wait_until 10 grep -q '^hydradns_build_info' /tmp/hydradns.prom || fail "no textfile in /tmp"
+[ "$(ls -ld /tmp | awk '{ print $1 $3 $4 }')" = "$tmp_mode" ] || fail "/tmp changed: $(ls -ld /tmp), was $tmp_mode"
 
 step "a fatal error is logged once"
 cp /etc/config/hydradns /tmp/hydradns.conf
