@@ -29,10 +29,10 @@ targets=("$@")
 # KiB after trimming 9 KB (no HELP lines, rendering out of line and
 # non-generic, integer-only seconds). Issue 25's first part, Extended DNS
 # Error 15 on block answers and NXDOMAIN for the bypass canaries, to
-# 3,318,616 (+2 KiB, `hydradns check` naming it included): 170 KiB over
-# 3 MiB leaves 1.1 KiB. Not a blank
+# 3,318,616 (+2 KiB, `hydradns check` naming it included); `list
+# fallback` to 3,320,024: 172 KiB over 3 MiB leaves 1.8 KiB. Not a blank
 # cheque: encrypted upstreams must argue for their own bytes.
-budget_aarch64=$((3 * 1024 * 1024 + 170 * 1024))
+budget_aarch64=$((3 * 1024 * 1024 + 172 * 1024))
 version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
 
 command -v cargo-zigbuild >/dev/null || pip install --quiet ziglang cargo-zigbuild

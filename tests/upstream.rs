@@ -311,3 +311,44 @@ fn a_rewritten_resolv_file_brings_its_upstreams_and_retries_only_failed_download
     assert_eq!(web.hits("/good.txt"), good_hits);
     assert_eq!(web.hits("/late.txt"), 2, "one failure, one success");
 }
+
+/// `list fallback`: asked only when every upstream failed (silent, or
+/// SERVFAIL), in order; while an upstream answers, never; a warning says
+/// so, and the fallback's answers are counted under its address.
+#[test]
+fn a_fallback_is_asked_only_when_every_upstream_failed() {
+    let up1 = Upstream::start("192.0.2.1".parse().unwrap());
+    let up2 = Upstream::start("192.0.2.2".parse().unwrap());
+    let fb = Upstream::start("192.0.2.9".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up1, &up2], &format!("\tlist fallback '{}'\n", fb.addr)));
+    assert_eq!(udp(gw.addr, "a.example", A).ips(), ["192.0.2.1"]);
+    up1.behaviour.silent.store(true, SeqCst);
+    assert_eq!(udp(gw.addr, "b.example", A).ips(), ["192.0.2.2"]);
+    assert_eq!(fb.total(), 0, "an upstream answered: the fallback is not asked");
+
+    // (A silent server logs nothing; a SERVFAIL one shows it was asked.)
+    up1.behaviour.silent.store(false, SeqCst);
+    up1.behaviour.rcode.store(2, SeqCst);
+    up2.behaviour.rcode.store(2, SeqCst);
+    assert_eq!(udp(gw.addr, "c.example", A).ips(), ["192.0.2.9"]);
+    assert_eq!((up1.seen("c.example"), up2.seen("c.example"), fb.seen("c.example")), (1, 1, 1));
+    // The TCP clients' path (the async driver) alike.
+    assert_eq!(tcp(gw.addr, "c2.example", A).ips(), ["192.0.2.9"]);
+    assert!(gw.wait_log("answered by fallback", Duration::from_secs(5)), "{}", gw.log());
+    let r = gw.report();
+    let fallback = r.upstreams.iter().find(|u| u.addr == fb.addr.to_string()).unwrap();
+    assert_eq!(fallback.answers, 2);
+
+    // Upstreams back: the fallback rests.
+    up1.behaviour.rcode.store(0, SeqCst);
+    up2.behaviour.rcode.store(0, SeqCst);
+    for i in 0..5 {
+        assert_eq!(udp(gw.addr, &format!("d{i}.example"), A).ips().len(), 1);
+    }
+    assert_eq!(fb.total(), 2);
+
+    // Without one, every upstream failing is SERVFAIL, as before.
+    let gw = Gateway::start(&config(&[&up2], ""));
+    up2.behaviour.rcode.store(2, SeqCst);
+    assert_eq!(udp(gw.addr, "e.example", A).rcode, RCODE::ServerFailure);
+}

@@ -200,6 +200,8 @@ pub struct Config {
     pub listen: Vec<SocketAddr>,
     /// Default forwarders, tried in order with failover.
     pub upstreams: Vec<SocketAddr>,
+    /// Plain resolvers asked only when every upstream failed (`list fallback`).
+    pub fallbacks: Vec<SocketAddr>,
     /// Where the upstreams came from, for the start-up log line.
     pub upstreams_from: String,
     /// None were configured: they come from `resolv_file`, re-read when it changes.
@@ -366,6 +368,7 @@ impl Config {
             source: "<built-in>".into(),
             listen: vec![DEFAULT_LISTEN],
             upstreams: Vec::new(),
+            fallbacks: Vec::new(),
             upstreams_from: String::new(),
             upstreams_auto: false,
             cache_size: 4096,
@@ -531,12 +534,14 @@ impl Config {
                 message: format!("min_ttl {} is above max_ttl {}", cfg.min_ttl, cfg.max_ttl),
             });
         }
-        for up in &cfg.upstreams {
+        for (option, up) in
+            cfg.upstreams.iter().map(|u| ("upstream", u)).chain(cfg.fallbacks.iter().map(|u| ("fallback", u)))
+        {
             if cfg.listen.iter().any(|l| is_loop(l, up)) {
                 return Err(ConfigError {
                     file: file.into(),
-                    line: line_of(&sections, "upstream"),
-                    message: format!("upstream {up} is one of our own listen addresses: queries would loop"),
+                    line: line_of(&sections, option),
+                    message: format!("{option} {up} is one of our own listen addresses: queries would loop"),
                 });
             }
         }
@@ -725,6 +730,9 @@ impl SectionReader<'_> {
                 }
                 "upstream" => {
                     cfg.upstreams.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?)
+                }
+                "fallback" => {
+                    cfg.fallbacks.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?)
                 }
                 "cache_size" => cfg.cache_size = self.number(v, 0, 10_000_000)? as usize,
                 "block_mode" => {

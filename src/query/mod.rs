@@ -144,7 +144,7 @@ impl Snapshot {
             policy,
             rebind_allow,
             cache,
-            upstreams: Group::new(&config.upstreams, &known, config.upstream_strategy),
+            upstreams: Group::with_fallbacks(&config.upstreams, &config.fallbacks, &known, config.upstream_strategy),
             forwards,
             timeout: config.upstream_timeout,
             stale_for: if config.serve_stale { config.stale_max_age } else { 0 },

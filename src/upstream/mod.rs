@@ -129,8 +129,12 @@ impl Server {
 /// Servers tried in order for one kind of name (the defaults, or one forward rule).
 #[derive(Debug)]
 pub struct Group {
-    /// The servers, in configured order (at most [`MAX_SERVERS`]).
+    /// The servers, in configured order (at most [`MAX_SERVERS`]), the
+    /// fallbacks last.
     pub servers: Vec<Arc<Server>>,
+    /// How many of `servers` are upstreams; the rest are fallbacks, asked
+    /// in order only once every upstream has been tried.
+    primary: usize,
     /// Index of the server to try first: the last one that answered.
     preferred: AtomicUsize,
     /// How a resolution picks its first server.
@@ -178,12 +182,29 @@ impl Group {
     /// A group over `servers` (the first [`MAX_SERVERS`]), reusing
     /// `Server`s (their counters and health) from `known` by address.
     pub fn new(addrs: &[SocketAddr], known: &[Arc<Server>], strategy: Strategy) -> Group {
-        let servers = addrs
+        Group::with_fallbacks(addrs, &[], known, strategy)
+    }
+
+    /// [`Group::new`], with `fallbacks` after the upstreams.
+    pub fn with_fallbacks(
+        addrs: &[SocketAddr],
+        fallbacks: &[SocketAddr],
+        known: &[Arc<Server>],
+        strategy: Strategy,
+    ) -> Group {
+        let servers: Vec<Arc<Server>> = addrs
             .iter()
+            .chain(fallbacks)
             .take(MAX_SERVERS)
             .map(|a| known.iter().find(|s| s.addr == *a).cloned().unwrap_or_else(|| Arc::new(Server::new(*a))))
             .collect();
-        Group { servers, preferred: AtomicUsize::new(0), strategy }
+        let primary = addrs.len().min(servers.len());
+        Group { servers, primary, preferred: AtomicUsize::new(0), strategy }
+    }
+
+    /// Whether server `idx` is a fallback.
+    pub fn is_fallback(&self, idx: usize) -> bool {
+        idx >= self.primary
     }
 
     /// Resolves `q` through the servers. Returns the first good reply, else the
@@ -264,7 +285,7 @@ impl Group {
 
     /// A fresh resolution's place in the server order.
     pub fn failover(&self) -> Failover {
-        let n = self.servers.len().max(1);
+        let n = self.primary.max(1);
         let first = match self.strategy {
             Strategy::Failover | Strategy::Parallel => self.preferred.load(Relaxed) % n,
             Strategy::Random => (random_id() as usize) % n,
@@ -302,7 +323,7 @@ impl Failover {
 
     /// The next server to try, or `None` when every one worth a try has been.
     pub fn next(&mut self, group: &Group) -> Option<usize> {
-        let n = group.servers.len().min(MAX_SERVERS);
+        let n = group.primary;
         let (tried, first) = (self.tried, self.first);
         let untried = move || (0..n).map(move |k| (first + k) % n).filter(move |&i| tried & 1 << i == 0);
         let mut pick = None;
@@ -324,13 +345,15 @@ impl Failover {
                     break;
                 }
                 // Down: tried only when every server is (none up was tried).
-                if !self.any_up && group.servers.iter().all(|s| s.health.is_down()) {
+                if !self.any_up && group.servers[..n].iter().all(|s| s.health.is_down()) {
                     pick = Some(i);
                     break;
                 }
             }
         }
-        let i = pick?;
+        // Every upstream tried: the fallbacks, in order, once each.
+        let tried = self.tried;
+        let i = pick.or_else(|| (n..group.servers.len()).find(|&i| tried & 1 << i == 0))?;
         self.tried |= 1 << i;
         Some(i)
     }
@@ -345,7 +368,7 @@ impl Failover {
         started: Instant,
     ) -> Option<(Vec<u8>, SocketAddr)> {
         let server = &group.servers[idx];
-        let n = group.servers.len();
+        let n = group.primary;
         match outcome {
             Ok(r) => {
                 server.answers.fetch_add(1, Relaxed);
@@ -360,7 +383,9 @@ impl Failover {
                     self.fallback = Some((r, server.addr));
                     return None;
                 }
-                if idx != self.first {
+                if group.is_fallback(idx) {
+                    fallback_used(server.addr);
+                } else if idx != self.first {
                     group.preferred.store(idx, Relaxed);
                 }
                 return Some((r, server.addr));
@@ -390,6 +415,17 @@ impl Failover {
     /// The best error reply seen, once every server has been tried.
     pub fn fallback(&mut self) -> Option<(Vec<u8>, SocketAddr)> {
         self.fallback.take()
+    }
+}
+
+/// Says, at most once a minute, that a fallback answered: the upstreams
+/// all failed, and that name went out in the clear to `addr`.
+fn fallback_used(addr: SocketAddr) {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let last = LAST.load(Relaxed);
+    if now >= last + 60 && LAST.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
+        log::warn!("every upstream failed; answered by fallback {addr} (logged at most once a minute)");
     }
 }
 
