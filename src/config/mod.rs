@@ -268,7 +268,8 @@ pub struct Config {
     /// Where `GET /metrics` is served (Prometheus text); off when `None`.
     pub metrics_listen: Option<SocketAddr>,
     /// Where the metrics are written for node-exporter's textfile
-    /// collector, every 15 s at most while queries come; off when `None`.
+    /// collector, at start and every 15 s; off when `None`. Fixed until a
+    /// restart.
     pub metrics_textfile: Option<PathBuf>,
     /// Where downloaded lists are kept (flash), so they survive a reboot.
     pub list_dir: PathBuf,
@@ -596,7 +597,7 @@ impl Config {
     /// one build, which is all it is compared within.
     pub fn restart_key(&self) -> String {
         let material = format!(
-            "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}|{:?}|{:?}|{:?}",
+            "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}",
             self.listen,
             self.worker_count(),
             self.querylog,
@@ -616,7 +617,9 @@ impl Config {
             // Watched from the start.
             self.resolv_file,
             // Bound at start, like the listeners.
-            self.metrics_listen
+            self.metrics_listen,
+            // Fixed at start, like the leases file.
+            self.metrics_textfile
         );
         let hash =
             material.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
@@ -1281,6 +1284,8 @@ config mystery
         assert_ne!(base, key("\toption dnsmasq_port '5355'\n"));
         assert_ne!(base, key("config querylog\n\toption retention '1d'\n"));
         assert_ne!(base, key("\toption leases_file '/tmp/other.leases'\n"));
+        assert_ne!(base, key("\toption metrics_listen '127.0.0.1:9153'\n"));
+        assert_ne!(base, key("\toption metrics_textfile '/var/prometheus/hydradns.prom'\n"));
     }
 
     #[test]

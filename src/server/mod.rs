@@ -160,8 +160,11 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     let policy = load_policy(&cfg);
     let limits = Arc::new(tcp::Limits::new(cfg.tcp_max_connections, cfg.tcp_max_per_client, cfg.tcp_idle_timeout));
     let logger = querylog.as_ref().map(|q| q.logger.clone());
-    // The files fixed until a restart (`Config::restart_key`), for [`look_at_devices`].
+    // The files fixed until a restart (`Config::restart_key`), for
+    // [`look_at_devices`] and [`write_textfile`]: the main loop reads no
+    // snapshot for them (see `Engine::learning`).
     let (leases, ethers) = (cfg.leases_file.clone(), cfg.ethers_file.clone());
+    let textfile = cfg.metrics_textfile.clone();
     let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), logger));
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();
     let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
@@ -233,7 +236,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
         let mut devices = NameBook::router(&leases, &ethers);
         let mut next_look = Instant::now() + CHECK_EVERY;
         let mut textfile_failing = false;
-        write_textfile(&status, &mut textfile_failing);
+        write_textfile(&status, textfile.as_deref(), &mut textfile_failing);
         loop {
             // One timer for both periodic jobs (a second one in the race was 14 KB of code).
             let due = next_summary.map_or(next_look, |s| s.min(next_look));
@@ -274,7 +277,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
                         next_look = now + look_at_devices(&status.engine, &mut devices);
                         // The textfile rides on the same timer, every TEXTFILE_EVERY
                         // while it is set (the one wake-up an idle gateway then has).
-                        if write_textfile(&status, &mut textfile_failing) {
+                        if write_textfile(&status, textfile.as_deref(), &mut textfile_failing) {
                             next_look = next_look.min(now + TEXTFILE_EVERY);
                         }
                     }
@@ -328,11 +331,11 @@ fn look_at_devices(engine: &Engine, book: &mut NameBook) -> Duration {
     CHECK_EVERY
 }
 
-/// Writes `metrics_textfile`, if set (false when not); a failure is
-/// logged once, until a write works again.
-fn write_textfile(status: &Status, failing: &mut bool) -> bool {
-    let Some(path) = status.engine.snapshot.load().config.metrics_textfile.clone() else { return false };
-    match crate::metrics::write_textfile(&path, &crate::metrics::render(status)) {
+/// Writes `metrics_textfile` to `path`, if set (false when not); a failure
+/// is logged once, until a write works again.
+fn write_textfile(status: &Status, path: Option<&std::path::Path>, failing: &mut bool) -> bool {
+    let Some(path) = path else { return false };
+    match crate::metrics::write_textfile(path, &crate::metrics::render(status)) {
         Ok(()) => *failing = false,
         Err(e) if !*failing => {
             log::warn!("metrics_textfile {}: {e}", path.display());
