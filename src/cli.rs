@@ -813,7 +813,7 @@ fn status(args: Args) -> ExitCode {
     let st = Status {
         schema: crate::stats::SCHEMA,
         running: stats.is_some(),
-        now: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        now: crate::sys::unix_now(),
         error,
         config: cfg.source.clone(),
         listen: cfg.listen.iter().map(|a| a.to_string()).collect(),

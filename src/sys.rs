@@ -1,8 +1,10 @@
-//! Small process- and socket-level helpers shared across threads.
+//! Small process-, socket- and file-level helpers shared across threads.
 
 use std::io::IoSlice;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustix::io::Errno;
 use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny};
@@ -23,6 +25,31 @@ use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny};
 /// malloc, whose one lock the starved writer held while preempted (see
 /// main.rs); the allocator is mimalloc now.
 pub const BACKGROUND_NICE: i32 = 15;
+
+/// The wall clock in Unix seconds (0 if it reads before 1970).
+pub fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Writes `bytes` to `path` so that a crash at any moment leaves the old
+/// file or the new one: temporary file, fsync, rename, fsync of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().ok_or_else(|| std::io::Error::other("no directory"))?;
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
 
 /// One `sendmmsg` of `datagrams` on `sock`, each to its address in `peers`,
 /// or all to the socket's connected peer when `peers` is `None`; how many
@@ -192,6 +219,17 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_files() {
+        let dir = std::env::temp_dir().join(format!("hydradns-atomic-{}", std::process::id()));
+        let p = dir.join("sub/list.txt");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert!(!dir.join("sub/list.txt.tmp").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn recv_batch_takes_what_is_queued_with_senders() {

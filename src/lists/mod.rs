@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use nanoserde::{DeJson, SerJson};
 
@@ -30,6 +30,7 @@ use crate::config::{Config, ListKind, ListSource};
 use crate::policy::Policy;
 use crate::policy::formats::{ParseStats, for_each_label_rev, parse_line};
 use crate::query::{Engine, Snapshot};
+use crate::sys::{unix_now, write_atomic};
 use download::{Downloader, Fetched, Validators};
 
 /// A list that once had this many entries may not shrink below a tenth of
@@ -73,10 +74,6 @@ pub struct Meta {
     pub failures: u64,
 }
 
-fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
 fn meta_path(saved: &Path) -> PathBuf {
     saved.with_extension("meta")
 }
@@ -84,26 +81,6 @@ fn meta_path(saved: &Path) -> PathBuf {
 /// The metadata of a saved copy (empty if none or unreadable).
 pub fn load_meta(saved: &Path) -> Meta {
     std::fs::read_to_string(meta_path(saved)).ok().and_then(|s| Meta::deserialize_json(&s).ok()).unwrap_or_default()
-}
-
-/// Writes `bytes` to `path` so that a crash at any moment leaves the old
-/// file or the new one: temporary file, fsync, rename, fsync of the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().ok_or_else(|| std::io::Error::other("no directory"))?;
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 /// Checks, piece by piece as it arrives, that a download is a list worth
@@ -215,7 +192,7 @@ pub fn refresh_source(dl: Result<&Downloader, &str>, src: &ListSource) -> Option
     if !have_copy {
         meta = Meta { url: url.clone(), ..Meta::default() };
     }
-    meta.last_attempt_unix = now_unix();
+    meta.last_attempt_unix = unix_now();
     let have = if have_copy {
         Validators { etag: meta.etag.clone(), last_modified: meta.last_modified.clone() }
     } else {
@@ -385,13 +362,13 @@ fn due_unix(cfg: &Config, saved: &Path) -> Option<u64> {
 }
 
 fn is_due(cfg: &Config, src: &ListSource) -> bool {
-    src.saved.as_deref().filter(|_| src.url.is_some()).and_then(|s| due_unix(cfg, s)).is_some_and(|d| d <= now_unix())
+    src.saved.as_deref().filter(|_| src.url.is_some()).and_then(|s| due_unix(cfg, s)).is_some_and(|d| d <= unix_now())
 }
 
 /// When the lists thread should next wake for a scheduled refresh.
 fn next_refresh(cfg: &Config) -> Option<Instant> {
     let due = cfg.lists.iter().filter(|s| s.url.is_some()).filter_map(|s| due_unix(cfg, s.saved.as_deref()?)).min()?;
-    Some(Instant::now() + Duration::from_secs(due.saturating_sub(now_unix())))
+    Some(Instant::now() + Duration::from_secs(due.saturating_sub(unix_now())))
 }
 
 /// How long stopping waits for the lists thread to finish what it is doing.
@@ -650,16 +627,5 @@ mod tests {
         let mut v = Vetter::default();
         v.feed(b"no-newline-at-end.example");
         assert_eq!(v.finish(None).unwrap().blocks, 1);
-    }
-
-    #[test]
-    fn atomic_write_replaces_whole_files() {
-        let dir = std::env::temp_dir().join(format!("hydradns-atomic-{}", std::process::id()));
-        let p = dir.join("sub/list.txt");
-        write_atomic(&p, b"one").unwrap();
-        write_atomic(&p, b"two").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        assert!(!dir.join("sub/list.txt.tmp").exists());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

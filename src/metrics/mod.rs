@@ -7,8 +7,6 @@
 pub mod http;
 
 use std::fmt::{Display, Write};
-use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -100,12 +98,8 @@ const SCALARS: [Scalar; 14] = [
     ("hydradns_querylog_queued", "gauge", |r| r.querylog.queued),
     ("hydradns_querylog_flush_errors_total", "counter", |r| r.querylog.flush_errors),
     ("hydradns_blocking_paused_until_seconds", "gauge", |r| r.paused_until),
-    ("hydradns_start_time_seconds", "gauge", |r| unix_now().saturating_sub(r.uptime_s)),
+    ("hydradns_start_time_seconds", "gauge", |r| crate::sys::unix_now().saturating_sub(r.uptime_s)),
 ];
-
-fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
 
 /// The whole exposition, ending in a newline.
 pub fn render(status: &Status) -> String {
@@ -184,15 +178,6 @@ pub fn render(status: &Status) -> String {
     t.each("hydradns_group_active", "gauge", g, "group", |g| &g.name, |g| u64::from(g.active));
     t.each("hydradns_group_paused_until_seconds", "gauge", g, "group", |g| &g.name, |g| g.paused_until);
     t.0
-}
-
-/// Writes the text to `path` as node-exporter's textfile collector wants
-/// it: whole or not at all (a temporary file renamed over it).
-pub fn write_textfile(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -25,7 +25,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::groups::GroupTable;
 use crate::config::groups::ScheduleConfig;
@@ -122,7 +121,7 @@ pub fn inside(w: &ScheduleConfig, day: u32, minute: u32) -> bool {
 /// Unix seconds now, as the schedules see it (see `HYDRADNS_TEST_NOW`).
 pub fn now_unix() -> i64 {
     static SHIFT: OnceLock<i64> = OnceLock::new();
-    let real = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    let real = crate::sys::unix_now() as i64;
     let shift = *SHIFT.get_or_init(|| {
         std::env::var("HYDRADNS_TEST_NOW").ok().and_then(|v| v.trim().parse::<i64>().ok()).map_or(0, |t| t - real)
     });

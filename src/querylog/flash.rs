@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags};
@@ -94,8 +94,7 @@ fn flush_counted(live: &Path, flash: &Path, counters: &LogCounters) {
     match flush(live, flash) {
         Ok(bytes) => {
             counters.flushes.fetch_add(1, Relaxed);
-            let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            counters.last_flush_unix.store(now, Relaxed);
+            counters.last_flush_unix.store(crate::sys::unix_now(), Relaxed);
             log::info!("query log copied to {} ({} KiB)", flash.display(), bytes / 1024);
         }
         Err(e) => {

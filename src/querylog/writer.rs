@@ -180,7 +180,7 @@ fn is_corrupt(e: &rusqlite::Error) -> bool {
 
 /// Moves a damaged database (and its WAL) aside so a fresh one can start.
 fn move_aside(path: &Path) -> PathBuf {
-    let stamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let stamp = crate::sys::unix_now();
     let aside = path.with_extension(format!("corrupt-{stamp}"));
     let _ = std::fs::rename(path, &aside);
     for ext in ["-wal", "-shm"] {

@@ -335,7 +335,8 @@ fn look_at_devices(engine: &Engine, book: &mut NameBook) -> Duration {
 /// is logged once, until a write works again.
 fn write_textfile(status: &Status, path: Option<&std::path::Path>, failing: &mut bool) -> bool {
     let Some(path) = path else { return false };
-    match crate::metrics::write_textfile(path, &crate::metrics::render(status)) {
+    // Whole or not at all, as node-exporter's textfile collector wants it.
+    match crate::sys::write_atomic(path, crate::metrics::render(status).as_bytes()) {
         Ok(()) => *failing = false,
         Err(e) if !*failing => {
             log::warn!("metrics_textfile {}: {e}", path.display());

@@ -422,7 +422,7 @@ impl Failover {
 /// all failed, and that name went out in the clear to `addr`.
 fn fallback_used(addr: SocketAddr) {
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let now = crate::sys::unix_now();
     let last = LAST.load(Relaxed);
     if now >= last + 60 && LAST.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
         log::warn!("every upstream failed; answered by fallback {addr} (logged at most once a minute)");
