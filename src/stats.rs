@@ -246,6 +246,11 @@ impl Histogram {
     }
 }
 
+/// Every bucket's count summed over several histograms.
+fn merged<'a>(hists: impl Iterator<Item = &'a Histogram> + Clone) -> Vec<u64> {
+    (0..BUCKETS).map(|b| hists.clone().map(|h| h.buckets[b].load(Relaxed)).sum()).collect()
+}
+
 /// Values below `2^k` µs for each `k` in `powers`, cumulative, over several
 /// histograms, then the count and sum (µs) of all. Powers of two are bucket
 /// edges, so these counts are exact.
@@ -253,8 +258,7 @@ pub fn below_powers_of_two<'a>(
     hists: impl Iterator<Item = &'a Histogram> + Clone,
     powers: std::ops::RangeInclusive<u32>,
 ) -> (Vec<u64>, u64, u64) {
-    let count = |b: usize| hists.clone().map(|h| h.buckets[b].load(Relaxed)).sum::<u64>();
-    let counts: Vec<u64> = (0..BUCKETS).map(count).collect();
+    let counts = merged(hists.clone());
     let below = powers
         .map(|k| counts.iter().enumerate().filter(|&(b, _)| bucket_floor(b) < 1 << k).map(|(_, n)| n).sum())
         .collect();
@@ -264,8 +268,7 @@ pub fn below_powers_of_two<'a>(
 
 /// p50, p90 and p99 (µs, bucket floors) over several histograms.
 pub fn percentiles<'a>(hists: impl Iterator<Item = &'a Histogram> + Clone) -> Latency {
-    let count = |b: usize| hists.clone().map(|h| h.buckets[b].load(Relaxed)).sum::<u64>();
-    let counts: Vec<u64> = (0..BUCKETS).map(count).collect();
+    let counts = merged(hists);
     let total: u64 = counts.iter().sum();
     let at = |q: f64| {
         if total == 0 {
