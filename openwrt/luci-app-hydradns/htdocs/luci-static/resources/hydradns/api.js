@@ -64,6 +64,26 @@ return baseclass.extend({
 	allow: function(domain) { return callAllow(domain).then(checked); },
 	block: function(domain) { return callBlock(domain).then(checked); },
 
+	// A LuCI table: a title row, then one row per array of cells; with no
+	// rows, `empty` (if given) in a placeholder row.
+	table: function(head, rows, id, empty) {
+		var cells = function(tag, cs) { return cs.map(function(c) { return E(tag, { 'class': tag }, c); }); };
+		var body = rows.map(function(r) { return E('tr', { 'class': 'tr' }, cells('td', r)); });
+		if (!rows.length && empty)
+			body = [ E('tr', { 'class': 'tr placeholder' }, E('td', { 'class': 'td' }, E('em', {}, empty))) ];
+		return E('table', { 'class': 'table', 'id': id || null },
+			[ E('tr', { 'class': 'tr table-titles' }, cells('th', head)) ].concat(body));
+	},
+
+	// A label and value row, as LuCI's status boxes have them; the value's
+	// cell gets the id `id` (what the tests read).
+	field: function(label, id, value) {
+		return E('tr', { 'class': 'tr' }, [
+			E('td', { 'class': 'td left', 'width': '33%' }, label),
+			E('td', { 'class': 'td left', 'id': id }, value)
+		]);
+	},
+
 	// n as a share of total, one decimal: "12.5 %"; "–" with no total.
 	percent: function(n, total) {
 		return total > 0 ? '%.1f %%'.format(100 * n / total) : '–';

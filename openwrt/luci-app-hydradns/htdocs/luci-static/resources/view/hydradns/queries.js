@@ -9,16 +9,6 @@
 // a button that allows or blocks its name for every group. Read from the
 // query log (`hydradns log --json`, `top --json`).
 
-var BLOCKED = { blocked: true, cname_blocked: true, rebind_blocked: true };
-
-function table(id, head, rows, empty) {
-	return E('table', { 'class': 'table', 'id': id }, [
-		E('tr', { 'class': 'tr table-titles' }, head.map(function(h) { return E('th', { 'class': 'th' }, h); }))
-	].concat(rows.length ? rows.map(function(r) {
-		return E('tr', { 'class': 'tr' }, r.map(function(c) { return E('td', { 'class': 'td' }, c); }));
-	}) : [ E('tr', { 'class': 'tr placeholder' }, E('td', { 'class': 'td' }, E('em', {}, empty))) ]));
-}
-
 return view.extend({
 	filter: { domain: '', client: '', blocked: false },
 
@@ -58,17 +48,17 @@ return view.extend({
 	topBlocked: function(rows) {
 		if (rows instanceof Error)
 			return this.failed(rows);
-		return table('hydradns-top-blocked', [ _('Name'), _('Times blocked'), '' ], rows.map(L.bind(function(r) {
+		return api.table([ _('Name'), _('Times blocked'), '' ], rows.map(L.bind(function(r) {
 			return [ r.key, String(r.count), this.button('allow', r.key) ];
-		}, this)), _('Nothing blocked yet'));
+		}, this)), 'hydradns-top-blocked', _('Nothing blocked yet'));
 	},
 
 	topClients: function(rows) {
 		if (rows instanceof Error)
 			return this.failed(rows);
-		return table('hydradns-top-clients', [ _('Client'), _('Queries') ], rows.map(function(r) {
+		return api.table([ _('Client'), _('Queries') ], rows.map(function(r) {
 			return [ r.key, String(r.count) ];
-		}), _('No queries yet'));
+		}), 'hydradns-top-clients', _('No queries yet'));
 	},
 
 	filterBar: function() {
@@ -96,9 +86,9 @@ return view.extend({
 	fillRecent: function(rows) {
 		if (rows instanceof Error)
 			return dom.content(this.recent, this.failed(rows));
-		dom.content(this.recent, table('hydradns-log', [ _('Time'), _('Client'), _('Name'), _('Type'), _('Answer'), _('Took'), '' ],
+		dom.content(this.recent, api.table([ _('Time'), _('Client'), _('Name'), _('Type'), _('Answer'), _('Took'), '' ],
 			rows.map(L.bind(function(r) {
-				var blocked = BLOCKED[r.outcome];
+				var blocked = r.outcome == 'blocked';
 				return [
 					new Date(r.unix_ms).toLocaleTimeString(),
 					r.client_name ? E('span', { 'title': r.client }, r.client_name) : r.client,
@@ -107,7 +97,7 @@ return view.extend({
 					r.latency_us >= 1000 ? '%.1f ms'.format(r.latency_us / 1000) : '%d µs'.format(r.latency_us),
 					this.button(blocked ? 'allow' : 'block', r.name)
 				];
-			}, this)), _('No queries match')));
+			}, this)), 'hydradns-log', _('No queries match')));
 	},
 
 	button: function(what, name) {

@@ -10,21 +10,6 @@
 // from `hydradns status --json` (cheap while it runs: the counts come from
 // the gateway, not from reading the lists).
 
-function table(head, rows) {
-	return E('table', { 'class': 'table' }, [
-		E('tr', { 'class': 'tr table-titles' }, head.map(function(h) { return E('th', { 'class': 'th' }, h); }))
-	].concat(rows.map(function(r) {
-		return E('tr', { 'class': 'tr' }, r.map(function(c) { return E('td', { 'class': 'td' }, c); }));
-	})));
-}
-
-function field(label, id, value) {
-	return E('tr', { 'class': 'tr' }, [
-		E('td', { 'class': 'td left', 'width': '33%' }, label),
-		E('td', { 'class': 'td left', 'id': 'hydradns-' + id }, value)
-	]);
-}
-
 return view.extend({
 	load: function() {
 		return api.status().catch(function(e) { return { running: false, error: e.message, lists: [] }; });
@@ -56,8 +41,8 @@ return view.extend({
 		return E('div', { 'class': 'cbi-section' }, [
 			E('h3', {}, _('Status')),
 			E('table', { 'class': 'table' }, [
-				field(_('State'), 'state', E('strong', {}, _('Not running'))),
-				field(_('Why'), 'error', st.error || '–')
+				api.field(_('State'), 'hydradns-state', E('strong', {}, _('Not running'))),
+				api.field(_('Why'), 'hydradns-error', st.error || '–')
 			]),
 			E('p', {}, _('Start it with "/etc/init.d/hydradns start", or under System → Startup; "logread -e hydradns" says why it stopped.'))
 		]);
@@ -68,16 +53,16 @@ return view.extend({
 		return E('div', { 'class': 'cbi-section' }, [
 			E('h3', {}, _('Status')),
 			E('table', { 'class': 'table' }, [
-				field(_('State'), 'state', E('strong', {}, _('Running'))),
-				field(_('Version'), 'version', s.version),
-				field(_('Uptime'), 'uptime', api.duration(s.uptime_s)),
-				field(_('Queries'), 'queries', String(q)),
-				field(_('Blocked'), 'blocked', '%d (%s)'.format(c.blocked, api.percent(c.blocked, q))),
-				field(_('Answered from the cache'), 'cached', '%d (%s)'.format(c.cached, api.percent(c.cached, q))),
-				field(_('Forwarded upstream'), 'forwarded', '%d (%s)'.format(c.forwarded, api.percent(c.forwarded, q))),
-				field(_('Failed (SERVFAIL)'), 'failed', String(c.failed)),
-				field(_('Cache'), 'cache', _('%d of %d entries').format(s.cache_entries, s.cache_capacity)),
-				field(_('Query log'), 'querylog', log.enabled
+				api.field(_('State'), 'hydradns-state', E('strong', {}, _('Running'))),
+				api.field(_('Version'), 'hydradns-version', s.version),
+				api.field(_('Uptime'), 'hydradns-uptime', api.duration(s.uptime_s)),
+				api.field(_('Queries'), 'hydradns-queries', String(q)),
+				api.field(_('Blocked'), 'hydradns-blocked', '%d (%s)'.format(c.blocked, api.percent(c.blocked, q))),
+				api.field(_('Answered from the cache'), 'hydradns-cached', '%d (%s)'.format(c.cached, api.percent(c.cached, q))),
+				api.field(_('Forwarded upstream'), 'hydradns-forwarded', '%d (%s)'.format(c.forwarded, api.percent(c.forwarded, q))),
+				api.field(_('Failed (SERVFAIL)'), 'hydradns-failed', String(c.failed)),
+				api.field(_('Cache'), 'hydradns-cache', _('%d of %d entries').format(s.cache_entries, s.cache_capacity)),
+				api.field(_('Query log'), 'hydradns-querylog', log.enabled
 					? _('on: %d written, %d dropped').format(log.written, log.dropped + (log.lost || 0))
 					: _('off'))
 			])
@@ -105,7 +90,7 @@ return view.extend({
 			])
 		]);
 		if (groups.length > 0)
-			section.appendChild(table([ _('Group'), _('Blocked'), _('Schedule'), _('Blocking'), '' ], groups.map(L.bind(function(g) {
+			section.appendChild(api.table([ _('Group'), _('Blocked'), _('Schedule'), _('Blocking'), '' ], groups.map(L.bind(function(g) {
 				var gl = api.pauseLeft(g.paused_until, st.now);
 				return [
 					g.name, String(g.blocked),
@@ -122,7 +107,7 @@ return view.extend({
 	upstreams: function(st) {
 		return E('div', { 'class': 'cbi-section' }, [
 			E('h3', {}, _('Upstream resolvers')),
-			table([ _('Address'), _('State'), _('Answers'), _('Timeouts'), _('Errors'), _('Average reply') ],
+			api.table([ _('Address'), _('State'), _('Answers'), _('Timeouts'), _('Errors'), _('Average reply') ],
 				(st.stats.upstreams || []).map(function(u) {
 					return [ u.addr, u.down ? E('strong', {}, _('DOWN')) : _('up'), String(u.answers), String(u.timeouts),
 						String(u.errors), u.answers > 0 ? '%.1f ms'.format(u.avg_latency_us / 1000) : '–' ];
@@ -133,7 +118,7 @@ return view.extend({
 	lists: function(st) {
 		return E('div', { 'class': 'cbi-section' }, [
 			E('h3', {}, _('Lists')),
-			table([ _('Name'), _('Kind'), _('Entries'), _('Last update'), _('Problem') ],
+			api.table([ _('Name'), _('Kind'), _('Entries'), _('Last update'), _('Problem') ],
 				(st.lists || []).map(function(l) {
 					return [ l.name, l.kind == 'allowlist' ? _('allow') : _('block'), String(l.entries),
 						l.url ? (l.last_success || _('never')) : (l.files && l.files.length ? _('local file') : _('names in the config')),

@@ -34,10 +34,7 @@ return baseclass.extend({
 		}
 		return E('div', {}, [
 			E('table', { 'class': 'table' }, fields.map(function(f) {
-				return E('tr', { 'class': 'tr' }, [
-					E('td', { 'class': 'td left', 'width': '33%' }, f[1]),
-					E('td', { 'class': 'td left', 'id': 'hydradns-overview-' + f[0] }, f[2])
-				]);
+				return api.field(f[1], 'hydradns-overview-' + f[0], f[2]);
 			})),
 			E('p', {}, E('a', { 'href': L.url('admin/services/hydradns') }, _('More on the HydraDNS pages')))
 		]);
