@@ -56,13 +56,8 @@ default_prerm "$0" "$@"
 SCRIPT
 chmod 0755 "$ctrl/postinst" "$ctrl/prerm"
 
-gnutar() { tar --format=gnu --owner=0 --group=0 --numeric-owner --sort=name --mtime="@$pkg_epoch" "$@"; }
-(cd "$data" && gnutar -cf - . | gzip -n9 > "$stage/data.tar.gz")
-(cd "$ctrl" && gnutar -cf - . | gzip -n9 > "$stage/control.tar.gz")
-echo "2.0" > "$stage/debian-binary"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 ipk="$out/hydradns_${pkg_version}-${pkg_release}_${arch}.ipk"
-(cd "$stage" && gnutar -cf - ./debian-binary ./control.tar.gz ./data.tar.gz | gzip -n9 > "$ipk.tmp")
-mv "$ipk.tmp" "$ipk"
+pack_ipk "$ctrl" "$data" "$ipk"
 echo "$ipk"

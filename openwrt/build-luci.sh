@@ -54,13 +54,8 @@ CONTROL
 printf '#!/bin/sh\n%s\n' "$refresh" > "$ctrl/postinst"
 printf '#!/bin/sh\n%s\n' "$refresh" > "$ctrl/postrm"
 chmod 0755 "$ctrl/postinst" "$ctrl/postrm"
-gnutar() { tar --format=gnu --owner=0 --group=0 --numeric-owner --sort=name --mtime="@$pkg_epoch" "$@"; }
-(cd "$files" && gnutar -cf - . | gzip -n9 > "$stage/data.tar.gz")
-(cd "$ctrl" && gnutar -cf - . | gzip -n9 > "$stage/control.tar.gz")
-echo "2.0" > "$stage/debian-binary"
 ipk="$out/${name}_${pkg_version}-${pkg_release}_all.ipk"
-(cd "$stage" && gnutar -cf - ./debian-binary ./control.tar.gz ./data.tar.gz | gzip -n9 > "$ipk.tmp")
-mv "$ipk.tmp" "$ipk"
+pack_ipk "$ctrl" "$files" "$ipk"
 
 # .apk: package-pack.mk turns PKGARCH all into noarch, and lists the
 # package's files in lib/apk/packages/NAME.list.

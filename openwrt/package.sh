@@ -38,3 +38,20 @@ stage_files() {
 	# Readable by the unprivileged user the daemon becomes.
 	install -m 0644 "$here/files/hydradns.config" "$dir/etc/config/hydradns"
 }
+
+# tar as the packages want it: GNU format (opkg silently installs nothing
+# from a pax tar and still reports success), files root's, times fixed.
+gnutar() { tar --format=gnu --owner=0 --group=0 --numeric-owner --sort=name --mtime="@$pkg_epoch" "$@"; }
+
+# Packs the directories CONTROL and DATA into the .ipk FILE as opkg reads
+# it: a gzipped tar of debian-binary, control.tar.gz and data.tar.gz.
+pack_ipk() {
+	local ctrl=$1 data=$2 ipk=$3 st
+	st=$(mktemp -d)
+	(cd "$data" && gnutar -cf - . | gzip -n9 > "$st/data.tar.gz")
+	(cd "$ctrl" && gnutar -cf - . | gzip -n9 > "$st/control.tar.gz")
+	echo "2.0" > "$st/debian-binary"
+	(cd "$st" && gnutar -cf - ./debian-binary ./control.tar.gz ./data.tar.gz | gzip -n9 > "$ipk.tmp")
+	rm -rf "$st"
+	mv "$ipk.tmp" "$ipk"
+}

@@ -39,16 +39,16 @@ RELEASE=1 openwrt/build-ipk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
 RELEASE=1 openwrt/build-apk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
 openwrt/build-luci.sh "$mnt/pkgs" > /dev/null
 # luci-base, registered: the rig has its files but no package of that name.
+# shellcheck source=openwrt/package.sh
+. openwrt/package.sh
+# shellcheck source=openwrt/apk-tool.sh
+. openwrt/apk-tool.sh
 empty="$work/empty"
 mkdir -p "$empty/c" "$empty/d"
 printf 'Package: luci-base\nVersion: 0-rig\nArchitecture: all\nInstalled-Size: 0\nDescription: the rig'"'"'s luci-base\n' > "$empty/c/control"
-(cd "$empty/d" && tar --format=gnu --owner=0 --group=0 -czf ../data.tar.gz .)
-(cd "$empty/c" && tar --format=gnu --owner=0 --group=0 -czf ../control.tar.gz .)
-echo 2.0 > "$empty/debian-binary"
-(cd "$empty" && tar --format=gnu --owner=0 --group=0 -czf "$mnt/pkgs/luci-base_0-rig_all.ipk" ./debian-binary ./control.tar.gz ./data.tar.gz)
-mkdir -p "$empty/files"
-LD_LIBRARY_PATH="$out/stage/usr/lib" "$APK" mkpkg --info name:luci-base --info version:0-r0 --info arch:noarch --info "description:the rig's luci-base" \
-	--files "$empty/files" --output "$mnt/pkgs/luci-base-0-r0_noarch.apk" > /dev/null
+pack_ipk "$empty/c" "$empty/d" "$mnt/pkgs/luci-base_0-rig_all.ipk"
+mkpkg --info name:luci-base --info version:0-r0 --info arch:noarch --info "description:the rig's luci-base" \
+	--files "$empty/d" --output "$mnt/pkgs/luci-base-0-r0_noarch.apk" > /dev/null
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 failed=0
