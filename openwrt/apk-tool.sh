@@ -28,3 +28,18 @@ mkpkg() {
 	# shellcheck disable=SC2154  # pkg_epoch: from package.sh
 	SOURCE_DATE_EPOCH=$pkg_epoch LD_LIBRARY_PATH=${apk_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "${as_root[@]}" "$apk" mkpkg "$@"
 }
+
+# Writes FILES/lib/apk/packages/NAME.list, as OpenWrt's package-pack.mk
+# does: every file the package installs, the list itself included
+# (default_postinst enables and starts the init scripts it names).
+apk_list() {
+	local files=$1 name=$2 list tmp
+	install -d "$files/lib/apk/packages"
+	list="$files/lib/apk/packages/$name.list"
+	touch "$list"
+	# Written beside, not inside, FILES: find would list it.
+	tmp=$(mktemp)
+	(cd "$files" && find . ! -type d | sed 's|^\.||' | LC_ALL=C sort) > "$tmp"
+	mv "$tmp" "$list"
+	chmod 0644 "$list"
+}

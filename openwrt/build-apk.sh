@@ -32,11 +32,7 @@ for f in $pkg_conffiles; do
 	echo "$f $(sha256sum "$files$f" | cut -d' ' -f1)"
 done > "$meta/hydradns.conffiles_static"
 echo "$pkg_users" > "$meta/hydradns.rusers"
-# Every file the package installs, itself included: default_postinst
-# enables and starts the init scripts it names.
-touch "$meta/hydradns.list"
-(cd "$files" && find . ! -type d | sed 's|^\.||' | LC_ALL=C sort) > "$stage/list"
-mv "$stage/list" "$meta/hydradns.list"
+apk_list "$files" hydradns
 
 # The bodies OpenWrt generates: create the user from .rusers, then
 # default_postinst (enable unless upgrading, and start) or default_prerm

@@ -59,11 +59,7 @@ pack_ipk "$ctrl" "$files" "$ipk"
 
 # .apk: package-pack.mk turns PKGARCH all into noarch, and lists the
 # package's files in lib/apk/packages/NAME.list.
-meta="$files/lib/apk/packages"
-install -d "$meta"
-touch "$meta/$name.list"
-(cd "$files" && find . ! -type d | sed 's|^\.||' | LC_ALL=C sort) > "$stage/list"
-mv "$stage/list" "$meta/$name.list"
+apk_list "$files" "$name"
 printf '#!/bin/sh\n%s\n' "$refresh" > "$stage/scripts/post-install"
 printf '#!/bin/sh\n%s\n' "$refresh" > "$stage/scripts/post-upgrade"
 printf '#!/bin/sh\n%s\n' "$refresh" > "$stage/scripts/post-deinstall"
