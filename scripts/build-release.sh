@@ -30,9 +30,18 @@ targets=("$@")
 # non-generic, integer-only seconds). Issue 25's first part, Extended DNS
 # Error 15 on block answers and NXDOMAIN for the bypass canaries, to
 # 3,318,616 (+2 KiB, `hydradns check` naming it included); `list
-# fallback` to 3,320,024: 172 KiB over 3 MiB leaves 1.8 KiB. Not a blank
-# cheque: encrypted upstreams must argue for their own bytes.
-budget_aarch64=$((3 * 1024 * 1024 + 172 * 1024))
+# fallback` to 3,320,024. DNS over TLS (issue 25: the connection task
+# with pipelining, retry and the 15 s drop; bootstrap lookups, padding, the
+# clock rule, `tls://` parsing, stats) to 3,427,544, +105 KiB: by symbol on
+# x86_64, 62 KB our own code (the connection task's state machine alone 24
+# KB: it is built at opt-level 3 with the hot path, and `#[inline(never)]`
+# on its parts changed nothing), 17 KB of rustls and webpki that ureq's use
+# had not pulled in (a client built from our config, certificate errors'
+# text), 27 KB of std/core/alloc generics for the new types. rustls itself
+# was already linked. 277 KiB over 3 MiB leaves 1.8 KiB. The issue's
+# ceiling for encrypted upstreams is 3.5 MiB: DNS over HTTPS has 240 KiB
+# at most, and must argue for them.
+budget_aarch64=$((3 * 1024 * 1024 + 277 * 1024))
 version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
 
 command -v cargo-zigbuild >/dev/null || pip install --quiet ziglang cargo-zigbuild

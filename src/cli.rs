@@ -530,9 +530,10 @@ fn stats_text(r: &Report) -> String {
     for u in &r.upstreams {
         let _ = writeln!(
             o,
-            "upstream     {}: {}{} answers, {} timeouts, {} errors, {} ignored replies, avg {} us",
+            "upstream     {}: {}{}{} answers, {} timeouts, {} errors, {} ignored replies, avg {} us",
             u.addr,
             if u.down { "DOWN (probed every 30 s), " } else { "" },
+            if u.transport == "tls" { format!("{}, {} handshakes, ", u.state, u.handshakes) } else { String::new() },
             u.answers,
             u.timeouts,
             u.errors,

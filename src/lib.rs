@@ -22,5 +22,6 @@ pub mod ratelimit;
 pub mod server;
 pub mod stats;
 pub mod sys;
+pub mod trust;
 pub mod upstream;
 pub mod wire;

@@ -303,8 +303,18 @@ pub struct Latency {
 /// One upstream server's figures.
 #[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
 pub struct UpstreamReport {
-    /// Its address.
+    /// Its address (`tls://NAME:PORT` for DNS over TLS).
     pub addr: String,
+    /// `udp` (TCP when truncated) or `tls`.
+    #[nserde(default)]
+    pub transport: String,
+    /// `up` or `down`; an encrypted one: `connected`, `idle`,
+    /// `connecting`, `failed` (its last connection attempt), or `down`.
+    #[nserde(default)]
+    pub state: String,
+    /// TLS handshakes completed (a connection is kept and reused).
+    #[nserde(default)]
+    pub handshakes: u64,
     /// Replies accepted.
     pub answers: u64,
     /// Tries that timed out.

@@ -13,7 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::upstream::resolv;
+use crate::upstream::{Upstream, resolv};
 
 /// Where `run` looks for its config when `-c` is not given.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/config/hydradns";
@@ -198,14 +198,24 @@ pub struct Config {
     pub source: String,
     /// Addresses served on UDP and TCP.
     pub listen: Vec<SocketAddr>,
-    /// Default forwarders, tried in order with failover.
-    pub upstreams: Vec<SocketAddr>,
+    /// Default forwarders, tried in order with failover: plain or encrypted.
+    pub upstreams: Vec<Upstream>,
     /// Plain resolvers asked only when every upstream failed (`list fallback`).
     pub fallbacks: Vec<SocketAddr>,
     /// Where the upstreams came from, for the start-up log line.
     pub upstreams_from: String,
     /// None were configured: they come from `resolv_file`, re-read when it changes.
     pub upstreams_auto: bool,
+    /// Plain resolvers that find encrypted upstreams' addresses (`list
+    /// bootstrap`, else `resolv_file`'s).
+    pub bootstrap: Vec<SocketAddr>,
+    /// None were configured: they follow `resolv_file`.
+    pub bootstrap_auto: bool,
+    /// Whether certificates wait for `time_synced_file` (`time_check`).
+    pub time_check: bool,
+    /// Names resolved in plain by `bootstrap` until the clock is known
+    /// good (`list plain_domain`, and the init script's NTP servers).
+    pub plain_domains: Vec<String>,
     /// Answer cache capacity in entries; 0 disables the cache.
     pub cache_size: usize,
     /// How blocked names are answered.
@@ -329,6 +339,7 @@ pub struct Config {
 #[derive(Debug, Default)]
 struct Replaced {
     listen: bool,
+    bootstrap: bool,
     allow_client: bool,
     trusted_proxy: bool,
 }
@@ -372,6 +383,10 @@ impl Config {
             fallbacks: Vec::new(),
             upstreams_from: String::new(),
             upstreams_auto: false,
+            bootstrap: Vec::new(),
+            bootstrap_auto: true,
+            time_check: true,
+            plain_domains: Vec::new(),
             cache_size: 4096,
             block_mode: BlockMode::Null,
             block_ttl: 60,
@@ -439,7 +454,23 @@ impl Config {
             line: 0,
             message: format!("cannot read: {e}"),
         })?;
-        Config::parse(&file, &text)
+        let mut cfg = Config::parse(&file, &text)?;
+        cfg.plain_domains_from_env();
+        Ok(cfg)
+    }
+
+    /// Adds the names in `HYDRADNS_PLAIN_DOMAINS` (space-separated) to
+    /// `plain_domain`: OpenWrt's init script passes `system.ntp.server`
+    /// there, so NTP finds its servers before the clock is set.
+    pub fn plain_domains_from_env(&mut self) {
+        let Some(names) = std::env::var_os("HYDRADNS_PLAIN_DOMAINS") else { return };
+        for name in names.to_string_lossy().split_whitespace() {
+            match crate::policy::formats::normalize_name(name) {
+                Some(n) if !self.plain_domains.contains(&n) => self.plain_domains.push(n),
+                Some(_) => {}
+                None => self.warnings.push(format!("HYDRADNS_PLAIN_DOMAINS: '{name}' is not a domain name, ignored")),
+            }
+        }
     }
 
     /// Validates UCI text; `file` names it in messages.
@@ -499,6 +530,7 @@ impl Config {
         } else {
             cfg.upstreams_from = file.to_string();
             cfg.upstreams_auto = false;
+            cfg.bootstrap_from_resolv();
         }
         if cfg.dnsmasq_mode == DnsmasqMode::Upstream && cfg.dnsmasq_server().is_none() {
             return Err(ConfigError {
@@ -535,10 +567,11 @@ impl Config {
                 message: format!("min_ttl {} is above max_ttl {}", cfg.min_ttl, cfg.max_ttl),
             });
         }
-        for (option, up) in
-            cfg.upstreams.iter().map(|u| ("upstream", u)).chain(cfg.fallbacks.iter().map(|u| ("fallback", u)))
-        {
-            if cfg.listen.iter().any(|l| is_loop(l, up)) {
+        let plain = cfg.upstreams.iter().filter_map(|u| u.plain().map(|a| ("upstream", a)));
+        let others =
+            cfg.fallbacks.iter().map(|u| ("fallback", *u)).chain(cfg.bootstrap.iter().map(|u| ("bootstrap", *u)));
+        for (option, up) in plain.chain(others).collect::<Vec<_>>() {
+            if !(option == "bootstrap" && cfg.bootstrap_auto) && cfg.listen.iter().any(|l| is_loop(l, &up)) {
                 return Err(ConfigError {
                     file: file.into(),
                     line: line_of(&sections, option),
@@ -553,6 +586,24 @@ impl Config {
     /// resolvers while it names none (a router's WAN file is empty until the
     /// WAN is up). Called again whenever the file changes.
     pub fn upstreams_from_resolv(&mut self) {
+        let (servers, from) = self.resolv_servers();
+        self.upstreams = servers.into_iter().map(Upstream::Plain).collect();
+        self.upstreams_from = from;
+        self.upstreams_auto = true;
+        self.bootstrap_from_resolv();
+    }
+
+    /// Bootstrap resolvers from `resolv_file` (as the upstreams), unless
+    /// the config names them.
+    pub fn bootstrap_from_resolv(&mut self) {
+        if self.bootstrap_auto {
+            self.bootstrap = self.resolv_servers().0;
+        }
+    }
+
+    /// `resolv_file`'s servers minus our own addresses, or the built-in
+    /// public resolvers while it names none; and which it was.
+    fn resolv_servers(&self) -> (Vec<SocketAddr>, String) {
         // With dnsmasq forwarding to us, the loopback resolver that
         // /etc/resolv.conf names on OpenWrt is dnsmasq itself: asking it
         // would loop. (dnsmasq binds lo's own 127.0.0.1 and ::1, not all of 127/8.)
@@ -568,14 +619,23 @@ impl Config {
             .filter(|up| !self.listen.iter().any(|l| is_loop(l, up)))
             .filter(|up| !(dnsmasq_in_front && is_dnsmasq(up)))
             .collect();
-        self.upstreams_auto = true;
         if from_resolv.is_empty() {
-            self.upstreams = FALLBACK_UPSTREAMS.iter().map(|ip| SocketAddr::new(*ip, 53)).collect();
-            self.upstreams_from = "built-in fallback".into();
+            (FALLBACK_UPSTREAMS.iter().map(|ip| SocketAddr::new(*ip, 53)).collect(), "built-in fallback".into())
         } else {
-            self.upstreams = from_resolv;
-            self.upstreams_from = self.resolv_file.display().to_string();
+            (from_resolv, self.resolv_file.display().to_string())
         }
+    }
+
+    /// Whether encrypted upstreams are configured (they need the TLS
+    /// settings and the bootstrap resolvers).
+    pub fn has_encrypted(&self) -> bool {
+        self.upstreams.iter().any(|u| u.plain().is_none())
+    }
+
+    /// The marker of a clock set by NTP, or an empty path when the clock
+    /// is trusted as it is (`time_check '0'`).
+    pub fn clock_marker(&self) -> &Path {
+        if self.time_check { &self.time_synced_file } else { Path::new("") }
     }
 
     /// In `upstream` mode, where dnsmasq forwards to: our first IPv4
@@ -731,9 +791,20 @@ impl SectionReader<'_> {
                     }
                     cfg.listen.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?);
                 }
-                "upstream" => {
-                    cfg.upstreams.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?)
+                "upstream" => cfg.upstreams.push(
+                    Upstream::parse(&v.value)
+                        .map_err(|e| self.error(v.line, format!("option 'upstream': '{}': {e}", v.value)))?,
+                ),
+                "bootstrap" => {
+                    if !replaced.bootstrap {
+                        cfg.bootstrap.clear();
+                        cfg.bootstrap_auto = false;
+                        replaced.bootstrap = true;
+                    }
+                    cfg.bootstrap.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?)
                 }
+                "time_check" => cfg.time_check = self.boolean(v)?,
+                "plain_domain" => cfg.plain_domains.push(self.domain(v)?),
                 "fallback" => {
                     cfg.fallbacks.push(parse_socket_addr(&v.value, 53).ok_or_else(|| self.bad(v, "an address"))?)
                 }

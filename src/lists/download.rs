@@ -8,12 +8,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
+use ureq::tls::{RootCerts, TlsConfig};
 
-/// System CA bundles tried in order when `ca_file` is not set (OpenWrt's
-/// `ca-bundle`/`ca-certificates` package, then Debian/Alpine, then Fedora).
-const SYSTEM_BUNDLES: &[&str] =
-    &["/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/cert.pem", "/etc/pki/tls/certs/ca-bundle.crt"];
 /// Time to establish the connection (TCP and TLS).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Redirects followed (list hosts move files to CDNs).
@@ -43,31 +39,12 @@ pub struct Downloader {
     max_size: u64,
 }
 
-/// Loads the trust anchors: `ca_file`, or the first system bundle found.
-fn root_certs(ca_file: &Path) -> Result<RootCerts, String> {
-    let path = if ca_file.as_os_str().is_empty() {
-        SYSTEM_BUNDLES.iter().map(Path::new).find(|p| p.exists()).ok_or("no CA bundle found (set ca_file)")?
-    } else {
-        ca_file
-    };
-    let pem = std::fs::read(path).map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
-    let certs: Vec<Certificate<'static>> = ureq::tls::parse_pem(&pem)
-        .filter_map(|item| match item {
-            Ok(PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect();
-    if certs.is_empty() {
-        return Err(format!("CA bundle {} holds no certificates", path.display()));
-    }
-    Ok(RootCerts::new_with_certs(&certs))
-}
-
 impl Downloader {
     /// A client with the given limits. Fails only if the CA bundle is unusable
     /// (then no HTTPS download could be verified).
     pub fn new(ca_file: &Path, max_size: u64, timeout: Duration) -> Result<Downloader, String> {
-        let tls = TlsConfig::builder().root_certs(root_certs(ca_file)?).build();
+        let tls =
+            TlsConfig::builder().root_certs(RootCerts::new_with_certs(&crate::trust::certificates(ca_file)?)).build();
         let config = ureq::Agent::config_builder()
             .tls_config(tls)
             .timeout_connect(Some(CONNECT_TIMEOUT))

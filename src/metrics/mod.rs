@@ -159,7 +159,7 @@ pub fn render(status: &Status) -> String {
 
     // From the servers themselves: the report's average loses the sum.
     let servers = status.engine.snapshot.load().servers();
-    let ups: Vec<(String, &Server)> = servers.iter().map(|s| (s.addr.to_string(), &**s)).collect();
+    let ups: Vec<(String, &Server)> = servers.iter().map(|s| (s.spec.to_string(), &**s)).collect();
     fn addr<'a>(u: &'a (String, &Server)) -> &'a str {
         &u.0
     }
@@ -168,6 +168,8 @@ pub fn render(status: &Status) -> String {
     t.each("hydradns_upstream_timeouts_total", "counter", &ups, "upstream", addr, |u| u.1.timeouts.load(Relaxed));
     t.each("hydradns_upstream_errors_total", "counter", &ups, "upstream", addr, |u| u.1.errors.load(Relaxed));
     t.each("hydradns_upstream_mismatched_total", "counter", &ups, "upstream", addr, |u| u.1.mismatched.load(Relaxed));
+    let tls = |u: &(String, &Server)| u.1.link.as_ref().map_or(0, |l| l.shared.handshakes.load(Relaxed));
+    t.each("hydradns_upstream_handshakes_total", "counter", &ups, "upstream", addr, tls);
     t.family("hydradns_upstream_reply_seconds_total", "counter");
     for (a, s) in &ups {
         t.sample("hydradns_upstream_reply_seconds_total", &[("upstream", a)], &Secs(s.latency_us.load(Relaxed)));

@@ -39,6 +39,7 @@ use crate::policy::{BYPASS_NAMES, Policy, Verdict};
 use crate::querylog::{Entry, Logger, Outcome};
 use crate::ratelimit::RateLimiter;
 use crate::stats::Counters;
+use crate::upstream::clock::ClockGate;
 use crate::upstream::{self, Failover, Group, Inflight, Join, Lead, Resolution, Resolved, Server, TryError};
 use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
 
@@ -61,6 +62,14 @@ pub struct Snapshot {
     pub upstreams: Group,
     /// Conditional forwarding: reversed-label domain key → its servers.
     pub forwards: Vec<(Box<[u8]>, Arc<Group>)>,
+    /// `plain_domain` keys: while the clock is not known good, names under
+    /// them go to `bootstrap` (see `upstream::clock`). Empty without
+    /// encrypted upstreams.
+    plain_until_synced: Vec<Box<[u8]>>,
+    /// The bootstrap resolvers, as the group those names use.
+    bootstrap: Group,
+    /// Whether the clock is known good (kept across reloads).
+    pub clock: Arc<ClockGate>,
     /// Per-try upstream timeout.
     pub timeout: Duration,
     /// Seconds after expiry a cached answer may still be served stale (0: never).
@@ -106,6 +115,9 @@ impl Snapshot {
             _ => Arc::new(Cache::new(config.cache_size)),
         };
         let known: Vec<Arc<Server>> = previous.map(|p| p.servers()).unwrap_or_default();
+        if config.has_encrypted() {
+            crate::upstream::runtime::configure(&config);
+        }
         let forwards = config
             .forwards
             .iter()
@@ -134,7 +146,23 @@ impl Snapshot {
         };
         let clients = Arc::new(ClientRules::new(&config.clients, &policy.groups));
         let schedules = Arc::new(Schedules::new(&policy.groups, &config.time_synced_file));
+        let clock = match previous {
+            Some(p) if p.clock.marker() == config.clock_marker() => p.clock.clone(),
+            _ => Arc::new(ClockGate::new(config.clock_marker())),
+        };
+        let encrypted = config.has_encrypted();
+        let plain_until_synced = match encrypted {
+            true => config.plain_domains.iter().filter_map(|d| Some(name_key(d)?.into_boxed_slice())).collect(),
+            false => Vec::new(),
+        };
+        let bootstrap: Vec<upstream::Upstream> = match encrypted {
+            true => config.bootstrap.iter().map(|a| upstream::Upstream::Plain(*a)).collect(),
+            false => Vec::new(),
+        };
         Snapshot {
+            plain_until_synced,
+            bootstrap: Group::with_fallbacks(&bootstrap, &[], &known, upstream::Strategy::Failover),
+            clock,
             generation: GENERATIONS.fetch_add(1, Relaxed),
             records,
             clients,
@@ -155,10 +183,12 @@ impl Snapshot {
         }
     }
 
-    /// Every upstream server, defaults first, without duplicates.
+    /// Every upstream server, defaults first, without duplicates (the
+    /// bootstrap resolvers included, when they answer clients).
     pub fn servers(&self) -> Vec<Arc<Server>> {
         let mut all: Vec<Arc<Server>> = self.upstreams.servers.clone();
-        for (_, g) in &self.forwards {
+        let bootstrap = (!self.plain_until_synced.is_empty()).then_some(&self.bootstrap);
+        for g in self.forwards.iter().map(|(_, g)| &**g).chain(bootstrap) {
             for s in &g.servers {
                 if !all.iter().any(|a| Arc::ptr_eq(a, s)) {
                     all.push(s.clone());
@@ -175,19 +205,32 @@ impl Snapshot {
         self.forwards.iter().any(|(d, _)| covers(d)) || self.rebind_allow.iter().any(|d| covers(d))
     }
 
-    /// The most specific forward rule covering a name, by index.
+    /// The most specific forward rule covering a name, by index; one past
+    /// the rules: the bootstrap resolvers (a `plain_domain` name while the
+    /// clock is not known good).
     fn forward_for(&self, key: &[u8]) -> Option<usize> {
-        self.forwards
+        let covers = |d: &[u8]| key.starts_with(d) && (key.len() == d.len() || key[d.len()] == SEP);
+        let rule = self
+            .forwards
             .iter()
             .enumerate()
-            .filter(|(_, (d, _))| key.starts_with(d) && (key.len() == d.len() || key[d.len()] == SEP))
+            .filter(|(_, (d, _))| covers(d))
             .max_by_key(|(_, (d, _))| d.len())
-            .map(|(i, _)| i)
+            .map(|(i, _)| i);
+        if rule.is_none() && self.plain_until_synced.iter().any(|d| covers(d)) && !self.clock.synced() {
+            return Some(self.forwards.len());
+        }
+        rule
     }
 
-    /// The servers of forward rule `forward`, or the defaults.
+    /// The servers of forward rule `forward`, the bootstrap resolvers one
+    /// past the rules, or the defaults.
     fn group(&self, forward: Option<usize>) -> &Group {
-        forward.and_then(|i| self.forwards.get(i)).map_or(&self.upstreams, |(_, g)| g)
+        match forward {
+            Some(i) if i == self.forwards.len() => &self.bootstrap,
+            Some(i) => self.forwards.get(i).map_or(&self.upstreams, |(_, g)| g),
+            None => &self.upstreams,
+        }
     }
 }
 

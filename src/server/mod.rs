@@ -118,6 +118,25 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
         cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
         cfg.upstreams_from
     );
+    if cfg.has_encrypted() {
+        log::info!(
+            "bootstrap resolvers {} (for the encrypted upstreams' addresses)",
+            cfg.bootstrap.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", ")
+        );
+        if !crate::upstream::clock::ClockGate::new(cfg.clock_marker()).synced() {
+            log::warn!(
+                "the clock is not known good yet ({} missing): certificates cannot be checked, so encrypted \
+                 upstreams may fail until NTP sets it; meanwhile {} go in plain to the bootstrap resolvers, \
+                 and other names to the fallbacks if any",
+                cfg.clock_marker().display(),
+                if cfg.plain_domains.is_empty() {
+                    "no names (plain_domain is empty)".into()
+                } else {
+                    cfg.plain_domains.join(", ")
+                }
+            );
+        }
+    }
     let querylog = if cfg.querylog.enabled {
         match QueryLog::start(&cfg.querylog, NameBook::router(&cfg.leases_file, &cfg.ethers_file)) {
             Ok(q) => {

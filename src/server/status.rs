@@ -73,12 +73,21 @@ impl Status {
                 .iter()
                 .map(|s| {
                     let answers = s.answers.load(Relaxed);
+                    let link = s.link.as_ref().map(|l| &l.shared);
+                    let state = match link {
+                        _ if s.health.is_down() => "down",
+                        Some(l) => l.state().name(),
+                        None => "up",
+                    };
                     UpstreamReport {
-                        addr: s.addr.to_string(),
+                        addr: s.spec.to_string(),
+                        transport: s.spec.transport().into(),
+                        state: state.into(),
+                        handshakes: link.map_or(0, |l| l.handshakes.load(Relaxed)),
                         answers,
                         timeouts: s.timeouts.load(Relaxed),
                         errors: s.errors.load(Relaxed),
-                        mismatched: s.mismatched.load(Relaxed),
+                        mismatched: s.mismatched.load(Relaxed) + link.map_or(0, |l| l.stray.load(Relaxed)),
                         avg_latency_us: s.latency_us.load(Relaxed).checked_div(answers).unwrap_or(0),
                         down: s.health.is_down(),
                     }

@@ -77,6 +77,9 @@ pub enum Job {
     Wait(Miss, Receiver<Resolution>, SocketAddr),
     /// A miss whose UDP reply from server `usize` was truncated: go on over TCP.
     Truncated(Led, usize, SocketAddr),
+    /// A miss for a group with encrypted servers, which only the async
+    /// path reaches: resolve it there from the start.
+    Encrypted(Led, SocketAddr),
 }
 
 /// Counts a worker's miss tasks; the guard gives the slot back however the task ends.
@@ -393,6 +396,15 @@ impl Loop {
             return;
         }
         match self.engine.begin(miss, reply, &self.stats) {
+            Begin::Lead(led) if led.group().encrypted => {
+                if let Err(
+                    TrySendError::Full(Job::Encrypted(led, peer)) | TrySendError::Closed(Job::Encrypted(led, peer)),
+                ) = self.jobs.try_send(Job::Encrypted(led, peer))
+                    && self.engine.finish(led, None, &mut self.out.replies[self.out.len], &self.stats)
+                {
+                    self.out.push(peer);
+                }
+            }
             Begin::Lead(led) => {
                 let slot = match self.free.pop() {
                     Some(slot) => slot,
@@ -616,7 +628,7 @@ pub async fn run_jobs(
                     engine.refuse_miss(&miss, &mut out, &stats);
                     peer
                 }
-                Job::Truncated(led, _, peer) => {
+                Job::Truncated(led, _, peer) | Job::Encrypted(led, peer) => {
                     engine.finish(led, None, &mut out, &stats);
                     peer
                 }
@@ -629,18 +641,23 @@ pub async fn run_jobs(
         ex.spawn(async move {
             let _slot = slot;
             let mut out = Vec::new();
+            let job = match job {
+                Job::Truncated(led, idx, peer) => Ok((led, Some(idx), peer)),
+                Job::Encrypted(led, peer) => Ok((led, None, peer)),
+                Job::Wait(miss, rx, peer) => Err((miss, rx, peer)),
+            };
             let peer = match job {
-                Job::Wait(miss, rx, peer) => {
+                Err((miss, rx, peer)) => {
                     engine.wait(miss, rx, &mut out, &stats).await;
                     peer
                 }
-                Job::Truncated(led, idx, peer) => {
+                Ok((led, truncated, peer)) => {
                     // Nothing is written when there is nothing to send (a refresh).
                     let early = |stale: Vec<u8>| -> smol::future::BoxedLocal<()> {
                         send(&sock, &stale, &peer, &stats);
                         Box::pin(std::future::ready(()))
                     };
-                    engine.resolve_led(led, Some(idx), &mut out, &stats, &early).await;
+                    engine.resolve_led(led, truncated, &mut out, &stats, &early).await;
                     peer
                 }
             };

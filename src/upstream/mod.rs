@@ -23,9 +23,17 @@
 //!
 //! [`Inflight`] makes identical concurrent misses share one upstream query.
 
+pub mod address;
+pub mod bootstrap;
+pub mod clock;
 pub mod health;
 pub mod mux;
+pub mod padding;
 pub mod resolv;
+pub mod runtime;
+pub mod tls;
+
+pub use address::Upstream;
 
 use std::cell::RefCell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
@@ -61,8 +69,13 @@ struct IdleSocket {
 /// One upstream server and its counters.
 #[derive(Debug)]
 pub struct Server {
-    /// Where it listens.
+    /// What the config names.
+    pub spec: Upstream,
+    /// Where a plain server listens (for an encrypted one: its first pinned
+    /// address, else unspecified; see [`Server::peer`]).
     pub addr: SocketAddr,
+    /// An encrypted server's connection.
+    pub link: Option<tls::Link>,
     /// Replies accepted.
     pub answers: AtomicU64,
     /// Tries that got no usable reply in time.
@@ -83,10 +96,24 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server with zeroed counters.
+    /// A plain server with zeroed counters.
     pub fn new(addr: SocketAddr) -> Server {
+        Server::from_spec(&Upstream::Plain(addr))
+    }
+
+    /// A server with zeroed counters; an encrypted one connects at its first query.
+    pub fn from_spec(spec: &Upstream) -> Server {
+        let (addr, link) = match spec {
+            Upstream::Plain(a) => (*a, None),
+            Upstream::Tls(e) => {
+                let ip = e.pins.first().copied().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+                (SocketAddr::new(ip, e.port), Some(tls::Link::new(e.clone())))
+            }
+        };
         Server {
+            spec: spec.clone(),
             addr,
+            link,
             answers: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
             errors: AtomicU64::new(0),
@@ -119,6 +146,15 @@ impl Server {
         }
     }
 
+    /// The address that answered, for the query log and the answer's
+    /// origin: an encrypted server's is the one it connected to last.
+    pub fn peer(&self) -> SocketAddr {
+        match (&self.link, &self.spec) {
+            (Some(l), Upstream::Tls(e)) => tls::log_address(e, &l.shared),
+            _ => self.addr,
+        }
+    }
+
     /// Idle sockets held (for tests).
     #[cfg(test)]
     fn idle_sockets(&self) -> usize {
@@ -139,6 +175,9 @@ pub struct Group {
     preferred: AtomicUsize,
     /// How a resolution picks its first server.
     strategy: Strategy,
+    /// Some server is encrypted: UDP receive threads hand its misses to
+    /// their executor, whose async path reaches the connections.
+    pub encrypted: bool,
 }
 
 /// Servers per group: a resolution marks the ones it tried in a `u64`.
@@ -179,27 +218,30 @@ pub enum TryError {
 }
 
 impl Group {
-    /// A group over `servers` (the first [`MAX_SERVERS`]), reusing
-    /// `Server`s (their counters and health) from `known` by address.
+    /// A group of plain servers (the first [`MAX_SERVERS`]), reusing
+    /// `Server`s (their counters and health) from `known`.
     pub fn new(addrs: &[SocketAddr], known: &[Arc<Server>], strategy: Strategy) -> Group {
-        Group::with_fallbacks(addrs, &[], known, strategy)
+        let specs: Vec<Upstream> = addrs.iter().map(|a| Upstream::Plain(*a)).collect();
+        Group::with_fallbacks(&specs, &[], known, strategy)
     }
 
-    /// [`Group::new`], with `fallbacks` after the upstreams.
+    /// A group over `upstreams`, with plain `fallbacks` after them.
     pub fn with_fallbacks(
-        addrs: &[SocketAddr],
+        upstreams: &[Upstream],
         fallbacks: &[SocketAddr],
         known: &[Arc<Server>],
         strategy: Strategy,
     ) -> Group {
-        let servers: Vec<Arc<Server>> = addrs
+        let fallbacks: Vec<Upstream> = fallbacks.iter().map(|a| Upstream::Plain(*a)).collect();
+        let servers: Vec<Arc<Server>> = upstreams
             .iter()
-            .chain(fallbacks)
+            .chain(&fallbacks)
             .take(MAX_SERVERS)
-            .map(|a| known.iter().find(|s| s.addr == *a).cloned().unwrap_or_else(|| Arc::new(Server::new(*a))))
+            .map(|u| known.iter().find(|s| s.spec == *u).cloned().unwrap_or_else(|| Arc::new(Server::from_spec(u))))
             .collect();
-        let primary = addrs.len().min(servers.len());
-        Group { servers, primary, preferred: AtomicUsize::new(0), strategy }
+        let primary = upstreams.len().min(servers.len());
+        let encrypted = servers.iter().any(|s| s.link.is_some());
+        Group { servers, primary, preferred: AtomicUsize::new(0), strategy, encrypted }
     }
 
     /// Whether server `idx` is a fallback.
@@ -273,6 +315,14 @@ impl Group {
     ) -> Result<Vec<u8>, TryError> {
         let server = &self.servers[idx];
         let query = build_query(q, random_id());
+        if let Some(link) = &server.link {
+            let reply = link.query(&query, timeout).await?;
+            if is_reply_to(&reply, header::id(&query), q) {
+                return Ok(reply);
+            }
+            server.mismatched.fetch_add(1, Relaxed);
+            return Err(TryError::Io);
+        }
         if over_tcp {
             return try_tcp(server, &query, q, timeout).await;
         }
@@ -380,7 +430,7 @@ impl Failover {
                 server.rtt_us.store(if rtt == 0 { took } else { rtt - rtt / 8 + took / 8 }, Relaxed);
                 let rc = header::rcode(&r);
                 if rc == rcode::SERVFAIL || rc == rcode::REFUSED || rc == rcode::NOTIMP {
-                    self.fallback = Some((r, server.addr));
+                    self.fallback = Some((r, server.peer()));
                     return None;
                 }
                 if group.is_fallback(idx) {
@@ -388,7 +438,7 @@ impl Failover {
                 } else if idx != self.first {
                     group.preferred.store(idx, Relaxed);
                 }
-                return Some((r, server.addr));
+                return Some((r, server.peer()));
             }
             Err(TryError::Timeout) => server.timeouts.fetch_add(1, Relaxed),
             Err(TryError::Io) => server.errors.fetch_add(1, Relaxed),

@@ -40,19 +40,31 @@ pub fn servers(text: &str) -> Vec<SocketAddr> {
 /// a download on the lists thread.
 pub fn follow(engine: &Engine) {
     engine.update(|old| {
-        if !old.config.upstreams_auto {
+        let bootstrap_follows = old.config.bootstrap_auto && old.config.has_encrypted();
+        if !old.config.upstreams_auto && !bootstrap_follows {
             return None;
         }
         let mut cfg = (*old.config).clone();
-        cfg.upstreams_from_resolv();
-        if cfg.upstreams == old.config.upstreams {
+        if cfg.upstreams_auto {
+            cfg.upstreams_from_resolv();
+        } else {
+            cfg.bootstrap_from_resolv();
+        }
+        if cfg.upstreams == old.config.upstreams && cfg.bootstrap == old.config.bootstrap {
             return None;
         }
-        log::info!(
-            "upstreams now {} (from {})",
-            cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
-            cfg.upstreams_from
-        );
+        if cfg.upstreams_auto {
+            log::info!(
+                "upstreams now {} (from {})",
+                cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
+                cfg.upstreams_from
+            );
+        } else {
+            log::info!(
+                "bootstrap resolvers now {}",
+                cfg.bootstrap.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", ")
+            );
+        }
         Some(Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(old)))
     });
 }

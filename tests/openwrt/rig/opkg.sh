@@ -169,6 +169,21 @@ check_daemon
 wait_until 10 grep -q '^hydradns_build_info' /tmp/hydradns.prom || fail "no textfile in /tmp"
 [ "$(ls -ld /tmp | awk '{ print $1 $3 $4 }')" = "$tmp_mode" ] || fail "/tmp changed: $(ls -ld /tmp), was $tmp_mode"
 
+step "NTP servers: the init script passes system.ntp.server to the daemon; a change restarts it"
+pid=$(pid_of hydradns)
+plain_domains() { tr '\0' '\n' < "/proc/$(pid_of hydradns)/environ" | sed -n 's/^HYDRADNS_PLAIN_DOMAINS=//p'; }
+[ "$(plain_domains)" = "$(uci -q get system.ntp.server | tr '\n' ' ' | sed 's/ *$//')" ] ||
+	fail "HYDRADNS_PLAIN_DOMAINS '$(plain_domains)' is not system.ntp.server"
+uci -q get system.ntp >/dev/null || uci set system.ntp=timeserver
+uci -q delete system.ntp.server
+uci add_list system.ntp.server=0.test.pool.ntp.org
+uci add_list system.ntp.server=time.example.net
+uci commit system
+reload_config
+wait_until 15 respawned hydradns "$pid" || fail "an NTP server change did not restart"
+check_daemon
+[ "$(plain_domains)" = "0.test.pool.ntp.org time.example.net" ] || fail "after the change: '$(plain_domains)'"
+
 step "a fatal error is logged once"
 cp /etc/config/hydradns /tmp/hydradns.conf
 uci set hydradns.main.user=nosuchuser

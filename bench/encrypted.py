@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Misses over DNS over TLS beside the same misses in plain.
+
+One Unbound answers every name under bench.example from local data (no
+recursion, no network), on a plain port and on a DoT port. HydraDNS sends
+every query upstream (each name is new) to that Unbound, in plain or over
+TLS, and dnsperf asks at a fixed 100 QPS. Rounds alternate the two
+transports. Per transport, the median over rounds of:
+
+- latency: dnsperf's average per query, the gateway's and Unbound's work and
+  the transport's included; the difference is what TLS adds to a miss;
+- CPU µs per miss: the gateway's (from /proc/PID/stat), not Unbound's;
+- handshakes per 10,000 misses, from the gateway's own stats, which must
+  also count every query dnsperf sent as an upstream answer;
+- RSS after the round, and (last) with four encrypted upstreams in use.
+
+    bench/encrypted.py --hydradns BIN [--rounds 3] [--secs 30]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TLS = os.path.join(HERE, "..", "tests", "data", "tls")
+PLAIN_PORT, DOT_PORT, LISTEN = 5391, 5392, 5393
+
+
+def unbound(work):
+    conf = os.path.join(work, "unbound.conf")
+    with open(conf, "w") as f:
+        f.write(f"""server:
+\tinterface: 127.0.0.1@{PLAIN_PORT}
+\tinterface: 127.0.0.1@{DOT_PORT}
+\tinterface: 127.0.0.2@{DOT_PORT}
+\tinterface: 127.0.0.3@{DOT_PORT}
+\tinterface: 127.0.0.4@{DOT_PORT}
+\ttls-port: {DOT_PORT}
+\ttls-service-key: "{TLS}/server.key"
+\ttls-service-pem: "{TLS}/server.pem"
+\tdo-daemonize: no
+\tusername: ""
+\tchroot: ""
+\tdirectory: "{work}"
+\tpidfile: ""
+\tuse-syslog: no
+\tlogfile: ""
+\tverbosity: 0
+\tnum-threads: 1
+\tdo-ip6: no
+\taccess-control: 127.0.0.0/8 allow
+\tmodule-config: "iterator"
+\tincoming-num-tcp: 100
+\ttcp-idle-timeout: 120000
+\tlocal-zone: "bench.example." redirect
+\tlocal-data: "bench.example. 300 IN A 192.0.2.1"
+""")
+    p = subprocess.Popen(["taskset", "-c", "1", "unbound", "-d", "-c", conf])
+    time.sleep(1)
+    return p
+
+
+def gateway(binary, work, upstreams, strategy="failover"):
+    conf = os.path.join(work, "hydradns.conf")
+    ups = "".join(f"\tlist upstream '{u}'\n" for u in upstreams)
+    with open(conf, "w") as f:
+        f.write(f"""config hydradns 'main'
+\tlist listen '127.0.0.1:{LISTEN}'
+{ups}\toption ca_file '{TLS}/ca.pem'
+\toption upstream_strategy '{strategy}'
+\toption control_socket '{work}/ctl.sock'
+\toption serve_stale '0'
+\toption prefetch '0'
+\toption stats_interval '0'
+config querylog 'querylog'
+\toption enabled '0'
+""")
+    p = subprocess.Popen([binary, "run", "--log", "stderr", "-c", conf], stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return p, conf
+
+
+def stats(binary, conf):
+    out = subprocess.run([binary, "stats", "-c", conf, "--json"], capture_output=True, check=True, text=True)
+    return json.loads(out.stdout)
+
+
+def cpu_ms(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        w = f.read().rsplit(")", 1)[1].split()
+    return (int(w[11]) + int(w[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def names(path, start, n):
+    with open(path, "w") as f:
+        for i in range(start, start + n):
+            f.write(f"q{i}.bench.example A\n")
+
+
+def dnsperf(datafile, secs, qps):
+    cmd = ["taskset", "-c", "1", "dnsperf", "-s", "127.0.0.1", "-p", str(LISTEN), "-d", datafile, "-l",
+           str(secs), "-c", "1", "-T", "1", "-t", "2", "-Q", str(qps)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    r = {}
+    for line in out.splitlines():
+        w = line.split()
+        if line.strip().startswith("Queries sent:"):
+            r["sent"] = int(w[2])
+        elif line.strip().startswith("Queries completed:"):
+            r["completed"] = int(w[2])
+        elif line.strip().startswith("Average Latency"):
+            r["avg_ms"] = float(w[3])
+    return r
+
+
+def round_of(binary, work, transport, secs, qps, start):
+    up = f"127.0.0.1:{PLAIN_PORT}" if transport == "plain" else f"tls://localhost:{DOT_PORT}#127.0.0.1"
+    p, conf = gateway(binary, work, [up])
+    try:
+        data = os.path.join(work, "names.txt")
+        names(data, start, 200)
+        dnsperf(data, 2, qps)  # warm: the connection is made here
+        names(data, start + 200, secs * qps + 100)
+        before, cpu0 = stats(binary, conf), cpu_ms(p.pid)
+        r = dnsperf(data, secs, qps)
+        cpu1, after = cpu_ms(p.pid), stats(binary, conf)
+        u0, u1 = before["upstreams"][0], after["upstreams"][0]
+        answers = u1["answers"] - u0["answers"]
+        if answers != r["sent"] or r["completed"] != r["sent"]:
+            sys.exit(f"{transport}: sent {r['sent']}, completed {r['completed']}, upstream answers {answers}")
+        return {
+            "latency_ms": r["avg_ms"],
+            "cpu_us": (cpu1 - cpu0) * 1000 / answers,
+            "handshakes_per_10k": (u1.get("handshakes", 0) - u0.get("handshakes", 0)) * 10000 / answers,
+            "rss_kib": rss_kib(p.pid),
+            "misses": answers,
+        }
+    finally:
+        p.terminate()
+        p.wait()
+
+
+def four_upstreams(binary, work):
+    ups = [f"tls://localhost:{DOT_PORT}#127.0.0.{i}" for i in range(1, 5)]
+    p, conf = gateway(binary, work, ups, strategy="random")
+    try:
+        data = os.path.join(work, "names4.txt")
+        names(data, 10_000_000, 2000)
+        dnsperf(data, 10, 100)
+        s = stats(binary, conf)
+        connected = sum(1 for u in s["upstreams"] if u.get("handshakes", 0) >= 1)
+        return rss_kib(p.pid), connected
+    finally:
+        p.terminate()
+        p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hydradns", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--secs", type=int, default=30)
+    ap.add_argument("--qps", type=int, default=100)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="hydradns-encrypted-")
+    ub = unbound(work)
+    try:
+        results = {"plain": [], "tls": []}
+        start = 0
+        for _ in range(args.rounds):
+            for t in ("plain", "tls"):
+                results[t].append(round_of(args.hydradns, work, t, args.secs, args.qps, start))
+                start += 1_000_000
+        rss4, connected = four_upstreams(args.hydradns, work)
+    finally:
+        ub.terminate()
+        ub.wait()
+    med = {t: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for t, rs in results.items()}
+    print(f"Misses at {args.qps} QPS, {args.rounds} rounds of {args.secs} s, medians "
+          f"(every name new; Unbound answers from local data on the same machine)\n")
+    print("| upstream | latency per miss | added by TLS | gateway CPU per miss | handshakes per 10,000 misses | RSS |")
+    print("|---|---|---|---|---|---|")
+    for t in ("plain", "tls"):
+        m = med[t]
+        added = f"{(m['latency_ms'] - med['plain']['latency_ms']) * 1000:+.0f} µs" if t == "tls" else ""
+        name = "plain UDP" if t == "plain" else "DNS over TLS"
+        print(f"| {name} | {m['latency_ms'] * 1000:.0f} µs | {added} | {m['cpu_us']:.1f} µs | "
+              f"{m['handshakes_per_10k']:.2f} | {m['rss_kib'] / 1024:.1f} MiB |")
+    print(f"\nFour encrypted upstreams (strategy random, {connected} connected): RSS {rss4 / 1024:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,334 @@
+//! DNS over TLS servers for the encrypted-upstream tests: the real Unbound
+//! (Debian's build) serving DoT in front of the tests' fake upstream, and
+//! a scripted DoT server (rustls) for behaviour Unbound cannot be made to
+//! show on demand: replies in reverse order, a connection closed with a
+//! query outstanding, a server that stops answering.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{TempDir, wait_for};
+
+/// The test TLS material (a CA, and a certificate for localhost and 127.0.0.1).
+pub fn tls_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls"))
+}
+
+/// A TCP port free now (released at once: the server binds it next).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Unbound serving DNS over TLS on 127.0.0.1, forwarding everything to `forward`.
+pub struct Unbound {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    conf: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+    pub dir: TempDir,
+}
+
+impl Unbound {
+    /// Starts it with `extra` lines in its `server:` clause; `cert`/`key`
+    /// default to the test certificate.
+    pub fn start(forward: SocketAddr, extra: &str) -> Unbound {
+        Unbound::start_with(forward, extra, &tls_dir().join("server.pem"), &tls_dir().join("server.key"))
+    }
+
+    pub fn start_with(forward: SocketAddr, extra: &str, cert: &Path, key: &Path) -> Unbound {
+        let dir = TempDir::new();
+        let port = free_port();
+        let conf = dir.file(
+            "unbound.conf",
+            &format!(
+                "server:\n\
+                 \tinterface: 127.0.0.1@{port}\n\
+                 \ttls-port: {port}\n\
+                 \ttls-service-key: \"{key}\"\n\
+                 \ttls-service-pem: \"{cert}\"\n\
+                 \tdo-daemonize: no\n\
+                 \tusername: \"\"\n\
+                 \tchroot: \"\"\n\
+                 \tdirectory: \"{dir}\"\n\
+                 \tpidfile: \"\"\n\
+                 \tuse-syslog: no\n\
+                 \tlogfile: \"\"\n\
+                 \tverbosity: 1\n\
+                 \tnum-threads: 1\n\
+                 \tdo-ip6: no\n\
+                 \tdo-not-query-localhost: no\n\
+                 \taccess-control: 127.0.0.0/8 allow\n\
+                 \tmodule-config: \"iterator\"\n\
+                 \tqname-minimisation: no\n\
+                 \tauto-trust-anchor-file: \"\"\n\
+                 {extra}\
+                 forward-zone:\n\
+                 \tname: \".\"\n\
+                 \tforward-addr: {ip}@{fport}\n",
+                key = key.display(),
+                cert = cert.display(),
+                dir = dir.0.display(),
+                ip = forward.ip(),
+                fport = forward.port(),
+            ),
+        );
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let (cert, key) = (cert.to_path_buf(), key.to_path_buf());
+        let mut u = Unbound { child: None, addr, conf, cert, key, dir };
+        u.launch();
+        u
+    }
+
+    /// (Re)starts the process on the same port.
+    pub fn launch(&mut self) {
+        let child = Command::new("unbound")
+            .args(["-d", "-c"])
+            .arg(&self.conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("unbound (Debian package unbound) is needed for these tests");
+        self.child = Some(child);
+        let addr = self.addr;
+        wait_for("unbound's TLS port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
+    }
+
+    /// Restarts it on the same port with another certificate.
+    pub fn relaunch_with(&mut self, cert: &Path, key: &Path) {
+        self.kill();
+        let text = std::fs::read_to_string(&self.conf).unwrap();
+        let text = text
+            .replace(&*self.cert.to_string_lossy(), &cert.to_string_lossy())
+            .replace(&*self.key.to_string_lossy(), &key.to_string_lossy());
+        std::fs::write(&self.conf, text).unwrap();
+        (self.cert, self.key) = (cert.to_path_buf(), key.to_path_buf());
+        self.launch();
+    }
+
+    /// Kills it (the port closes; `launch` brings it back).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Unbound {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// How the scripted server behaves, switchable while it runs.
+pub mod mode {
+    /// Answer each query at once.
+    pub const ANSWER: u8 = 0;
+    /// Read queries in fours and answer each four in reverse order.
+    pub const REVERSE_FOURS: u8 = 1;
+    /// Read one query, then close the connection without answering (once;
+    /// then back to ANSWER).
+    pub const CLOSE_ONCE: u8 = 2;
+    /// Read queries and never answer, keeping the connection open.
+    pub const SILENT: u8 = 3;
+}
+
+/// A DoT server written here: answers every A query with 203.0.113.9.
+pub struct ScriptedDot {
+    pub addr: SocketAddr,
+    pub mode: Arc<AtomicU8>,
+    /// Connections accepted (one handshake each).
+    pub connections: Arc<AtomicUsize>,
+    /// Connections that ended, as the server saw them.
+    pub closed: Arc<AtomicUsize>,
+    /// (length, wire ID) of every query received.
+    pub queries: Arc<Mutex<Vec<(usize, u16)>>>,
+    stop: Arc<AtomicBool>,
+}
+
+fn server_config() -> Arc<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(tls_dir().join("server.pem")).unwrap().map(|c| c.unwrap()).collect();
+    let key = PrivateKeyDer::from_pem_file(tls_dir().join("server.key")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap(),
+    )
+}
+
+impl ScriptedDot {
+    pub fn start() -> ScriptedDot {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let s = ScriptedDot {
+            addr: listener.local_addr().unwrap(),
+            mode: Arc::new(AtomicU8::new(mode::ANSWER)),
+            connections: Arc::new(AtomicUsize::new(0)),
+            closed: Arc::new(AtomicUsize::new(0)),
+            queries: Arc::new(Mutex::new(Vec::new())),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let config = server_config();
+        let (mode, connections, closed, queries, stop) =
+            (s.mode.clone(), s.connections.clone(), s.closed.clone(), s.queries.clone(), s.stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                let Ok((tcp, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                connections.fetch_add(1, SeqCst);
+                let (config, mode, closed, queries) = (config.clone(), mode.clone(), closed.clone(), queries.clone());
+                std::thread::spawn(move || {
+                    serve(tcp, config, &mode, &queries);
+                    closed.fetch_add(1, SeqCst);
+                });
+            }
+        });
+        s
+    }
+}
+
+impl Drop for ScriptedDot {
+    fn drop(&mut self) {
+        self.stop.store(true, SeqCst);
+    }
+}
+
+fn serve(tcp: TcpStream, config: Arc<rustls::ServerConfig>, mode: &AtomicU8, queries: &Mutex<Vec<(usize, u16)>>) {
+    tcp.set_nonblocking(false).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let conn = rustls::ServerConnection::new(config).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut len = [0u8; 2];
+        if tls.read_exact(&mut len).is_err() {
+            return;
+        }
+        let mut q = vec![0u8; u16::from_be_bytes(len) as usize];
+        if tls.read_exact(&mut q).is_err() {
+            return;
+        }
+        queries.lock().unwrap().push((q.len(), u16::from_be_bytes([q[0], q[1]])));
+        match mode.load(SeqCst) {
+            mode::SILENT => continue,
+            mode::CLOSE_ONCE => {
+                mode.store(mode::ANSWER, SeqCst);
+                return;
+            }
+            mode::REVERSE_FOURS => {
+                held.push(q);
+                if held.len() < 4 {
+                    continue;
+                }
+                for q in held.drain(..).rev() {
+                    if send(&mut tls, &answer(&q)).is_err() {
+                        return;
+                    }
+                }
+            }
+            _ => {
+                if send(&mut tls, &answer(&q)).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn send(tls: &mut impl Write, msg: &[u8]) -> std::io::Result<()> {
+    let mut framed = (msg.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(msg);
+    tls.write_all(&framed)?;
+    tls.flush()
+}
+
+/// The reply to `q`: its question, one A record 203.0.113.9 (none for other types).
+fn answer(q: &[u8]) -> Vec<u8> {
+    use simple_dns::{CLASS, Packet, PacketFlag, ResourceRecord, rdata};
+    let p = Packet::parse(q).unwrap();
+    let mut r = Packet::new_reply(p.id());
+    r.set_flags(PacketFlag::RECURSION_DESIRED | PacketFlag::RECURSION_AVAILABLE);
+    r.questions = p.questions.clone();
+    if let Some(question) = p.questions.first()
+        && question.qtype == simple_dns::QTYPE::TYPE(simple_dns::TYPE::A)
+    {
+        r.answers.push(ResourceRecord::new(
+            question.qname.clone(),
+            CLASS::IN,
+            300,
+            rdata::RData::A(rdata::A { address: u32::from(std::net::Ipv4Addr::new(203, 0, 113, 9)) }),
+        ));
+    }
+    r.build_bytes_vec().unwrap()
+}
+
+/// A certificate for localhost and 127.0.0.1 valid from tomorrow for 30
+/// days, signed by a CA made for it, all in `dir`: it stands in for a clock
+/// that is behind. Returns (CA, certificate, key).
+pub fn not_valid_until_tomorrow(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new(args[0]).args(&args[1..]).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    let mut ca = vec!["openssl", "req", "-x509"];
+    ca.extend(ec);
+    ca.extend(["-keyout", "ca.key", "-out", "ca.pem", "-days", "3650", "-subj", "/CN=hydradns clock test CA"]);
+    ca.extend(["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"]);
+    run(&ca);
+    let mut csr = vec!["openssl", "req"];
+    csr.extend(ec);
+    csr.extend(["-keyout", "future.key", "-out", "future.csr", "-subj", "/CN=localhost"]);
+    run(&csr);
+    std::fs::write(dir.join("index.txt"), "").unwrap();
+    std::fs::write(dir.join("serial"), "01\n").unwrap();
+    std::fs::write(
+        dir.join("ca.cnf"),
+        format!(
+            "[ca]\ndefault_ca = test\n[test]\ndir = {d}\ndatabase = {d}/index.txt\nnew_certs_dir = {d}\n\
+             certificate = {d}/ca.pem\nprivate_key = {d}/ca.key\nserial = {d}/serial\ndefault_md = sha256\n\
+             policy = any\nx509_extensions = ext\n[any]\ncommonName = supplied\n\
+             [ext]\nsubjectAltName = DNS:localhost,IP:127.0.0.1\nbasicConstraints = CA:FALSE\n\
+             extendedKeyUsage = serverAuth\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let start = run(&["date", "-u", "-d", "tomorrow", "+%y%m%d%H%M%SZ"]);
+    let end = run(&["date", "-u", "-d", "30 days", "+%y%m%d%H%M%SZ"]);
+    run(&[
+        "openssl",
+        "ca",
+        "-batch",
+        "-config",
+        "ca.cnf",
+        "-in",
+        "future.csr",
+        "-out",
+        "future.pem",
+        "-notext",
+        "-startdate",
+        &start,
+        "-enddate",
+        &end,
+    ]);
+    (dir.join("ca.pem"), dir.join("future.pem"), dir.join("future.key"))
+}

@@ -1,0 +1,242 @@
+//! Encrypted upstreams through the real binary: DNS over TLS to the real
+//! Unbound (a DoT server no one here wrote) in front of the tests' fake
+//! upstream, and to a scripted DoT server for what Unbound cannot be made
+//! to do on demand.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "common/dot.rs"]
+mod dot;
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use common::*;
+use dot::{ScriptedDot, Unbound, mode};
+use simple_dns::RCODE;
+
+const A: u16 = 1;
+
+/// A gateway whose one upstream is `upstream`, trusting the test CA.
+fn gateway(upstream: &str, extra: &str) -> Gateway {
+    Gateway::start(&format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '1s'\n\
+         \tlist upstream '{upstream}'\n\toption ca_file '{ca}'\n{extra}",
+        ca = dot::tls_dir().join("ca.pem").display()
+    ))
+}
+
+fn upstream_report(g: &Gateway) -> hydradns::stats::UpstreamReport {
+    g.report().upstreams.into_iter().find(|u| u.transport == "tls").expect("a tls upstream in stats")
+}
+
+#[test]
+fn unbound_over_tls_answers_on_one_connection() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 3));
+    let unbound = Unbound::start(backend.addr, "");
+    let g = gateway(&format!("tls://localhost:{}#127.0.0.1", unbound.addr.port()), "");
+    for i in 0..20 {
+        let name = format!("n{i}.dot.example");
+        let r = if i % 4 == 0 { tcp(g.addr, &name, A) } else { udp(g.addr, &name, A) };
+        assert_eq!((r.rcode, r.ips()), (RCODE::NoError, vec!["192.0.2.3".to_string()]), "{name}");
+        assert_eq!(backend.seen(&name), 1, "{name} went through Unbound to the backend");
+    }
+    // Many at once: pipelined on the one connection.
+    let threads: Vec<_> = (0..16)
+        .map(|t| {
+            let addr = g.addr;
+            std::thread::spawn(move || {
+                for i in 0..10 {
+                    let r = udp(addr, &format!("p{t}-{i}.dot.example"), A);
+                    assert_eq!(r.ips(), ["192.0.2.3"]);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let u = upstream_report(&g);
+    assert_eq!(u.addr, format!("tls://localhost:{}", unbound.addr.port()));
+    assert_eq!((u.state.as_str(), u.handshakes, u.answers), ("connected", 1, 180), "{u:?}");
+    assert_eq!((u.timeouts, u.errors), (0, 0));
+    let text = g.log();
+    assert!(!text.contains("WARN"), "{text}");
+}
+
+#[test]
+fn the_name_is_found_through_bootstrap_only() {
+    // The bootstrap resolver says localhost is 127.0.0.1; no client query goes to it.
+    let bootstrap = Upstream::start(Ipv4Addr::LOCALHOST);
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 4));
+    let unbound = Unbound::start(backend.addr, "");
+    let g = gateway(
+        &format!("tls://localhost:{}", unbound.addr.port()),
+        &format!("\tlist bootstrap '{}'\n", bootstrap.addr),
+    );
+    assert_eq!(udp(g.addr, "via-bootstrap.example", A).ips(), ["192.0.2.4"]);
+    assert!(bootstrap.seen("localhost") >= 1);
+    assert_eq!(bootstrap.seen("via-bootstrap.example"), 0, "a client's name never goes to bootstrap");
+    assert!(g.log().contains("bootstrap resolvers"), "{}", g.log());
+}
+
+#[test]
+fn a_certificate_for_another_name_is_refused_and_fallback_only_when_configured() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 5));
+    let unbound = Unbound::start(backend.addr, "");
+    let spec = format!("tls://wrong.example:{}#127.0.0.1", unbound.addr.port());
+    let g = gateway(&spec, "");
+    assert_eq!(udp(g.addr, "refused.example", A).rcode, RCODE::ServerFailure);
+    assert_eq!(backend.seen("refused.example"), 0);
+    assert!(g.wait_log("certificate refused", Duration::from_secs(5)), "{}", g.log());
+    let u = upstream_report(&g);
+    assert_eq!((u.state.as_str(), u.handshakes), ("failed", 0), "{u:?}");
+    assert!(u.errors >= 1);
+    drop(g);
+
+    let fallback = Upstream::start(Ipv4Addr::new(198, 51, 100, 7));
+    let g = gateway(&spec, &format!("\tlist fallback '{}'\n", fallback.addr));
+    assert_eq!(udp(g.addr, "falls-back.example", A).ips(), ["198.51.100.7"]);
+    assert_eq!(fallback.seen("falls-back.example"), 1);
+    assert!(g.wait_log("answered by fallback", Duration::from_secs(5)), "{}", g.log());
+}
+
+#[test]
+fn a_killed_server_fails_over_and_is_used_again_when_back() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 6));
+    let fallback = Upstream::start(Ipv4Addr::new(198, 51, 100, 8));
+    let mut unbound = Unbound::start(backend.addr, "");
+    let g = gateway(
+        &format!("tls://localhost:{}#127.0.0.1", unbound.addr.port()),
+        &format!("\tlist fallback '{}'\n", fallback.addr),
+    );
+    assert_eq!(udp(g.addr, "before.example", A).ips(), ["192.0.2.6"]);
+    unbound.kill();
+    // The connection breaks under the query: retried once on a new
+    // connection, which is refused; the fallback answers.
+    assert_eq!(udp(g.addr, "while-down.example", A).ips(), ["198.51.100.8"]);
+    unbound.launch();
+    // The only upstream is tried even while down (no other is up), so it
+    // is back at the first query.
+    assert_eq!(udp(g.addr, "after.example", A).ips(), ["192.0.2.6"]);
+    let u = upstream_report(&g);
+    assert_eq!(u.handshakes, 2, "{u:?}");
+    assert_eq!(fallback.seen("before.example") + fallback.seen("after.example"), 0);
+}
+
+#[test]
+fn a_connection_the_server_closed_while_idle_is_made_again() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 7));
+    let unbound = Unbound::start(backend.addr, "\ttcp-idle-timeout: 300\n");
+    let g = gateway(&format!("tls://localhost:{}#127.0.0.1", unbound.addr.port()), "");
+    assert_eq!(udp(g.addr, "first.example", A).ips(), ["192.0.2.7"]);
+    wait_for("the idle connection to close", Duration::from_secs(10), || upstream_report(&g).state == "idle");
+    assert_eq!(udp(g.addr, "second.example", A).ips(), ["192.0.2.7"]);
+    let u = upstream_report(&g);
+    assert_eq!((u.handshakes, u.timeouts, u.errors), (2, 0, 0), "{u:?}");
+}
+
+#[test]
+fn replies_out_of_order_ids_and_padding() {
+    let server = ScriptedDot::start();
+    server.mode.store(mode::REVERSE_FOURS, std::sync::atomic::Ordering::SeqCst);
+    let g = gateway(&format!("tls://localhost:{}#127.0.0.1", server.addr.port()), "");
+    // Four clients at once: the server holds their queries and answers the
+    // last first. Each gets its own answer, with its own ID (udp() checks).
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let addr = g.addr;
+            std::thread::spawn(move || udp(addr, &format!("order{i}.example"), A))
+        })
+        .collect();
+    for (i, t) in threads.into_iter().enumerate() {
+        let r = t.join().unwrap();
+        assert_eq!(
+            (r.qname.as_deref(), r.ips()),
+            (Some(&*format!("order{i}.example")), vec!["203.0.113.9".to_string()])
+        );
+    }
+    let seen = server.queries.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4);
+    assert!(seen.iter().all(|(len, _)| len % 128 == 0), "padded to 128: {seen:?}");
+    let mut ids: Vec<u16> = seen.iter().map(|q| q.1).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "one wire ID per outstanding query");
+    assert_eq!(server.connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_query_on_a_connection_that_ends_is_retried_once() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let server = ScriptedDot::start();
+    let g = gateway(&format!("tls://localhost:{}#127.0.0.1", server.addr.port()), "");
+    assert_eq!(udp(g.addr, "warm.example", A).ips(), ["203.0.113.9"]);
+    server.mode.store(mode::CLOSE_ONCE, SeqCst);
+    assert_eq!(udp(g.addr, "retried.example", A).ips(), ["203.0.113.9"], "answered on the new connection");
+    assert_eq!(server.connections.load(SeqCst), 2);
+    let names: Vec<usize> = server.queries.lock().unwrap().iter().map(|q| q.0).collect();
+    assert_eq!(names.len(), 3, "the query was written twice");
+    let u = upstream_report(&g);
+    assert_eq!((u.handshakes, u.timeouts, u.errors), (2, 0, 0), "{u:?}");
+}
+
+#[test]
+fn a_connection_without_replies_is_dropped_after_15_seconds() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let server = ScriptedDot::start();
+    let g = gateway(&format!("tls://localhost:{}#127.0.0.1", server.addr.port()), "");
+    assert_eq!(udp(g.addr, "alive.example", A).ips(), ["203.0.113.9"]);
+    server.mode.store(mode::SILENT, SeqCst);
+    assert_eq!(udp(g.addr, "swallowed.example", A).rcode, RCODE::ServerFailure);
+    // Half-open, as after a WAN change: the gateway gives the connection up itself.
+    wait_for("the silent connection to be dropped", Duration::from_secs(25), || server.closed.load(SeqCst) >= 1);
+    server.mode.store(mode::ANSWER, SeqCst);
+    assert_eq!(udp(g.addr, "fresh.example", A).ips(), ["203.0.113.9"]);
+    assert_eq!(server.connections.load(SeqCst), 2);
+}
+
+#[test]
+fn before_the_clock_is_set_ntp_names_go_plain_to_bootstrap() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 8));
+    let bootstrap = Upstream::start(Ipv4Addr::new(198, 51, 100, 20));
+    let dir = TempDir::new();
+    let (future_ca, future_cert, future_key) = dot::not_valid_until_tomorrow(&dir.0);
+    // One bundle trusting both CAs: the server's certificate is replaced below.
+    let bundle = format!(
+        "{}{}",
+        std::fs::read_to_string(&future_ca).unwrap(),
+        std::fs::read_to_string(dot::tls_dir().join("ca.pem")).unwrap()
+    );
+    let bundle = dir.file("bundle.pem", &bundle);
+    let marker = dir.0.join("ntpd-synced");
+    let mut unbound = Unbound::start_with(backend.addr, "", &future_cert, &future_key);
+    let g = Gateway::start(&format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '1s'\n\
+         \tlist upstream 'tls://localhost:{port}#127.0.0.1'\n\toption ca_file '{bundle}'\n\
+         \tlist bootstrap '{boot}'\n\tlist plain_domain 'pool.ntp.example'\n\
+         \toption time_synced_file '{marker}'\n",
+        port = unbound.addr.port(),
+        bundle = bundle.display(),
+        boot = bootstrap.addr,
+        marker = marker.display(),
+    ));
+    assert!(g.log().contains("the clock is not known good yet"), "{}", g.log());
+    // NTP's names resolve, in plain, through the bootstrap resolvers.
+    assert_eq!(udp(g.addr, "0.pool.ntp.example", A).ips(), ["198.51.100.20"]);
+    assert_eq!(bootstrap.seen("0.pool.ntp.example"), 1);
+    // Everything else is refused by the certificate's dates and nothing
+    // goes out in plain (no fallback is configured).
+    assert_eq!(udp(g.addr, "private.example", A).rcode, RCODE::ServerFailure);
+    assert_eq!(bootstrap.seen("private.example") + backend.seen("private.example"), 0);
+    assert!(g.wait_log("clock is not synchronised yet", Duration::from_secs(5)), "{}", g.log());
+
+    // NTP set the clock (the server's certificate is valid now, as it would
+    // be with the right time): every name goes encrypted.
+    std::fs::write(&marker, "").unwrap();
+    unbound.relaunch_with(&dot::tls_dir().join("server.pem"), &dot::tls_dir().join("server.key"));
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(udp(g.addr, "1.pool.ntp.example", A).ips(), ["192.0.2.8"]);
+    assert_eq!(bootstrap.seen("1.pool.ntp.example"), 0);
+    assert_eq!(udp(g.addr, "private2.example", A).ips(), ["192.0.2.8"]);
+    assert!(g.log().contains("the clock is synchronised"), "{}", g.log());
+}
