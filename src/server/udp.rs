@@ -77,9 +77,6 @@ pub enum Job {
     Wait(Miss, Receiver<Resolution>, SocketAddr),
     /// A miss whose UDP reply from server `usize` was truncated: go on over TCP.
     Truncated(Led, usize, SocketAddr),
-    /// A miss for a group with encrypted servers, which only the async
-    /// path reaches: resolve it there from the start.
-    Encrypted(Led, SocketAddr),
 }
 
 /// Counts a worker's miss tasks; the guard gives the slot back however the task ends.
@@ -396,15 +393,6 @@ impl Loop {
             return;
         }
         match self.engine.begin(miss, reply, &self.stats) {
-            Begin::Lead(led) if led.group().encrypted => {
-                if let Err(
-                    TrySendError::Full(Job::Encrypted(led, peer)) | TrySendError::Closed(Job::Encrypted(led, peer)),
-                ) = self.jobs.try_send(Job::Encrypted(led, peer))
-                    && self.engine.finish(led, None, &mut self.out.replies[self.out.len], &self.stats)
-                {
-                    self.out.push(peer);
-                }
-            }
             Begin::Lead(led) => {
                 let slot = match self.free.pop() {
                     Some(slot) => slot,
@@ -474,6 +462,7 @@ impl Loop {
             match self.mux.recv(port) {
                 Recv::Empty => return,
                 Recv::Stray => {}
+                Recv::TryFailed { slot, t } => self.try_failed(slot, t, TryError::Io),
                 Recv::Reply { slot, t, reply } => self.reply(slot, t, reply),
                 Recv::Failed(ended) => {
                     for (slot, t) in ended {
@@ -628,7 +617,7 @@ pub async fn run_jobs(
                     engine.refuse_miss(&miss, &mut out, &stats);
                     peer
                 }
-                Job::Truncated(led, _, peer) | Job::Encrypted(led, peer) => {
+                Job::Truncated(led, _, peer) => {
                     engine.finish(led, None, &mut out, &stats);
                     peer
                 }
@@ -641,23 +630,18 @@ pub async fn run_jobs(
         ex.spawn(async move {
             let _slot = slot;
             let mut out = Vec::new();
-            let job = match job {
-                Job::Truncated(led, idx, peer) => Ok((led, Some(idx), peer)),
-                Job::Encrypted(led, peer) => Ok((led, None, peer)),
-                Job::Wait(miss, rx, peer) => Err((miss, rx, peer)),
-            };
             let peer = match job {
-                Err((miss, rx, peer)) => {
+                Job::Wait(miss, rx, peer) => {
                     engine.wait(miss, rx, &mut out, &stats).await;
                     peer
                 }
-                Ok((led, truncated, peer)) => {
+                Job::Truncated(led, idx, peer) => {
                     // Nothing is written when there is nothing to send (a refresh).
                     let early = |stale: Vec<u8>| -> smol::future::BoxedLocal<()> {
                         send(&sock, &stale, &peer, &stats);
                         Box::pin(std::future::ready(()))
                     };
-                    engine.resolve_led(led, truncated, &mut out, &stats, &early).await;
+                    engine.resolve_led(led, Some(idx), &mut out, &stats, &early).await;
                     peer
                 }
             };

@@ -175,9 +175,6 @@ pub struct Group {
     preferred: AtomicUsize,
     /// How a resolution picks its first server.
     strategy: Strategy,
-    /// Some server is encrypted: UDP receive threads hand its misses to
-    /// their executor, whose async path reaches the connections.
-    pub encrypted: bool,
 }
 
 /// Servers per group: a resolution marks the ones it tried in a `u64`.
@@ -240,8 +237,7 @@ impl Group {
             .map(|u| known.iter().find(|s| s.spec == *u).cloned().unwrap_or_else(|| Arc::new(Server::from_spec(u))))
             .collect();
         let primary = upstreams.len().min(servers.len());
-        let encrypted = servers.iter().any(|s| s.link.is_some());
-        Group { servers, primary, preferred: AtomicUsize::new(0), strategy, encrypted }
+        Group { servers, primary, preferred: AtomicUsize::new(0), strategy }
     }
 
     /// Whether server `idx` is a fallback.

@@ -19,6 +19,12 @@
 //! `sendmmsg` (perf on the 10 %-miss mix): a syscall of its own, and a
 //! wake-up of the upstream that one call pays once for all its queries.
 //!
+//! A try to an encrypted upstream has a port of its own too, without a
+//! socket: its query goes straight to the server's connection
+//! ([`super::tls`]), and the reply comes back through an inbox whose
+//! eventfd sits in the same `epoll`, so the thread forwards plain and
+//! encrypted misses alike, deadlines and failover included.
+//!
 //! Replies are read the same way: one `recvmmsg` takes every datagram
 //! waiting on a port, and a call that took fewer than it had room for
 //! found the port drained, so no further call is made to learn that. One
@@ -47,6 +53,8 @@ use crate::wire::header;
 
 /// Token of the caller's own socket in the epoll set; ports use their index.
 pub const LISTENER: u64 = u64::MAX;
+/// Token of the inbox where encrypted upstreams' replies arrive.
+pub const ENCRYPTED: u64 = u64::MAX - 1;
 /// Events taken per wait.
 pub const EVENTS: usize = 32;
 /// Replies taken from a port per `recvmmsg`.
@@ -68,6 +76,8 @@ pub enum Recv {
     Stray,
     /// Nothing (more) to read.
     Empty,
+    /// One try failed (an encrypted upstream's connection could not carry it).
+    TryFailed { slot: u32, t: Try },
     /// The port failed; these tries (with their slots) ended with an error.
     Failed(Vec<(u32, Try)>),
 }
@@ -83,7 +93,8 @@ struct Queued {
 #[derive(Debug)]
 struct Port {
     server: Arc<Server>,
-    sock: UdpSocket,
+    /// `None` for an encrypted server: its tries go to its connection.
+    sock: Option<UdpSocket>,
     uses: u32,
     in_flight: u32,
     /// Still takes new tries.
@@ -114,6 +125,10 @@ pub struct Mux {
     /// Tries whose queries wait for [`Mux::flush`], and their bytes.
     queued: Vec<Queued>,
     queued_bytes: Vec<u8>,
+    /// Where encrypted upstreams' connections put replies (made at the first such try).
+    tls_inbox: Option<Arc<super::tls::Inbox>>,
+    /// Replies taken from `inbox`, handed out one per [`Mux::recv`].
+    delivered: Vec<super::tls::Delivery>,
 }
 
 impl Mux {
@@ -133,6 +148,8 @@ impl Mux {
             inbox_taken: 0,
             queued: Vec::new(),
             queued_bytes: Vec::new(),
+            tls_inbox: None,
+            delivered: Vec::new(),
         })
     }
 
@@ -194,6 +211,16 @@ impl Mux {
             self.deadlines.retain(|Reverse((_, seq, port, id))| tries.get(&(*port, *id)).is_some_and(|t| t.1 == *seq));
         }
         let t = Try { port, id };
+        if let Some(link) = &server.link {
+            // Encrypted: straight to the connection's task (no batching to
+            // gain: it is one hand-off either way).
+            let sent = self.tls_inbox.as_ref().is_some_and(|inbox| link.send_for(query, inbox, port, id).is_ok());
+            if !sent {
+                self.end(t);
+                return None;
+            }
+            return Some(t);
+        }
         self.queued.push(Queued { t, start: self.queued_bytes.len(), len: query.len() });
         self.queued_bytes.extend_from_slice(query);
         Some(t)
@@ -242,8 +269,9 @@ impl Mux {
         let Some(p) = self.ports.get(run[0].t.port as usize).and_then(Option::as_ref) else {
             return Err(Errno::BADF);
         };
+        let Some(sock) = &p.sock else { return Err(Errno::BADF) };
         let bytes = run.iter().map(|q| &self.queued_bytes[q.start..q.start + q.len]);
-        crate::sys::sendmmsg(&p.sock, bytes, None, SendFlags::DONTWAIT)
+        crate::sys::sendmmsg(sock, bytes, None, SendFlags::DONTWAIT)
     }
 
     /// Ends try `t`, whose query the kernel refused, and reports it.
@@ -260,9 +288,13 @@ impl Mux {
     /// it returns [`Recv::Empty`] or [`Recv::Failed`]: datagrams are read
     /// from the socket a batch at a time and handed out one per call.
     pub fn recv(&mut self, port: u64) -> Recv {
+        if port == ENCRYPTED {
+            return self.delivered();
+        }
         let Some(p) = u32::try_from(port).ok().and_then(|i| self.ports.get(i as usize)?.as_ref()) else {
             return Recv::Empty;
         };
+        let Some(sock) = &p.sock else { return Recv::Empty };
         let port = port as u32;
         if self.inbox_port != port || self.inbox_next == self.inbox_taken {
             // A used-up batch of this port's that had room to spare found the port drained.
@@ -271,7 +303,7 @@ impl Mux {
             if drained {
                 return Recv::Empty;
             }
-            match self.inbox.recv(&p.sock, false) {
+            match self.inbox.recv(sock, false) {
                 Ok(0) | Err(Errno::AGAIN | Errno::INTR) => return Recv::Empty,
                 Ok(n) => (self.inbox_port, self.inbox_next, self.inbox_taken) = (port, 0, n),
                 Err(_) => return Recv::Failed(self.fail_port(port)),
@@ -286,6 +318,29 @@ impl Mux {
         }
         p.server.mismatched.fetch_add(1, Relaxed);
         Recv::Stray
+    }
+
+    /// The next reply from the encrypted upstreams' inbox.
+    fn delivered(&mut self) -> Recv {
+        if self.delivered.is_empty()
+            && let Some(inbox) = &self.tls_inbox
+        {
+            inbox.take(&mut self.delivered);
+            // Handed out from the end: the order among them does not matter.
+        }
+        let Some((port, id, reply)) = self.delivered.pop() else { return Recv::Empty };
+        let Some(&(slot, _)) = self.tries.get(&(port, id)) else {
+            // Its try ended (timed out): a late reply.
+            return Recv::Stray;
+        };
+        let t = Try { port, id };
+        match reply {
+            Some(reply) => Recv::Reply { slot, t, reply },
+            None => {
+                self.end(t);
+                Recv::TryFailed { slot, t }
+            }
+        }
     }
 
     /// Ends a try whose reply the caller accepted.
@@ -358,8 +413,17 @@ impl Mux {
         if let Some(i) = found {
             return Some(i as u32);
         }
-        let sock = UdpSocket::bind(unspecified_for(&server.addr)).ok()?;
-        sock.connect(server.addr).ok()?;
+        let sock = match &server.link {
+            Some(_) => {
+                self.watch_inbox()?;
+                None
+            }
+            None => {
+                let sock = UdpSocket::bind(unspecified_for(&server.addr)).ok()?;
+                sock.connect(server.addr).ok()?;
+                Some(sock)
+            }
+        };
         let index = match self.free_ports.pop() {
             Some(i) => i,
             None => {
@@ -367,13 +431,25 @@ impl Mux {
                 (self.ports.len() - 1) as u32
             }
         };
-        if epoll::add(&self.epoll, &sock, EventData::new_u64(index.into()), EventFlags::IN).is_err() {
+        if let Some(sock) = &sock
+            && epoll::add(&self.epoll, sock, EventData::new_u64(index.into()), EventFlags::IN).is_err()
+        {
             self.free_ports.push(index);
             return None;
         }
         self.ports[index as usize] =
             Some(Port { server: server.clone(), sock, uses: 0, in_flight: 0, current: true, busy: true });
         Some(index)
+    }
+
+    /// Makes the inbox and adds it to the wait set, the first time.
+    fn watch_inbox(&mut self) -> Option<()> {
+        if self.tls_inbox.is_none() {
+            let inbox = super::tls::Inbox::new().ok()?;
+            epoll::add(&self.epoll, inbox.fd(), EventData::new_u64(ENCRYPTED), EventFlags::IN).ok()?;
+            self.tls_inbox = Some(Arc::new(inbox));
+        }
+        Some(())
     }
 
     /// Ends every try on a failed port; returns their slots.
@@ -394,7 +470,9 @@ impl Mux {
         let done =
             self.ports.get(port as usize).and_then(Option::as_ref).is_some_and(|p| !p.current && p.in_flight == 0);
         if done && let Some(p) = self.ports[port as usize].take() {
-            let _ = epoll::delete(&self.epoll, &p.sock);
+            if let Some(sock) = &p.sock {
+                let _ = epoll::delete(&self.epoll, sock);
+            }
             self.free_ports.push(port);
             // What is left of its batch must not pass for a later port's under the same index.
             if self.inbox_port == port {
@@ -442,6 +520,7 @@ mod tests {
                         Recv::Stray => {}
                         Recv::Empty => break,
                         Recv::Failed(slots) => panic!("failed {slots:?}"),
+                        Recv::TryFailed { slot, t } => panic!("failed {slot} {t:?}"),
                     }
                 }
             }

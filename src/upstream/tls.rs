@@ -119,9 +119,88 @@ impl Shared {
 /// A query handed to the connection's task.
 struct Request {
     query: Vec<u8>,
-    reply: Sender<Result<Vec<u8>, TryError>>,
+    reply: ReplyTo,
     /// Already written on a connection that ended before the reply.
     retried: bool,
+}
+
+/// Where a query's reply goes.
+enum ReplyTo {
+    /// A task waiting on the async path (TCP clients, retries).
+    Task(Sender<Result<Vec<u8>, TryError>>),
+    /// A UDP receive thread's inbox, tagged with its try (mux port and ID).
+    Inbox(Arc<Inbox>, u32, u16),
+}
+
+impl ReplyTo {
+    fn send(self, reply: Result<Vec<u8>, TryError>) {
+        match self {
+            ReplyTo::Task(tx) => {
+                let _ = tx.try_send(reply);
+            }
+            ReplyTo::Inbox(inbox, port, id) => inbox.deliver(port, id, reply.ok()),
+        }
+    }
+
+    /// Nobody waits any more (a receive thread's try ends by its own
+    /// deadline; a late reply there is dropped as stray).
+    fn is_closed(&self) -> bool {
+        match self {
+            ReplyTo::Task(tx) => tx.is_closed(),
+            ReplyTo::Inbox(..) => false,
+        }
+    }
+}
+
+/// A reply for a receive thread's try: (mux port, ID, the reply or `None`: failed).
+pub type Delivery = (u32, u16, Option<Vec<u8>>);
+
+/// Replies for one UDP receive thread: its [`super::mux::Mux`] waits on
+/// the eventfd in its `epoll` beside its upstream sockets, so an encrypted
+/// miss costs that thread one wake-up for its reply, as a plain one does.
+#[derive(Debug)]
+pub struct Inbox {
+    doorbell: rustix::fd::OwnedFd,
+    /// (port, ID, reply; `None`: the try failed).
+    queue: Mutex<Vec<Delivery>>,
+}
+
+impl Inbox {
+    /// An inbox with its eventfd.
+    pub fn new() -> io::Result<Inbox> {
+        use rustix::event::{EventfdFlags, eventfd};
+        let doorbell = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        Ok(Inbox { doorbell, queue: Mutex::new(Vec::new()) })
+    }
+
+    /// The eventfd to wait on.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.doorbell.as_fd()
+    }
+
+    /// Queues a reply; rings only when the queue was empty (the reader
+    /// takes the whole queue at once).
+    fn deliver(&self, port: u32, id: u16, reply: Option<Vec<u8>>) {
+        let Ok(mut q) = self.queue.lock() else { return };
+        let ring = q.is_empty();
+        q.push((port, id, reply));
+        drop(q);
+        if ring {
+            let _ = rustix::io::write(&self.doorbell, &1u64.to_ne_bytes());
+        }
+    }
+
+    /// Takes every reply queued, into `out` (emptied first). The doorbell is
+    /// reset before the queue is taken, so a reply queued meanwhile rings again.
+    pub fn take(&self, out: &mut Vec<Delivery>) {
+        let mut count = [0u8; 8];
+        let _ = rustix::io::read(&self.doorbell, &mut count);
+        out.clear();
+        if let Ok(mut q) = self.queue.lock() {
+            std::mem::swap(&mut *q, out);
+        }
+    }
 }
 
 /// An encrypted upstream's end of its connection task.
@@ -143,6 +222,21 @@ impl Link {
     /// Sends `query` (our query, with its own ID) over the connection, and
     /// waits up to `timeout` for the reply, which carries the same ID.
     pub async fn query(&self, query: &[u8], timeout: Duration) -> Result<Vec<u8>, TryError> {
+        let (tx, rx) = bounded(1);
+        self.submit(query, ReplyTo::Task(tx))?;
+        let reply = async { rx.recv().await.unwrap_or(Err(TryError::Io)) };
+        reply.or(super::expire(timeout)).await
+    }
+
+    /// Sends `query` for a receive thread's try: the reply (the try's ID
+    /// restored), or `None` if it failed, arrives in `inbox` tagged with
+    /// `port` and `id`. The try's deadline is the thread's to keep.
+    pub fn send_for(&self, query: &[u8], inbox: &Arc<Inbox>, port: u32, id: u16) -> Result<(), TryError> {
+        self.submit(query, ReplyTo::Inbox(inbox.clone(), port, id))
+    }
+
+    /// Hands `query`, padded, to the connection's task (started by the first).
+    fn submit(&self, query: &[u8], reply: ReplyTo) -> Result<(), TryError> {
         let requests = self.requests.get_or_init(|| {
             let (tx, rx) = bounded(QUEUE);
             runtime::spawn(run(self.endpoint.clone(), self.shared.clone(), rx));
@@ -150,10 +244,7 @@ impl Link {
         });
         let mut query = query.to_vec();
         super::padding::pad(&mut query);
-        let (tx, rx) = bounded(1);
-        requests.try_send(Request { query, reply: tx, retried: false }).map_err(|_| TryError::Io)?;
-        let reply = async { rx.recv().await.unwrap_or(Err(TryError::Io)) };
-        reply.or(super::expire(timeout)).await
+        requests.try_send(Request { query, reply, retried: false }).map_err(|_| TryError::Io)
     }
 }
 
@@ -238,10 +329,10 @@ async fn run(endpoint: Arc<Endpoint>, shared: Arc<Shared>, requests: Receiver<Re
                 report(&endpoint, &mut logged, "cannot connect", &why);
                 // Whatever waits now would wait for the same failure.
                 for r in carry.drain(..) {
-                    let _ = r.reply.try_send(Err(TryError::Io));
+                    r.reply.send(Err(TryError::Io));
                 }
                 while let Ok(r) = requests.try_recv() {
-                    let _ = r.reply.try_send(Err(TryError::Io));
+                    r.reply.send(Err(TryError::Io));
                 }
                 continue;
             }
@@ -426,6 +517,8 @@ async fn serve(
     let mut idle_since = Instant::now();
     let mut link_gone = false;
     let mut failed = None;
+    let mut timer_at = idle_since + IDLE_CLOSE;
+    let mut timer = Timer::at(timer_at);
     let end = loop {
         // Write what is waiting, up to the pipeline's depth.
         while outstanding.len() < MAX_PIPELINE {
@@ -473,7 +566,14 @@ async fn serve(
             Ok(b) => b,
             Err(e) => break Some(e),
         };
+        // One timer, moved only when the deadline comes earlier than it is
+        // set for: each new timer wakes the thread that waits in the
+        // reactor, and a query moves the deadline every time.
         let deadline = if outstanding.is_empty() { idle_since + IDLE_CLOSE } else { waiting_since + NO_REPLY_DROP };
+        if deadline < timer_at {
+            timer.set_at(deadline);
+            timer_at = deadline;
+        }
         let can_take = outstanding.len() < MAX_PIPELINE && !link_gone;
         let event =
             async { if can_take { Event::Request(requests.recv().await.ok()) } else { std::future::pending().await } }
@@ -490,7 +590,7 @@ async fn serve(
                     }
                 })
                 .or(async {
-                    Timer::at(deadline).await;
+                    (&mut timer).await;
                     Event::Deadline
                 })
                 .await;
@@ -498,6 +598,11 @@ async fn serve(
             Event::Request(Some(r)) => carry.push_back(r),
             Event::Request(None) => link_gone = true,
             Event::Writable => {}
+            // Set for an earlier deadline that has moved since: set again.
+            Event::Deadline if Instant::now() < deadline => {
+                timer.set_at(deadline);
+                timer_at = deadline;
+            }
             Event::Deadline if outstanding.is_empty() => break None,
             Event::Deadline => break Some(Failure::Timeout("waiting for a reply")),
             Event::Readable => {
@@ -530,7 +635,7 @@ async fn serve(
         let mut r = o.request;
         r.query[..2].copy_from_slice(&o.id.to_be_bytes());
         if r.retried || r.reply.is_closed() {
-            let _ = r.reply.try_send(Err(TryError::Io));
+            r.reply.send(Err(TryError::Io));
         } else {
             r.retried = true;
             carry.push_back(r);
@@ -561,7 +666,7 @@ fn replies(
             Some(o) => {
                 let mut reply = msg.to_vec();
                 reply[..2].copy_from_slice(&o.id.to_be_bytes());
-                let _ = o.request.reply.try_send(Ok(reply));
+                o.request.reply.send(Ok(reply));
                 answered += 1;
             }
             None => {
