@@ -3,7 +3,7 @@
 //! answer is kept for its TTL (within [`MIN_KEEP`]..[`MAX_KEEP`]); when a
 //! lookup fails the last good addresses stay in use.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
 use super::address::Endpoint;
@@ -39,12 +39,12 @@ impl Addresses {
 
     /// Looks the name up if its addresses are due; keeps the old ones on
     /// failure. Returns why the lookup failed, when it did.
-    pub async fn refresh(&mut self, endpoint: &Endpoint, ctx: &Context) -> Result<(), String> {
+    pub fn refresh(&mut self, endpoint: &Endpoint, ctx: &Context) -> Result<(), String> {
         let Some(renew) = self.renew else { return Ok(()) };
         if Instant::now() < renew && !self.ips.is_empty() {
             return Ok(());
         }
-        match lookup(&endpoint.name, ctx).await {
+        match lookup(&endpoint.name, ctx) {
             Ok((ips, ttl)) => {
                 if ips != self.ips {
                     self.preferred = 0;
@@ -69,14 +69,14 @@ impl Addresses {
 }
 
 /// A and AAAA for `name` from the bootstrap resolvers, with the lowest TTL.
-async fn lookup(name: &str, ctx: &Context) -> Result<(Vec<IpAddr>, u32), String> {
+fn lookup(name: &str, ctx: &Context) -> Result<(Vec<IpAddr>, u32), String> {
     let mut ips = Vec::new();
     let mut ttl = u32::MAX;
     let mut why = String::new();
     for qtype in [rtype::A, rtype::AAAA] {
         let msg = question(name, qtype).ok_or("not a name")?;
         let q = wire::parse_query(&msg).map_err(|_| "not a name")?;
-        match ask(&q, ctx).await {
+        match ask(&q, ctx) {
             Some(reply) => addresses(&reply, &mut ips, &mut ttl),
             None => why = format!("no answer from the bootstrap resolvers for {name}"),
         }
@@ -89,16 +89,16 @@ async fn lookup(name: &str, ctx: &Context) -> Result<(Vec<IpAddr>, u32), String>
 }
 
 /// Asks the bootstrap resolvers in order, over UDP (TCP when truncated),
-/// until one answers. Plain only, by construction: the bootstrap never
-/// waits on an encrypted connection.
-async fn ask(q: &wire::Query<'_>, ctx: &Context) -> Option<Vec<u8>> {
+/// until one answers. Blocking, on the thread that connects; plain only,
+/// by construction: the bootstrap never waits on an encrypted connection.
+fn ask(q: &wire::Query<'_>, ctx: &Context) -> Option<Vec<u8>> {
     for server in &ctx.bootstrap.servers {
         let query = super::build_query(q, super::random_id());
-        let reply = match super::try_udp(server, &query, q, ctx.timeout).await {
-            Ok(r) if header::flags(&r) & flags::TC != 0 => super::try_tcp(server, &query, q, ctx.timeout).await,
+        let reply = match udp(server.addr, &query, q, ctx.timeout) {
+            Some(r) if header::flags(&r) & flags::TC != 0 => tcp(server.addr, &query, q, ctx.timeout),
             other => other,
         };
-        if let Ok(r) = reply
+        if let Some(r) = reply
             && header::rcode(&r) != rcode::SERVFAIL
             && header::rcode(&r) != rcode::REFUSED
         {
@@ -106,6 +106,40 @@ async fn ask(q: &wire::Query<'_>, ctx: &Context) -> Option<Vec<u8>> {
         }
     }
     None
+}
+
+/// One query over UDP; strays are ignored until `timeout`.
+fn udp(server: SocketAddr, query: &[u8], q: &wire::Query<'_>, timeout: Duration) -> Option<Vec<u8>> {
+    let sock = UdpSocket::bind(super::unspecified_for(&server)).ok()?;
+    sock.connect(server).ok()?;
+    sock.send(query).ok()?;
+    let until = Instant::now() + timeout;
+    let mut buf = vec![0u8; super::UDP_REPLY_BUF];
+    loop {
+        let left = until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
+        sock.set_read_timeout(Some(left)).ok()?;
+        let n = sock.recv(&mut buf).ok()?;
+        if super::is_reply_to(&buf[..n], header::id(query), q) {
+            buf.truncate(n);
+            return Some(buf);
+        }
+    }
+}
+
+/// One query over TCP (after a truncated UDP reply).
+fn tcp(server: SocketAddr, query: &[u8], q: &wire::Query<'_>, timeout: Duration) -> Option<Vec<u8>> {
+    use std::io::{Read, Write};
+    let mut s = TcpStream::connect_timeout(&server, timeout).ok()?;
+    s.set_read_timeout(Some(timeout)).ok()?;
+    s.set_write_timeout(Some(timeout)).ok()?;
+    let mut framed = (query.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(query);
+    s.write_all(&framed).ok()?;
+    let mut len = [0u8; 2];
+    s.read_exact(&mut len).ok()?;
+    let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
+    s.read_exact(&mut buf).ok()?;
+    super::is_reply_to(&buf, header::id(query), q).then_some(buf)
 }
 
 /// A recursive query for `name` and `qtype`.

@@ -1,28 +1,174 @@
-//! Where encrypted upstreams' connections live: one thread, started at the
-//! first encrypted query, runs a task per connection; and what those
-//! connections need from the config (the TLS client settings, the
-//! bootstrap resolvers), swapped in whenever a config is loaded.
+//! The connections' thread: every encrypted upstream's connection lives on
+//! one thread, started at the first encrypted query, that waits in its own
+//! `epoll` on their sockets and on a doorbell (an eventfd) for commands:
+//! queries from any thread, connections made, links gone. Timers are the
+//! `epoll_wait` timeout, the nearest connection deadline. With nothing in
+//! flight and no connection open it waits without a timeout: an idle
+//! gateway does not wake.
 //!
-//! One thread for every encrypted upstream, rather than a connection per
-//! receive thread: one connection per server, so one handshake and one
-//! session, whichever thread a miss arrives on. A miss pays a hop to this
-//! thread and back, tens of µs beside a round trip to a resolver across
-//! the WAN. The thread sleeps in `epoll` while nothing is in flight.
+//! One thread rather than a connection per receive thread: one connection
+//! per server, so one handshake and one TLS session, whichever thread a miss
+//! arrives on. An encrypted miss costs two thread wake-ups (this thread's,
+//! and the receive thread's for the reply) against a plain miss's one.
+//! (The first version ran the connections as async-io tasks; the reactor's
+//! shared epoll cost 8 `epoll_ctl`, 2 `timerfd_settime` and a futex per miss
+//! and about 180 µs of CPU: see bench/encrypted.py in docs/benchmarks.md.)
+//!
+//! Also here: what connections need from the config (the TLS client
+//! settings, the bootstrap resolvers), swapped in whenever a config loads.
 
+use std::io;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::{Arc, Once};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
+use rustc_hash::FxHashMap;
+use rustix::event::Timespec;
+use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
 use rustls::ClientConfig;
 
+use super::bootstrap::Addresses;
+use super::tls::{Conn, Connection, Failure, LinkInner, Request};
 use super::{Group, Strategy};
 use crate::config::Config;
 
-/// Runs the connections' tasks.
-static EXECUTOR: smol::Executor<'static> = smol::Executor::new();
 /// What connections read when they connect.
 static CONTEXT: ArcSwapOption<Context> = ArcSwapOption::const_empty();
+/// The connections' thread's commands (`None`: the eventfd could not be made).
+static COMMANDS: OnceLock<Option<Commands>> = OnceLock::new();
+/// The doorbell's token in the thread's epoll set; connections use their link's id (from 1).
+const DOORBELL: u64 = 0;
+
+/// What the connections' thread is asked to do.
+pub enum Command {
+    /// Send a query over a link's connection.
+    Query(Arc<LinkInner>, Request),
+    /// A connector thread finished for link `u64`; the addresses come back.
+    Connected(u64, Box<(Result<Conn, Failure>, Addresses)>),
+    /// Link `u64` left the config.
+    Gone(u64),
+}
+
+/// The queue to the connections' thread and its doorbell.
+struct Commands {
+    queue: Mutex<Vec<Command>>,
+    doorbell: OwnedFd,
+}
+
+/// A non-blocking eventfd (a doorbell).
+pub fn eventfd() -> io::Result<OwnedFd> {
+    use rustix::event::{EventfdFlags, eventfd};
+    Ok(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?)
+}
+
+/// Rings a doorbell.
+pub fn ring(fd: &OwnedFd) {
+    let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+}
+
+/// Silences a doorbell (before taking what it announced).
+pub fn reset(fd: &OwnedFd) {
+    let mut count = [0u8; 8];
+    let _ = rustix::io::read(fd, &mut count);
+}
+
+/// Hands `command` to the connections' thread, starting it the first
+/// time. False if there is no such thread (no eventfd, no thread).
+pub fn post(command: Command) -> bool {
+    let Some(commands) = COMMANDS
+        .get_or_init(|| eventfd().ok().map(|doorbell| Commands { queue: Mutex::new(Vec::new()), doorbell }))
+        .as_ref()
+    else {
+        return false;
+    };
+    static START: Once = Once::new();
+    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    START.call_once(|| {
+        let started = std::thread::Builder::new().name("hydradns-tls".into()).spawn(move || serve(commands));
+        match started {
+            Ok(_) => STARTED.store(true, std::sync::atomic::Ordering::Relaxed),
+            Err(e) => log::error!("cannot start the encrypted upstreams' thread: {e}"),
+        }
+    });
+    if !STARTED.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    let Ok(mut queue) = commands.queue.lock() else { return false };
+    let ring_it = queue.is_empty();
+    queue.push(command);
+    drop(queue);
+    if ring_it {
+        ring(&commands.doorbell);
+    }
+    true
+}
+
+/// The connections' thread.
+fn serve(commands: &'static Commands) {
+    let epoll = match epoll::create(CreateFlags::CLOEXEC) {
+        Ok(e) => e,
+        Err(e) => return log::error!("encrypted upstreams: cannot create an epoll set: {e}"),
+    };
+    if let Err(e) = epoll::add(&epoll, &commands.doorbell, EventData::new_u64(DOORBELL), EventFlags::IN) {
+        return log::error!("encrypted upstreams: cannot watch the doorbell: {e}");
+    }
+    let mut links: FxHashMap<u64, Connection> = FxHashMap::default();
+    let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; 32];
+    let mut taken = Vec::new();
+    loop {
+        let now = Instant::now();
+        let timeout = links.values().filter_map(Connection::deadline).min().map(|at| {
+            // Rounded up: waking a hair early would only wait again.
+            let d = at.saturating_duration_since(now) + Duration::from_millis(1);
+            Timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ }
+        });
+        let n = match epoll::wait(&epoll, &mut events[..], timeout.as_ref()) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => 0,
+            Err(e) => return log::error!("encrypted upstreams: epoll failed: {e}"),
+        };
+        for ev in &events[..n] {
+            match ev.data.u64() {
+                DOORBELL => {
+                    reset(&commands.doorbell);
+                    if let Ok(mut q) = commands.queue.lock() {
+                        std::mem::swap(&mut *q, &mut taken);
+                    }
+                    for command in taken.drain(..) {
+                        match command {
+                            Command::Query(link, request) => {
+                                links.entry(link.id).or_insert_with(|| Connection::new(link)).query(&epoll, request)
+                            }
+                            Command::Connected(id, done) => {
+                                if let Some(c) = links.get_mut(&id) {
+                                    let (result, addrs) = *done;
+                                    c.connected(&epoll, result, addrs);
+                                }
+                            }
+                            Command::Gone(id) => {
+                                if let Some(c) = links.get_mut(&id) {
+                                    c.gone(&epoll);
+                                }
+                            }
+                        }
+                    }
+                }
+                id => {
+                    if let Some(c) = links.get_mut(&id) {
+                        c.ready(&epoll);
+                    }
+                }
+            }
+        }
+        let now = Instant::now();
+        for c in links.values_mut() {
+            c.expire(&epoll, now);
+        }
+        links.retain(|_, c| !c.finished());
+    }
+}
 
 /// The config's part in a connection.
 #[derive(Debug)]
@@ -44,20 +190,6 @@ impl Context {
     pub fn clock_synced(&self) -> bool {
         self.synced_file.as_os_str().is_empty() || self.synced_file.exists()
     }
-}
-
-/// Runs `task` on the connections' thread, starting it the first time.
-pub fn spawn(task: impl Future<Output = ()> + Send + 'static) {
-    static START: Once = Once::new();
-    START.call_once(|| {
-        let started = std::thread::Builder::new()
-            .name("hydradns-tls".into())
-            .spawn(|| smol::block_on(EXECUTOR.run(std::future::pending::<()>())));
-        if let Err(e) = started {
-            log::error!("cannot start the encrypted upstreams' thread: {e}");
-        }
-    });
-    EXECUTOR.spawn(task).detach();
 }
 
 /// The settings connections use now (`None` before any config named an

@@ -1,14 +1,17 @@
 //! DNS over TLS (RFC 7858): one connection per upstream, kept open and
 //! shared by every query to it.
 //!
-//! A task on the connections' thread ([`super::runtime`]) owns the
-//! connection. Queries reach it through a bounded queue; it writes them
-//! as they come (pipelined, RFC 7766 §6.2.1.1), each under an ID of its
-//! own, and hands each reply back to its query by that ID, in whatever
-//! order the server answers, with the query's own ID restored.
+//! The connections' thread ([`super::runtime`]) owns them all. Queries
+//! reach it through its command queue; a connection writes them as they
+//! come (pipelined, RFC 7766 §6.2.1.1), each under an ID of its own, and
+//! hands each reply back to its query by that ID, in whatever order the
+//! server answers, with the query's own ID restored: to a receive
+//! thread's [`Inbox`], or to a task on the async path.
 //!
 //! - No connection is made until a query needs one; it is closed after
 //!   [`IDLE_CLOSE`] without queries, and a server may close it sooner.
+//!   Connecting and the handshake run on a short-lived thread of their own
+//!   (blocking, with timeouts), so a slow server never holds up the others.
 //! - When a connection ends (the server closed it, a write failed, a reset)
 //!   with queries unanswered, each is written once more on a new
 //!   connection; a query that already had its second chance fails.
@@ -21,34 +24,36 @@
 use std::collections::VecDeque;
 use std::io::{self, Read as _, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
+use rustix::event::epoll::{self, EventData, EventFlags};
 use rustls::pki_types::ServerName;
 use rustls::{CertificateError, ClientConnection};
-use smol::channel::{Receiver, Sender, TryRecvError, bounded};
+use smol::channel::{Sender, bounded};
 use smol::future::FutureExt;
-use smol::{Async, Timer};
 
 use super::TryError;
 use super::address::Endpoint;
 use super::bootstrap::Addresses;
-use super::runtime::{self, Context};
+use super::runtime::{self, Command};
 use crate::wire::header;
 
-/// Queries waiting for the connection's task; more fail at once (and the
-/// resolution moves on to the next server).
-const QUEUE: usize = 64;
-/// Queries written and unanswered on one connection; the rest wait in the queue.
+/// Queries one upstream's connection holds (waiting to be written, or
+/// written and unanswered); more fail at once, and the resolution moves
+/// on to the next server.
+const IN_HAND: usize = 192;
+/// Queries written and unanswered on one connection; the rest wait.
 const MAX_PIPELINE: usize = 128;
 /// A connection without queries for this long is closed.
 const IDLE_CLOSE: Duration = Duration::from_secs(60);
 /// Outstanding queries and no reply for this long: the connection is dead.
 pub const NO_REPLY_DROP: Duration = Duration::from_secs(15);
-/// Connecting and the handshake take at most this long (or the upstream
-/// timeout, if longer).
+/// Connecting and the handshake take at most this long per address (or
+/// the upstream timeout, if longer).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest DNS message over a stream.
 const MAX_MESSAGE: usize = 65_535;
@@ -81,7 +86,7 @@ impl State {
     }
 }
 
-/// What a link's task tells the rest of the gateway.
+/// What a link's connection tells the rest of the gateway.
 #[derive(Debug, Default)]
 pub struct Shared {
     /// Completed TLS handshakes.
@@ -116,8 +121,8 @@ impl Shared {
     }
 }
 
-/// A query handed to the connection's task.
-struct Request {
+/// A query handed to the connections' thread.
+pub struct Request {
     query: Vec<u8>,
     reply: ReplyTo,
     /// Already written on a connection that ended before the reply.
@@ -160,22 +165,18 @@ pub type Delivery = (u32, u16, Option<Vec<u8>>);
 /// miss costs that thread one wake-up for its reply, as a plain one does.
 #[derive(Debug)]
 pub struct Inbox {
-    doorbell: rustix::fd::OwnedFd,
-    /// (port, ID, reply; `None`: the try failed).
+    doorbell: OwnedFd,
     queue: Mutex<Vec<Delivery>>,
 }
 
 impl Inbox {
     /// An inbox with its eventfd.
     pub fn new() -> io::Result<Inbox> {
-        use rustix::event::{EventfdFlags, eventfd};
-        let doorbell = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
-        Ok(Inbox { doorbell, queue: Mutex::new(Vec::new()) })
+        Ok(Inbox { doorbell: runtime::eventfd()?, queue: Mutex::new(Vec::new()) })
     }
 
     /// The eventfd to wait on.
-    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
+    pub fn fd(&self) -> BorrowedFd<'_> {
         self.doorbell.as_fd()
     }
 
@@ -187,15 +188,14 @@ impl Inbox {
         q.push((port, id, reply));
         drop(q);
         if ring {
-            let _ = rustix::io::write(&self.doorbell, &1u64.to_ne_bytes());
+            runtime::ring(&self.doorbell);
         }
     }
 
     /// Takes every reply queued, into `out` (emptied first). The doorbell is
     /// reset before the queue is taken, so a reply queued meanwhile rings again.
     pub fn take(&self, out: &mut Vec<Delivery>) {
-        let mut count = [0u8; 8];
-        let _ = rustix::io::read(&self.doorbell, &mut count);
+        runtime::reset(&self.doorbell);
         out.clear();
         if let Ok(mut q) = self.queue.lock() {
             std::mem::swap(&mut *q, out);
@@ -203,20 +203,39 @@ impl Inbox {
     }
 }
 
-/// An encrypted upstream's end of its connection task.
+/// What the connections' thread knows of a link.
+#[derive(Debug)]
+pub struct LinkInner {
+    /// Unique for the process: the connection's key and epoll token.
+    pub id: u64,
+    endpoint: Arc<Endpoint>,
+    shared: Arc<Shared>,
+    /// Queries handed over and not yet answered or failed (≤ [`IN_HAND`]).
+    in_hand: AtomicUsize,
+}
+
+/// An encrypted upstream's end of its connection.
 #[derive(Debug)]
 pub struct Link {
-    endpoint: Arc<Endpoint>,
-    /// The queue to the task, made (and the task started) by the first query.
-    requests: OnceLock<Sender<Request>>,
-    /// Counters and state the task keeps.
+    inner: Arc<LinkInner>,
+    /// A query has been handed over: the thread knows this link.
+    used: AtomicBool,
+    /// Counters and state the connection keeps.
     pub shared: Arc<Shared>,
 }
 
 impl Link {
     /// A link to `endpoint`; nothing connects until the first query.
     pub fn new(endpoint: Arc<Endpoint>) -> Link {
-        Link { endpoint, requests: OnceLock::new(), shared: Arc::new(Shared::default()) }
+        static IDS: AtomicU64 = AtomicU64::new(1);
+        let shared = Arc::new(Shared::default());
+        let inner = Arc::new(LinkInner {
+            id: IDS.fetch_add(1, Relaxed),
+            endpoint,
+            shared: shared.clone(),
+            in_hand: AtomicUsize::new(0),
+        });
+        Link { inner, used: AtomicBool::new(false), shared }
     }
 
     /// Sends `query` (our query, with its own ID) over the connection, and
@@ -235,27 +254,41 @@ impl Link {
         self.submit(query, ReplyTo::Inbox(inbox.clone(), port, id))
     }
 
-    /// Hands `query`, padded, to the connection's task (started by the first).
+    /// Hands `query`, padded, to the connections' thread.
     fn submit(&self, query: &[u8], reply: ReplyTo) -> Result<(), TryError> {
-        let requests = self.requests.get_or_init(|| {
-            let (tx, rx) = bounded(QUEUE);
-            runtime::spawn(run(self.endpoint.clone(), self.shared.clone(), rx));
-            tx
-        });
+        if self.inner.in_hand.fetch_add(1, Relaxed) >= IN_HAND {
+            self.inner.in_hand.fetch_sub(1, Relaxed);
+            return Err(TryError::Io);
+        }
         let mut query = query.to_vec();
         super::padding::pad(&mut query);
-        requests.try_send(Request { query, reply, retried: false }).map_err(|_| TryError::Io)
+        self.used.store(true, Relaxed);
+        let request = Request { query, reply, retried: false };
+        if !runtime::post(Command::Query(self.inner.clone(), request)) {
+            self.inner.in_hand.fetch_sub(1, Relaxed);
+            return Err(TryError::Io);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        // The server left the config: its connection closes once idle.
+        if self.used.load(Relaxed) {
+            runtime::post(Command::Gone(self.inner.id));
+        }
     }
 }
 
 /// Why a connection failed or ended.
 #[derive(Debug)]
-enum Failure {
+pub enum Failure {
     /// Connecting, reading or writing.
     Io(io::Error),
     /// TLS refused the server (certificate, protocol).
     Tls(rustls::Error),
-    /// No address to connect to.
+    /// No address to connect to, or no TLS settings.
     Resolve(String),
     /// Nothing happened in time.
     Timeout(&'static str),
@@ -292,6 +325,17 @@ impl Failure {
             ))
         )
     }
+
+    /// An I/O error during the handshake, or the TLS error inside it.
+    fn from_handshake(e: io::Error) -> Failure {
+        match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+            Some(tls) => Failure::Tls(tls.clone()),
+            None if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Failure::Timeout("the handshake")
+            }
+            None => Failure::Io(e),
+        }
+    }
 }
 
 /// Says why `endpoint` failed, at most once per [`LOG_EVERY`].
@@ -308,79 +352,33 @@ fn report(endpoint: &Endpoint, last: &mut Option<Instant>, what: &str, why: &Fai
     log::warn!("upstream tls://{endpoint}: {what}: {why}{hint}");
 }
 
-/// The connection task: waits for a query, connects, serves until the
-/// connection ends, and again; ends when the link is gone.
-async fn run(endpoint: Arc<Endpoint>, shared: Arc<Shared>, requests: Receiver<Request>) {
-    let mut carry: VecDeque<Request> = VecDeque::new();
-    let mut addrs = Addresses::new(&endpoint);
-    let mut logged = None;
-    loop {
-        if carry.is_empty() {
-            match requests.recv().await {
-                Ok(r) => carry.push_back(r),
-                Err(_) => return,
-            }
-        }
-        shared.set(State::Connecting);
-        let conn = match connect(&endpoint, &mut addrs).await {
-            Ok(c) => c,
-            Err(why) => {
-                shared.set(State::Failed);
-                report(&endpoint, &mut logged, "cannot connect", &why);
-                // Whatever waits now would wait for the same failure.
-                for r in carry.drain(..) {
-                    r.reply.send(Err(TryError::Io));
-                }
-                while let Ok(r) = requests.try_recv() {
-                    r.reply.send(Err(TryError::Io));
-                }
-                continue;
-            }
-        };
-        if let Ok(mut p) = shared.peer.lock() {
-            *p = Some(conn.peer);
-        }
-        shared.handshakes.fetch_add(1, Relaxed);
-        shared.set(State::Connected);
-        let (end, closed) = serve(conn, &shared, &requests, &mut carry).await;
-        shared.set(State::Idle);
-        if let Some(why) = end {
-            shared.reconnects.fetch_add(u64::from(!carry.is_empty()), Relaxed);
-            if !matches!(why, Failure::Closed) {
-                report(&endpoint, &mut logged, "connection lost", &why);
-            }
-        }
-        if closed {
-            return;
-        }
-    }
-}
-
-/// A connected, handshaken TLS stream.
-struct Conn {
+/// A connected, handshaken TLS stream (non-blocking).
+pub struct Conn {
     tls: ClientConnection,
-    sock: Async<TcpStream>,
+    sock: TcpStream,
     peer: SocketAddr,
 }
 
 /// Connects to the first address that takes a connection and a handshake,
-/// starting with the one that worked last.
-async fn connect(endpoint: &Endpoint, addrs: &mut Addresses) -> Result<Conn, Failure> {
+/// starting with the one that worked last. Blocking: runs on a thread of
+/// its own, with the link's addresses lent to it.
+pub fn connect(endpoint: &Endpoint, addrs: &mut Addresses) -> Result<Conn, Failure> {
     let ctx = runtime::context().ok_or(Failure::Resolve("no configuration".into()))?;
     let client = ctx.client.clone().map_err(Failure::Resolve)?;
-    if let Err(e) = addrs.refresh(endpoint, &ctx).await
+    if let Err(e) = addrs.refresh(endpoint, &ctx)
         && addrs.ips.is_empty()
     {
         return Err(Failure::Resolve(e));
     }
     let name = ServerName::try_from(endpoint.name.to_string())
         .map_err(|_| Failure::Resolve(format!("'{}' is not a name a certificate can carry", endpoint.name)))?;
+    let limit = CONNECT_TIMEOUT.max(ctx.timeout);
     let n = addrs.ips.len();
     let mut last = Failure::Resolve("no address".into());
     for k in 0..n {
         let i = (addrs.preferred + k) % n;
         let peer = SocketAddr::new(addrs.ips[i], endpoint.port);
-        match handshake(peer, &client, name.clone(), &ctx).await {
+        match handshake(peer, &client, name.clone(), limit) {
             Ok(c) => {
                 addrs.preferred = i;
                 return Ok(c);
@@ -394,72 +392,53 @@ async fn connect(endpoint: &Endpoint, addrs: &mut Addresses) -> Result<Conn, Fai
     Err(last)
 }
 
-/// TCP connect and TLS handshake to `peer`, within the connect timeout.
-async fn handshake(
+/// TCP connect and TLS handshake to `peer`, each read and write within `limit`.
+fn handshake(
     peer: SocketAddr,
     client: &Arc<rustls::ClientConfig>,
     name: ServerName<'static>,
-    ctx: &Context,
+    limit: Duration,
 ) -> Result<Conn, Failure> {
-    let limit = CONNECT_TIMEOUT.max(ctx.timeout);
-    let attempt = async {
-        let sock = Async::<TcpStream>::connect(peer).await.map_err(Failure::Io)?;
-        let _ = sock.get_ref().set_nodelay(true);
-        let mut tls = ClientConnection::new(client.clone(), name).map_err(Failure::Tls)?;
-        while tls.is_handshaking() {
-            if flush(&mut tls, &sock)? {
-                sock.writable().await.map_err(Failure::Io)?;
-                continue;
-            }
-            if !tls.is_handshaking() {
-                break;
-            }
-            sock.readable().await.map_err(Failure::Io)?;
-            if fill(&mut tls, &sock, &mut Vec::new())? == Read::Ended {
-                return Err(Failure::Closed);
-            }
+    let mut sock = TcpStream::connect_timeout(&peer, limit).map_err(Failure::Io)?;
+    let _ = sock.set_nodelay(true);
+    sock.set_read_timeout(Some(limit)).map_err(Failure::Io)?;
+    sock.set_write_timeout(Some(limit)).map_err(Failure::Io)?;
+    let mut tls = ClientConnection::new(client.clone(), name).map_err(Failure::Tls)?;
+    let started = Instant::now();
+    while tls.is_handshaking() {
+        if started.elapsed() > limit {
+            return Err(Failure::Timeout("the handshake"));
         }
-        Ok(Conn { tls, sock, peer })
-    };
-    attempt
-        .or(async {
-            Timer::after(limit).await;
-            Err(Failure::Timeout("connecting"))
-        })
-        .await
+        tls.complete_io(&mut sock).map_err(Failure::from_handshake)?;
+    }
+    sock.set_nonblocking(true).map_err(Failure::Io)?;
+    Ok(Conn { tls, sock, peer })
 }
 
-/// Writes what TLS has to send. `Ok(true)`: the socket is full, wait until writable.
-fn flush(tls: &mut ClientConnection, sock: &Async<TcpStream>) -> Result<bool, Failure> {
+/// Writes what TLS has to send. `Ok(true)`: the socket is full.
+fn flush(tls: &mut ClientConnection, sock: &TcpStream) -> Result<bool, Failure> {
     while tls.wants_write() {
-        match tls.write_tls(&mut sock.get_ref()) {
+        match tls.write_tls(&mut &*sock) {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Failure::Io(e)),
         }
     }
     Ok(false)
 }
 
-/// How reading a connection ended.
-#[derive(Debug, PartialEq, Eq)]
-enum Read {
-    /// Everything the socket held was read; the connection goes on.
-    Drained,
-    /// The server closed the stream (with or without TLS's close_notify).
-    Ended,
-}
-
 /// Reads what the socket holds through TLS, and the plaintext into
 /// `input`, a record at a time: TLS refuses to read more while too much
 /// plaintext waits unread, which a burst of pipelined replies can reach.
-fn fill(tls: &mut ClientConnection, sock: &Async<TcpStream>, input: &mut Vec<u8>) -> Result<Read, Failure> {
+/// `Ok(true)`: the server closed the stream.
+fn fill(tls: &mut ClientConnection, sock: &TcpStream, input: &mut Vec<u8>) -> Result<bool, Failure> {
     let mut buf = [0u8; 4096];
     loop {
-        let eof = match tls.read_tls(&mut sock.get_ref()) {
+        let eof = match tls.read_tls(&mut &*sock) {
             Ok(0) => true,
             Ok(_) => false,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Read::Drained),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(Failure::Io(e)),
         };
@@ -480,7 +459,7 @@ fn fill(tls: &mut ClientConnection, sock: &Async<TcpStream>, input: &mut Vec<u8>
             }
         }
         if eof || closed {
-            return Ok(Read::Ended);
+            return Ok(true);
         }
     }
 }
@@ -492,191 +471,292 @@ struct Outstanding {
     request: Request,
 }
 
-/// What woke the connection's task.
-enum Event {
-    Request(Option<Request>),
-    Readable,
-    Writable,
-    Deadline,
+/// One upstream's connection as the connections' thread drives it.
+pub struct Connection {
+    link: Arc<LinkInner>,
+    conn: Option<Conn>,
+    /// A connector thread has the addresses and is connecting.
+    connecting: bool,
+    /// `None` while lent to the connector.
+    addrs: Option<Addresses>,
+    /// Queries waiting for the connection, or for room in the pipeline.
+    carry: VecDeque<Request>,
+    outstanding: FxHashMap<u16, Outstanding>,
+    next_id: u16,
+    /// Plaintext read and not yet a whole message.
+    input: Vec<u8>,
+    /// Since when the oldest outstanding query has waited without any reply.
+    waiting_since: Instant,
+    idle_since: Instant,
+    /// The socket was full: waiting until it is writable.
+    write_blocked: bool,
+    logged: Option<Instant>,
+    /// The link left the config: close once nothing is in hand.
+    gone: bool,
 }
 
-/// Serves queries on `conn` until it ends. Returns why it ended (`None`:
-/// closed while idle) and whether the link is gone; unanswered queries
-/// that may be written again are left in `carry`.
-async fn serve(
-    mut conn: Conn,
-    shared: &Shared,
-    requests: &Receiver<Request>,
-    carry: &mut VecDeque<Request>,
-) -> (Option<Failure>, bool) {
-    let mut outstanding: FxHashMap<u16, Outstanding> = FxHashMap::default();
-    let mut next_id = super::random_id();
-    let mut input: Vec<u8> = Vec::new();
-    // Since when the oldest outstanding query has waited without any reply.
-    let mut waiting_since = Instant::now();
-    let mut idle_since = Instant::now();
-    let mut link_gone = false;
-    let mut failed = None;
-    let mut timer_at = idle_since + IDLE_CLOSE;
-    let mut timer = Timer::at(timer_at);
-    let end = loop {
-        // Write what is waiting, up to the pipeline's depth.
-        while outstanding.len() < MAX_PIPELINE {
-            let request = match carry.pop_front() {
-                Some(r) => r,
-                None => match requests.try_recv() {
-                    Ok(r) => r,
-                    Err(TryRecvError::Closed) => {
-                        link_gone = true;
-                        break;
-                    }
-                    Err(TryRecvError::Empty) => break,
-                },
-            };
+impl Connection {
+    /// The thread's state for `link`, not connected.
+    pub fn new(link: Arc<LinkInner>) -> Connection {
+        let addrs = Some(Addresses::new(&link.endpoint));
+        Connection {
+            link,
+            conn: None,
+            connecting: false,
+            addrs,
+            carry: VecDeque::new(),
+            outstanding: FxHashMap::default(),
+            next_id: super::random_id(),
+            input: Vec::new(),
+            waiting_since: Instant::now(),
+            idle_since: Instant::now(),
+            write_blocked: false,
+            logged: None,
+            gone: false,
+        }
+    }
+
+    /// A query to send.
+    pub fn query(&mut self, epoll: &OwnedFd, request: Request) {
+        self.carry.push_back(request);
+        self.pump(epoll);
+    }
+
+    /// The link left the config.
+    pub fn gone(&mut self, epoll: &OwnedFd) {
+        self.gone = true;
+        self.pump(epoll);
+    }
+
+    /// Nothing left to do: the thread forgets it.
+    pub fn finished(&self) -> bool {
+        self.gone && self.conn.is_none() && !self.connecting && self.carry.is_empty() && self.outstanding.is_empty()
+    }
+
+    /// Answers (or drops) a request and gives its place back.
+    fn complete(&self, request: Request, reply: Result<Vec<u8>, TryError>) {
+        self.link.in_hand.fetch_sub(1, Relaxed);
+        request.reply.send(reply);
+    }
+
+    /// Connects if queries wait and nothing is connected; writes what
+    /// waits if connected; closes a gone link's idle connection.
+    fn pump(&mut self, epoll: &OwnedFd) {
+        if self.conn.is_none() {
+            if !self.carry.is_empty() && !self.connecting {
+                self.start_connecting();
+            }
+            return;
+        }
+        if self.gone && self.carry.is_empty() && self.outstanding.is_empty() {
+            return self.close(epoll);
+        }
+        if let Err(why) = self.write_waiting().and_then(|()| self.flush(epoll)) {
+            self.lost(epoll, why);
+        }
+    }
+
+    /// Lends the addresses to a connector thread.
+    fn start_connecting(&mut self) {
+        let Some(mut addrs) = self.addrs.take() else { return };
+        self.connecting = true;
+        self.link.shared.set(State::Connecting);
+        let link = self.link.clone();
+        let started = std::thread::Builder::new().name("hydradns-dot-up".into()).spawn(move || {
+            let result = connect(&link.endpoint, &mut addrs);
+            runtime::post(Command::Connected(link.id, Box::new((result, addrs))));
+        });
+        if let Err(e) = started {
+            self.connecting = false;
+            self.addrs = Some(Addresses::new(&self.link.endpoint));
+            self.failed_to_connect(Failure::Io(e));
+        }
+    }
+
+    /// The connector thread is done.
+    pub fn connected(&mut self, epoll: &OwnedFd, result: Result<Conn, Failure>, addrs: Addresses) {
+        self.connecting = false;
+        self.addrs = Some(addrs);
+        let conn = match result {
+            Ok(c) => c,
+            Err(why) => return self.failed_to_connect(why),
+        };
+        let token = EventData::new_u64(self.link.id);
+        if let Err(e) = epoll::add(epoll, &conn.sock, token, EventFlags::IN) {
+            return self.failed_to_connect(Failure::Io(e.into()));
+        }
+        let shared = &self.link.shared;
+        if let Ok(mut p) = shared.peer.lock() {
+            *p = Some(conn.peer);
+        }
+        shared.handshakes.fetch_add(1, Relaxed);
+        shared.set(State::Connected);
+        self.conn = Some(conn);
+        self.write_blocked = false;
+        self.input.clear();
+        self.idle_since = Instant::now();
+        self.pump(epoll);
+    }
+
+    /// Whatever waits now would wait for the same failure.
+    fn failed_to_connect(&mut self, why: Failure) {
+        self.link.shared.set(State::Failed);
+        report(&self.link.endpoint, &mut self.logged, "cannot connect", &why);
+        for r in std::mem::take(&mut self.carry) {
+            self.complete(r, Err(TryError::Io));
+        }
+    }
+
+    /// Writes waiting queries, up to the pipeline's depth.
+    fn write_waiting(&mut self) -> Result<(), Failure> {
+        let Some(conn) = self.conn.as_mut() else { return Ok(()) };
+        while self.outstanding.len() < MAX_PIPELINE {
+            let Some(mut request) = self.carry.pop_front() else { break };
             if request.reply.is_closed() || request.query.len() < 12 || request.query.len() > MAX_MESSAGE {
+                self.link.in_hand.fetch_sub(1, Relaxed);
                 continue;
             }
-            while outstanding.contains_key(&next_id) {
-                next_id = next_id.wrapping_add(1);
+            while self.outstanding.contains_key(&self.next_id) {
+                self.next_id = self.next_id.wrapping_add(1);
             }
-            let wire_id = next_id;
-            next_id = next_id.wrapping_add(1);
-            let mut request = request;
+            let wire_id = self.next_id;
+            self.next_id = self.next_id.wrapping_add(1);
             let id = header::id(&request.query);
             request.query[..2].copy_from_slice(&wire_id.to_be_bytes());
             let mut w = conn.tls.writer();
             let written =
                 w.write_all(&(request.query.len() as u16).to_be_bytes()).and_then(|()| w.write_all(&request.query));
-            if outstanding.is_empty() {
-                waiting_since = Instant::now();
+            if self.outstanding.is_empty() {
+                self.waiting_since = Instant::now();
             }
-            outstanding.insert(wire_id, Outstanding { id, request });
-            if let Err(e) = written {
-                failed = Some(Failure::Io(e));
-                break;
-            }
+            self.outstanding.insert(wire_id, Outstanding { id, request });
+            written.map_err(Failure::Io)?;
         }
-        if let Some(e) = failed.take() {
-            break Some(e);
-        }
-        if link_gone && outstanding.is_empty() {
-            break None;
-        }
-        let blocked = match flush(&mut conn.tls, &conn.sock) {
-            Ok(b) => b,
-            Err(e) => break Some(e),
-        };
-        // One timer, moved only when the deadline comes earlier than it is
-        // set for: each new timer wakes the thread that waits in the
-        // reactor, and a query moves the deadline every time.
-        let deadline = if outstanding.is_empty() { idle_since + IDLE_CLOSE } else { waiting_since + NO_REPLY_DROP };
-        if deadline < timer_at {
-            timer.set_at(deadline);
-            timer_at = deadline;
-        }
-        let can_take = outstanding.len() < MAX_PIPELINE && !link_gone;
-        let event =
-            async { if can_take { Event::Request(requests.recv().await.ok()) } else { std::future::pending().await } }
-                .or(async {
-                    let _ = conn.sock.readable().await;
-                    Event::Readable
-                })
-                .or(async {
-                    if blocked {
-                        let _ = conn.sock.writable().await;
-                        Event::Writable
-                    } else {
-                        std::future::pending().await
-                    }
-                })
-                .or(async {
-                    (&mut timer).await;
-                    Event::Deadline
-                })
-                .await;
-        match event {
-            Event::Request(Some(r)) => carry.push_back(r),
-            Event::Request(None) => link_gone = true,
-            Event::Writable => {}
-            // Set for an earlier deadline that has moved since: set again.
-            Event::Deadline if Instant::now() < deadline => {
-                timer.set_at(deadline);
-                timer_at = deadline;
-            }
-            Event::Deadline if outstanding.is_empty() => break None,
-            Event::Deadline => break Some(Failure::Timeout("waiting for a reply")),
-            Event::Readable => {
-                let read = match fill(&mut conn.tls, &conn.sock, &mut input) {
-                    Ok(r) => r,
-                    Err(e) => break Some(e),
-                };
-                let answered = match replies(&mut input, &mut outstanding, shared) {
-                    Ok(n) => n,
-                    Err(e) => break Some(e),
-                };
-                if answered > 0 {
-                    waiting_since = Instant::now();
-                    if outstanding.is_empty() {
-                        idle_since = Instant::now();
-                    }
-                }
-                if read == Read::Ended {
-                    break Some(Failure::Closed);
-                }
-            }
-        }
-    };
-    // Say goodbye politely when it is our choice; a dead connection gets no more writes.
-    if end.is_none() {
-        conn.tls.send_close_notify();
-        let _ = flush(&mut conn.tls, &conn.sock);
+        Ok(())
     }
-    for (_, o) in outstanding.drain() {
-        let mut r = o.request;
-        r.query[..2].copy_from_slice(&o.id.to_be_bytes());
-        if r.retried || r.reply.is_closed() {
-            r.reply.send(Err(TryError::Io));
-        } else {
-            r.retried = true;
-            carry.push_back(r);
-        }
-    }
-    let end = match end {
-        Some(Failure::Closed) if carry.is_empty() => None,
-        other => other,
-    };
-    (end, link_gone)
-}
 
-/// Hands every complete message in `input` to its query. Returns how many
-/// were answered.
-fn replies(
-    input: &mut Vec<u8>,
-    outstanding: &mut FxHashMap<u16, Outstanding>,
-    shared: &Shared,
-) -> Result<usize, Failure> {
-    let mut at = 0;
-    let mut answered = 0;
-    while let Some(len) = input.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]) as usize) {
-        let Some(msg) = input.get(at + 2..at + 2 + len) else { break };
-        if len < 12 {
-            return Err(Failure::Framing);
+    /// Sends what TLS holds; watches for room when the socket is full.
+    fn flush(&mut self, epoll: &OwnedFd) -> Result<(), Failure> {
+        let Some(conn) = self.conn.as_mut() else { return Ok(()) };
+        let blocked = flush(&mut conn.tls, &conn.sock)?;
+        if blocked != self.write_blocked {
+            self.write_blocked = blocked;
+            let flags = if blocked { EventFlags::IN | EventFlags::OUT } else { EventFlags::IN };
+            epoll::modify(epoll, &conn.sock, EventData::new_u64(self.link.id), flags)
+                .map_err(|e| Failure::Io(e.into()))?;
         }
-        match outstanding.remove(&header::id(msg)) {
-            Some(o) => {
-                let mut reply = msg.to_vec();
-                reply[..2].copy_from_slice(&o.id.to_be_bytes());
-                o.request.reply.send(Ok(reply));
-                answered += 1;
-            }
-            None => {
-                shared.stray.fetch_add(1, Relaxed);
-            }
-        }
-        at += 2 + len;
+        Ok(())
     }
-    input.drain(..at);
-    Ok(answered)
+
+    /// The socket is readable or writable (or failed).
+    pub fn ready(&mut self, epoll: &OwnedFd) {
+        let Some(conn) = self.conn.as_mut() else { return };
+        let ended = match fill(&mut conn.tls, &conn.sock, &mut self.input) {
+            Ok(ended) => ended,
+            Err(why) => return self.lost(epoll, why),
+        };
+        match self.replies() {
+            Ok(0) => {}
+            Ok(_) => {
+                self.waiting_since = Instant::now();
+                if self.outstanding.is_empty() {
+                    self.idle_since = Instant::now();
+                }
+            }
+            Err(why) => return self.lost(epoll, why),
+        }
+        if ended {
+            return self.lost(epoll, Failure::Closed);
+        }
+        // Room in the pipeline, or in the socket, or TLS has something to say.
+        self.pump(epoll);
+    }
+
+    /// Hands every complete message in `input` to its query; how many.
+    fn replies(&mut self) -> Result<usize, Failure> {
+        let mut at = 0;
+        let mut answered = 0;
+        while let Some(len) = self.input.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]) as usize) {
+            let Some(msg) = self.input.get(at + 2..at + 2 + len) else { break };
+            if len < 12 {
+                return Err(Failure::Framing);
+            }
+            match self.outstanding.remove(&header::id(msg)) {
+                Some(o) => {
+                    let mut reply = msg.to_vec();
+                    reply[..2].copy_from_slice(&o.id.to_be_bytes());
+                    self.complete(o.request, Ok(reply));
+                    answered += 1;
+                }
+                None => {
+                    self.link.shared.stray.fetch_add(1, Relaxed);
+                }
+            }
+            at += 2 + len;
+        }
+        self.input.drain(..at);
+        Ok(answered)
+    }
+
+    /// When the connection must be looked at again: idle too long, or no
+    /// reply for too long.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.conn.as_ref()?;
+        Some(if self.outstanding.is_empty() {
+            self.idle_since + IDLE_CLOSE
+        } else {
+            self.waiting_since + NO_REPLY_DROP
+        })
+    }
+
+    /// The deadline passed.
+    pub fn expire(&mut self, epoll: &OwnedFd, now: Instant) {
+        match self.deadline() {
+            Some(at) if at <= now && self.outstanding.is_empty() => self.close(epoll),
+            Some(at) if at <= now => self.lost(epoll, Failure::Timeout("waiting for a reply")),
+            _ => {}
+        }
+    }
+
+    /// Closes an idle connection politely.
+    fn close(&mut self, epoll: &OwnedFd) {
+        if let Some(mut conn) = self.conn.take() {
+            conn.tls.send_close_notify();
+            let _ = flush(&mut conn.tls, &conn.sock);
+            let _ = epoll::delete(epoll, &conn.sock);
+        }
+        self.link.shared.set(State::Idle);
+    }
+
+    /// The connection ended under its queries: each unanswered one is
+    /// written once more on a new connection, made at once.
+    fn lost(&mut self, epoll: &OwnedFd, why: Failure) {
+        if let Some(conn) = self.conn.take() {
+            let _ = epoll::delete(epoll, &conn.sock);
+        }
+        self.link.shared.set(State::Idle);
+        let mut retry = Vec::new();
+        for (_, o) in self.outstanding.drain() {
+            let mut r = o.request;
+            r.query[..2].copy_from_slice(&o.id.to_be_bytes());
+            retry.push(r);
+        }
+        for mut r in retry {
+            if r.retried || r.reply.is_closed() {
+                self.complete(r, Err(TryError::Io));
+            } else {
+                r.retried = true;
+                self.carry.push_front(r);
+            }
+        }
+        if !self.carry.is_empty() {
+            self.link.shared.reconnects.fetch_add(1, Relaxed);
+        }
+        if !matches!(why, Failure::Closed) || !self.carry.is_empty() {
+            report(&self.link.endpoint, &mut self.logged, "connection lost", &why);
+        }
+        self.pump(epoll);
+    }
 }
 
 /// The address a link connects to, for the query log: the last connected,
