@@ -166,6 +166,42 @@ def round_of(binary, work, transport, secs, qps, start):
         p.wait()
 
 
+def direct(transport, n=1500, qps=100):
+    """Unbound alone, asked by this script over UDP or DoT (one connection),
+    paced at `qps`: the median reply time. The difference between the two
+    is the server's and the kernel's part of what TLS adds, which no
+    forwarder can remove."""
+    import socket
+    import ssl
+    import struct
+    times = []
+    if transport == "tls":
+        ctx = ssl.create_default_context(cafile=os.path.join(TLS, "ca.pem"))
+        raw = socket.create_connection(("127.0.0.1", DOT_PORT))
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s = ctx.wrap_socket(raw, server_hostname="localhost")
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.connect(("127.0.0.1", PLAIN_PORT))
+    s.settimeout(2)
+    for i in range(n):
+        name = b"".join(bytes([len(p)]) + p for p in f"d{i}-{transport}.bench.example".encode().split(b".")) + b"\0"
+        q = struct.pack(">HHHHHH", i & 0xFFFF, 0x0100, 1, 0, 0, 0) + name + b"\0\1\0\1"
+        t0 = time.perf_counter()
+        if transport == "tls":
+            s.sendall(struct.pack(">H", len(q)) + q)
+            got = b""
+            while len(got) < 2 or len(got) < 2 + struct.unpack(">H", got[:2])[0]:
+                got += s.recv(4096)
+        else:
+            s.send(q)
+            s.recv(4096)
+        times.append(time.perf_counter() - t0)
+        time.sleep(max(0, 1 / qps - times[-1]))
+    s.close()
+    return statistics.median(times) * 1e6
+
+
 def four_upstreams(binary, work):
     ups = [f"tls://localhost:{DOT_PORT}#127.0.0.{i}" for i in range(1, 5)]
     p, conf = gateway(binary, work, ups, strategy="random")
@@ -198,6 +234,7 @@ def main():
                 results[t].append(round_of(args.hydradns, work, t, args.secs, args.qps, start))
                 start += 1_000_000
         rss4, connected = four_upstreams(args.hydradns, work)
+        alone = {t: direct(t) for t in ("plain", "tls")}
     finally:
         ub.terminate()
         ub.wait()
@@ -212,6 +249,8 @@ def main():
         name = "plain UDP" if t == "plain" else "DNS over TLS"
         print(f"| {name} | {m['latency_us']:.0f} µs | {added} | {m['cpu_us']:.1f} µs | "
               f"{m['handshakes_per_10k']:.2f} | {m['rss_kib'] / 1024:.1f} MiB |")
+    print(f"\nUnbound alone, asked directly (median of 1,500 at 100 QPS): {alone['plain']:.0f} µs over UDP, "
+          f"{alone['tls']:.0f} µs over DoT: {alone['tls'] - alone['plain']:+.0f} µs is the server's and the kernel's part.")
     print(f"\nFour encrypted upstreams (strategy random, {connected} connected): RSS {rss4 / 1024:.1f} MiB")
 
 

@@ -37,8 +37,9 @@ version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
 
 # The integration tests that exercise the binary end to end, run against
 # the ARM builds under emulation: DNS over UDP and TCP, blocking, cache,
-# upstream failover, config errors and reloads, lists and downloads, faults.
-arm_tests=(--test transport --test conformance --test blocking --test cache --test upstream --test lifecycle --test lists --test lists_download --test protection --test faults)
+# upstream failover, config errors and reloads, lists and downloads, faults,
+# DNS over TLS (ring's ARM code included).
+arm_tests=(--test transport --test conformance --test blocking --test cache --test upstream --test lifecycle --test lists --test lists_download --test protection --test faults --test encrypted)
 for pair in aarch64-unknown-linux-musl:qemu-aarch64 armv7-unknown-linux-musleabihf:qemu-arm; do
     target=${pair%%:*} runner=${pair#*:}
     step "integration tests against the $target binary under $runner"

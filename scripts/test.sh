@@ -19,10 +19,14 @@ if [ ! -f ../shared/data/SOURCES.md ]; then
     exit 1
 fi
 
-# The integration tests put the real dnsmasq in front of the gateway.
+# The integration tests put the real dnsmasq in front of the gateway, use
+# the real Unbound as a DNS over TLS server, and make a not-yet-valid
+# certificate with openssl.
 # shellcheck disable=SC1091  # bench/lib.sh is checked on its own
 . bench/lib.sh
 need dnsmasq:dnsmasq-base
+need unbound:unbound
+need openssl:openssl
 
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
