@@ -20,12 +20,13 @@ if [ ! -f ../shared/data/SOURCES.md ]; then
 fi
 
 # The integration tests put the real dnsmasq in front of the gateway, use
-# the real Unbound as a DNS over TLS server, and make a not-yet-valid
-# certificate with openssl.
+# the real Unbound and dnsdist as DNS over TLS servers, and make a
+# not-yet-valid certificate with openssl.
 # shellcheck disable=SC1091  # bench/lib.sh is checked on its own
 . bench/lib.sh
 need dnsmasq:dnsmasq-base
 need unbound:unbound
+need dnsdist:dnsdist
 need openssl:openssl
 
 cargo fmt --all -- --check

@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use common::*;
-use dot::{ScriptedDot, Unbound, mode};
+use dot::{Dnsdist, ScriptedDot, Unbound, mode};
 use simple_dns::RCODE;
 
 const A: u16 = 1;
@@ -62,6 +62,31 @@ fn unbound_over_tls_answers_on_one_connection() {
     assert_eq!((u.timeouts, u.errors), (0, 0));
     let text = g.log();
     assert!(!text.contains("WARN"), "{text}");
+}
+
+#[test]
+fn dnsdist_over_tls_answers_on_one_connection() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 9));
+    let dnsdist = Dnsdist::start(backend.addr);
+    let g = gateway(&format!("tls://localhost:{}#127.0.0.1", dnsdist.addr.port()), "");
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let addr = g.addr;
+            std::thread::spawn(move || {
+                for i in 0..10 {
+                    let name = format!("dd{t}-{i}.dot.example");
+                    let r = if i % 5 == 0 { tcp(addr, &name, A) } else { udp(addr, &name, A) };
+                    assert_eq!(r.ips(), ["192.0.2.9"], "{name}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(backend.seen("dd3-7.dot.example") == 1, "went through dnsdist to the backend");
+    let u = upstream_report(&g);
+    assert_eq!((u.state.as_str(), u.handshakes, u.answers, u.errors), ("connected", 1, 80, 0), "{u:?}");
 }
 
 #[test]

@@ -128,6 +128,49 @@ impl Drop for Unbound {
     }
 }
 
+/// dnsdist (Debian's) serving DNS over TLS on 127.0.0.1 in front of `backend`.
+pub struct Dnsdist {
+    child: Child,
+    pub addr: SocketAddr,
+    pub dir: TempDir,
+}
+
+impl Dnsdist {
+    pub fn start(backend: SocketAddr) -> Dnsdist {
+        let dir = TempDir::new();
+        let (plain, port) = (free_port(), free_port());
+        let conf = dir.file(
+            "dnsdist.conf",
+            &format!(
+                "setLocal(\"127.0.0.1:{plain}\")\n\
+                 addTLSLocal(\"127.0.0.1:{port}\", \"{cert}\", \"{key}\")\n\
+                 newServer({{address=\"{backend}\"}})\n\
+                 setSecurityPollSuffix(\"\")\n",
+                cert = tls_dir().join("server.pem").display(),
+                key = tls_dir().join("server.key").display(),
+            ),
+        );
+        let child = Command::new("dnsdist")
+            .args(["--supervised", "--disable-syslog", "-C"])
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("dnsdist (Debian package dnsdist) is needed for these tests");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        wait_for("dnsdist's TLS port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
+        Dnsdist { child, addr, dir }
+    }
+}
+
+impl Drop for Dnsdist {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// How the scripted server behaves, switchable while it runs.
 pub mod mode {
     /// Answer each query at once.
