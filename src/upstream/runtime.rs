@@ -18,9 +18,9 @@
 //! settings, the bootstrap resolvers), swapped in whenever a config loads.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
@@ -37,7 +37,7 @@ use crate::config::Config;
 /// What connections read when they connect.
 static CONTEXT: ArcSwapOption<Context> = ArcSwapOption::const_empty();
 /// The connections' thread's commands (`None`: the eventfd could not be made).
-static COMMANDS: OnceLock<Option<Commands>> = OnceLock::new();
+static COMMANDS: OnceLock<Option<Mailbox<Command>>> = OnceLock::new();
 /// The doorbell's token in the thread's epoll set; connections use their link's id (from 1).
 const DOORBELL: u64 = 0;
 
@@ -51,67 +51,78 @@ pub enum Command {
     Gone(u64),
 }
 
-/// The queue to the connections' thread and its doorbell.
-struct Commands {
-    queue: Mutex<Vec<Command>>,
+/// A queue another thread waits on in `epoll`: its doorbell (an eventfd)
+/// rings when the queue turns non-empty, and the reader takes all of it at
+/// once. The connections' thread's commands and each receive thread's
+/// replies from it.
+#[derive(Debug)]
+pub struct Mailbox<T> {
+    queue: Mutex<Vec<T>>,
     doorbell: OwnedFd,
 }
 
-/// A non-blocking eventfd (a doorbell).
-pub fn eventfd() -> io::Result<OwnedFd> {
-    use rustix::event::{EventfdFlags, eventfd};
-    Ok(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?)
-}
+impl<T> Mailbox<T> {
+    /// An empty mailbox with its eventfd.
+    pub fn new() -> io::Result<Mailbox<T>> {
+        use rustix::event::{EventfdFlags, eventfd};
+        let doorbell = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
+        Ok(Mailbox { queue: Mutex::new(Vec::new()), doorbell })
+    }
 
-/// Rings a doorbell.
-pub fn ring(fd: &OwnedFd) {
-    let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
-}
+    /// The eventfd to wait on.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.doorbell.as_fd()
+    }
 
-/// Silences a doorbell (before taking what it announced).
-pub fn reset(fd: &OwnedFd) {
-    let mut count = [0u8; 8];
-    let _ = rustix::io::read(fd, &mut count);
+    /// Queues `item`, ringing only when the queue was empty. False if the
+    /// queue's lock is poisoned.
+    pub fn push(&self, item: T) -> bool {
+        let Ok(mut q) = self.queue.lock() else { return false };
+        let ring = q.is_empty();
+        q.push(item);
+        drop(q);
+        if ring {
+            let _ = rustix::io::write(&self.doorbell, &1u64.to_ne_bytes());
+        }
+        true
+    }
+
+    /// Takes everything queued into `out` (emptied first). The doorbell is
+    /// reset before the queue is taken, so an item queued meanwhile rings again.
+    pub fn take(&self, out: &mut Vec<T>) {
+        let mut count = [0u8; 8];
+        let _ = rustix::io::read(&self.doorbell, &mut count);
+        out.clear();
+        if let Ok(mut q) = self.queue.lock() {
+            std::mem::swap(&mut *q, out);
+        }
+    }
 }
 
 /// Hands `command` to the connections' thread, starting it the first
 /// time. False if there is no such thread (no eventfd, no thread).
 pub fn post(command: Command) -> bool {
-    let Some(commands) = COMMANDS
-        .get_or_init(|| eventfd().ok().map(|doorbell| Commands { queue: Mutex::new(Vec::new()), doorbell }))
-        .as_ref()
-    else {
+    let Some(commands) = COMMANDS.get_or_init(|| Mailbox::new().ok()).as_ref() else {
         return false;
     };
-    static START: Once = Once::new();
-    static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    START.call_once(|| {
-        let started = std::thread::Builder::new().name("hydradns-tls".into()).spawn(move || serve(commands));
-        match started {
-            Ok(_) => STARTED.store(true, std::sync::atomic::Ordering::Relaxed),
-            Err(e) => log::error!("cannot start the encrypted upstreams' thread: {e}"),
+    static STARTED: OnceLock<bool> = OnceLock::new();
+    let started = STARTED.get_or_init(|| {
+        let thread = std::thread::Builder::new().name("hydradns-tls".into()).spawn(move || serve(commands));
+        if let Err(e) = &thread {
+            log::error!("cannot start the encrypted upstreams' thread: {e}");
         }
+        thread.is_ok()
     });
-    if !STARTED.load(std::sync::atomic::Ordering::Relaxed) {
-        return false;
-    }
-    let Ok(mut queue) = commands.queue.lock() else { return false };
-    let ring_it = queue.is_empty();
-    queue.push(command);
-    drop(queue);
-    if ring_it {
-        ring(&commands.doorbell);
-    }
-    true
+    *started && commands.push(command)
 }
 
 /// The connections' thread.
-fn serve(commands: &'static Commands) {
+fn serve(commands: &'static Mailbox<Command>) {
     let epoll = match epoll::create(CreateFlags::CLOEXEC) {
         Ok(e) => e,
         Err(e) => return log::error!("encrypted upstreams: cannot create an epoll set: {e}"),
     };
-    if let Err(e) = epoll::add(&epoll, &commands.doorbell, EventData::new_u64(DOORBELL), EventFlags::IN) {
+    if let Err(e) = epoll::add(&epoll, commands.fd(), EventData::new_u64(DOORBELL), EventFlags::IN) {
         return log::error!("encrypted upstreams: cannot watch the doorbell: {e}");
     }
     let mut links: FxHashMap<u64, Connection> = FxHashMap::default();
@@ -132,10 +143,7 @@ fn serve(commands: &'static Commands) {
         for ev in &events[..n] {
             match ev.data.u64() {
                 DOORBELL => {
-                    reset(&commands.doorbell);
-                    if let Ok(mut q) = commands.queue.lock() {
-                        std::mem::swap(&mut *q, &mut taken);
-                    }
+                    commands.take(&mut taken);
                     for command in taken.drain(..) {
                         match command {
                             Command::Query(link, request) => {

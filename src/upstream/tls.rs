@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::io::{self, Read as _, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -143,7 +143,9 @@ impl ReplyTo {
             ReplyTo::Task(tx) => {
                 let _ = tx.try_send(reply);
             }
-            ReplyTo::Inbox(inbox, port, id) => inbox.deliver(port, id, reply.ok()),
+            ReplyTo::Inbox(inbox, port, id) => {
+                inbox.push((port, id, reply.ok()));
+            }
         }
     }
 
@@ -161,47 +163,10 @@ impl ReplyTo {
 pub type Delivery = (u32, u16, Option<Vec<u8>>);
 
 /// Replies for one UDP receive thread: its [`super::mux::Mux`] waits on
-/// the eventfd in its `epoll` beside its upstream sockets, so an encrypted
-/// miss costs that thread one wake-up for its reply, as a plain one does.
-#[derive(Debug)]
-pub struct Inbox {
-    doorbell: OwnedFd,
-    queue: Mutex<Vec<Delivery>>,
-}
-
-impl Inbox {
-    /// An inbox with its eventfd.
-    pub fn new() -> io::Result<Inbox> {
-        Ok(Inbox { doorbell: runtime::eventfd()?, queue: Mutex::new(Vec::new()) })
-    }
-
-    /// The eventfd to wait on.
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.doorbell.as_fd()
-    }
-
-    /// Queues a reply; rings only when the queue was empty (the reader
-    /// takes the whole queue at once).
-    fn deliver(&self, port: u32, id: u16, reply: Option<Vec<u8>>) {
-        let Ok(mut q) = self.queue.lock() else { return };
-        let ring = q.is_empty();
-        q.push((port, id, reply));
-        drop(q);
-        if ring {
-            runtime::ring(&self.doorbell);
-        }
-    }
-
-    /// Takes every reply queued, into `out` (emptied first). The doorbell is
-    /// reset before the queue is taken, so a reply queued meanwhile rings again.
-    pub fn take(&self, out: &mut Vec<Delivery>) {
-        runtime::reset(&self.doorbell);
-        out.clear();
-        if let Ok(mut q) = self.queue.lock() {
-            std::mem::swap(&mut *q, out);
-        }
-    }
-}
+/// this mailbox's eventfd in its `epoll` beside its upstream sockets, so
+/// an encrypted miss costs that thread one wake-up for its reply, as a
+/// plain one does.
+pub type Inbox = runtime::Mailbox<Delivery>;
 
 /// What the connections' thread knows of a link.
 #[derive(Debug)]
