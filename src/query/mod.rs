@@ -115,9 +115,6 @@ impl Snapshot {
             _ => Arc::new(Cache::new(config.cache_size)),
         };
         let known: Vec<Arc<Server>> = previous.map(|p| p.servers()).unwrap_or_default();
-        if config.has_encrypted() {
-            crate::upstream::runtime::configure(&config);
-        }
         let forwards = config
             .forwards
             .iter()
@@ -155,13 +152,19 @@ impl Snapshot {
             true => config.plain_domains.iter().filter_map(|d| Some(name_key(d)?.into_boxed_slice())).collect(),
             false => Vec::new(),
         };
-        let bootstrap: Vec<upstream::Upstream> = match encrypted {
-            true => config.bootstrap.iter().map(|a| upstream::Upstream::Plain(*a)).collect(),
-            false => Vec::new(),
+        // The bootstrap servers keep their counters and sockets across
+        // reloads, whether or not they answered clients (and were in `known`).
+        let bootstrap = match (encrypted, previous) {
+            (true, Some(p)) => Group::new(&config.bootstrap, &p.bootstrap.servers, upstream::Strategy::Failover),
+            (true, None) => Group::new(&config.bootstrap, &[], upstream::Strategy::Failover),
+            (false, _) => Group::new(&[], &[], upstream::Strategy::Failover),
         };
+        if encrypted {
+            upstream::runtime::configure(&config, &bootstrap.servers, &clock);
+        }
         Snapshot {
             plain_until_synced,
-            bootstrap: Group::with_fallbacks(&bootstrap, &[], &known, upstream::Strategy::Failover),
+            bootstrap,
             clock,
             generation: GENERATIONS.fetch_add(1, Relaxed),
             records,

@@ -3,7 +3,7 @@
 //! answer is kept for its TTL (within [`MIN_KEEP`]..[`MAX_KEEP`]); when a
 //! lookup fails the last good addresses stay in use.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use super::address::Endpoint;
@@ -89,16 +89,19 @@ fn lookup(name: &str, ctx: &Context) -> Result<(Vec<IpAddr>, u32), String> {
 }
 
 /// Asks the bootstrap resolvers in order, over UDP (TCP when truncated),
-/// until one answers. Blocking, on the thread that connects; plain only,
-/// by construction: the bootstrap never waits on an encrypted connection.
+/// until one answers: the async path's own tries, blocked on here (this
+/// runs on the thread that connects). Plain only, by construction: the
+/// bootstrap never waits on an encrypted connection.
 fn ask(q: &wire::Query<'_>, ctx: &Context) -> Option<Vec<u8>> {
-    for server in &ctx.bootstrap.servers {
+    for server in &ctx.bootstrap {
         let query = super::build_query(q, super::random_id());
-        let reply = match udp(server.addr, &query, q, ctx.timeout) {
-            Some(r) if header::flags(&r) & flags::TC != 0 => tcp(server.addr, &query, q, ctx.timeout),
-            other => other,
-        };
-        if let Some(r) = reply
+        let reply = smol::block_on(async {
+            match super::try_udp(server, &query, q, ctx.timeout).await {
+                Ok(r) if header::flags(&r) & flags::TC != 0 => super::try_tcp(server, &query, q, ctx.timeout).await,
+                other => other,
+            }
+        });
+        if let Ok(r) = reply
             && header::rcode(&r) != rcode::SERVFAIL
             && header::rcode(&r) != rcode::REFUSED
         {
@@ -106,40 +109,6 @@ fn ask(q: &wire::Query<'_>, ctx: &Context) -> Option<Vec<u8>> {
         }
     }
     None
-}
-
-/// One query over UDP; strays are ignored until `timeout`.
-fn udp(server: SocketAddr, query: &[u8], q: &wire::Query<'_>, timeout: Duration) -> Option<Vec<u8>> {
-    let sock = UdpSocket::bind(super::unspecified_for(&server)).ok()?;
-    sock.connect(server).ok()?;
-    sock.send(query).ok()?;
-    let until = Instant::now() + timeout;
-    let mut buf = vec![0u8; super::UDP_REPLY_BUF];
-    loop {
-        let left = until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
-        sock.set_read_timeout(Some(left)).ok()?;
-        let n = sock.recv(&mut buf).ok()?;
-        if super::is_reply_to(&buf[..n], header::id(query), q) {
-            buf.truncate(n);
-            return Some(buf);
-        }
-    }
-}
-
-/// One query over TCP (after a truncated UDP reply).
-fn tcp(server: SocketAddr, query: &[u8], q: &wire::Query<'_>, timeout: Duration) -> Option<Vec<u8>> {
-    use std::io::{Read, Write};
-    let mut s = TcpStream::connect_timeout(&server, timeout).ok()?;
-    s.set_read_timeout(Some(timeout)).ok()?;
-    s.set_write_timeout(Some(timeout)).ok()?;
-    let mut framed = (query.len() as u16).to_be_bytes().to_vec();
-    framed.extend_from_slice(query);
-    s.write_all(&framed).ok()?;
-    let mut len = [0u8; 2];
-    s.read_exact(&mut len).ok()?;
-    let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
-    s.read_exact(&mut buf).ok()?;
-    super::is_reply_to(&buf, header::id(query), q).then_some(buf)
 }
 
 /// A recursive query for `name` and `qtype`.

@@ -149,10 +149,7 @@ impl Server {
     /// The address that answered, for the query log and the answer's
     /// origin: an encrypted server's is the one it connected to last.
     pub fn peer(&self) -> SocketAddr {
-        match (&self.link, &self.spec) {
-            (Some(l), Upstream::Tls(e)) => tls::log_address(e, &l.shared),
-            _ => self.addr,
-        }
+        self.link.as_ref().map_or(self.addr, tls::Link::peer)
     }
 
     /// Idle sockets held (for tests).

@@ -127,7 +127,7 @@ pub struct Mux {
     queued_bytes: Vec<u8>,
     /// Where encrypted upstreams' connections put replies (made at the first such try).
     tls_inbox: Option<Arc<super::tls::Inbox>>,
-    /// Replies taken from `inbox`, handed out one per [`Mux::recv`].
+    /// Replies taken from `tls_inbox`, handed out one per [`Mux::recv`].
     delivered: Vec<super::tls::Delivery>,
 }
 
@@ -212,8 +212,8 @@ impl Mux {
         }
         let t = Try { port, id };
         if let Some(link) = &server.link {
-            // Encrypted: straight to the connection's task (no batching to
-            // gain: it is one hand-off either way).
+            // Encrypted: straight to the connections' thread (no batching
+            // to gain: it is one hand-off either way).
             let sent = self.tls_inbox.as_ref().is_some_and(|inbox| link.send_for(query, inbox, port, id).is_ok());
             if !sent {
                 self.end(t);

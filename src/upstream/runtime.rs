@@ -29,9 +29,10 @@ use rustix::event::Timespec;
 use rustix::event::epoll::{self, CreateFlags, Event, EventData, EventFlags};
 use rustls::ClientConfig;
 
+use super::Server;
 use super::bootstrap::Addresses;
+use super::clock::ClockGate;
 use super::tls::{Conn, Connection, Failure, LinkInner, Request};
-use super::{Group, Strategy};
 use crate::config::Config;
 
 /// What connections read when they connect.
@@ -183,21 +184,15 @@ fn serve(commands: &'static Mailbox<Command>) {
 pub struct Context {
     /// TLS settings, or why there are none (no CA bundle).
     pub client: Result<Arc<ClientConfig>, String>,
-    /// Plain resolvers that find encrypted upstreams' addresses.
-    pub bootstrap: Group,
+    /// Plain resolvers that find encrypted upstreams' addresses: the
+    /// snapshot's, which also answer `plain_domain` names.
+    pub bootstrap: Vec<Arc<Server>>,
     /// How long one bootstrap query, connection or handshake may take.
     pub timeout: Duration,
     /// What `client` was built from.
     ca_file: PathBuf,
-    /// The marker of a clock set by NTP (empty: the clock is trusted).
-    synced_file: PathBuf,
-}
-
-impl Context {
-    /// Whether the clock is known good, so that certificates' dates mean something.
-    pub fn clock_synced(&self) -> bool {
-        self.synced_file.as_os_str().is_empty() || self.synced_file.exists()
-    }
+    /// Whether the clock is known good (the snapshot's).
+    pub clock: Arc<ClockGate>,
 }
 
 /// The settings connections use now (`None` before any config named an
@@ -206,10 +201,10 @@ pub fn context() -> Option<Arc<Context>> {
     CONTEXT.load_full()
 }
 
-/// Takes `config`'s settings for connections made from now on: the TLS
-/// client is built again only when `ca_file` changed, and bootstrap
-/// servers keep their health across reloads.
-pub fn configure(config: &Config) {
+/// Takes `config`'s settings for connections made from now on, with the
+/// snapshot's bootstrap servers and clock: the TLS client is built again
+/// only when `ca_file` changed.
+pub fn configure(config: &Config, bootstrap: &[Arc<Server>], clock: &Arc<ClockGate>) {
     let old = CONTEXT.load_full();
     let client = match &old {
         Some(o) if o.ca_file == config.ca_file && o.client.is_ok() => o.client.clone(),
@@ -218,14 +213,12 @@ pub fn configure(config: &Config) {
     if let Err(e) = &client {
         log::error!("encrypted upstreams cannot verify certificates: {e}");
     }
-    let known = old.map(|o| o.bootstrap.servers.clone()).unwrap_or_default();
-    let bootstrap: Vec<_> = config.bootstrap.iter().map(|a| super::Upstream::Plain(*a)).collect();
     CONTEXT.store(Some(Arc::new(Context {
         client,
-        bootstrap: Group::with_fallbacks(&bootstrap, &[], &known, Strategy::Failover),
+        bootstrap: bootstrap.to_vec(),
         timeout: config.upstream_timeout,
         ca_file: config.ca_file.clone(),
-        synced_file: config.clock_marker().to_path_buf(),
+        clock: clock.clone(),
     })));
 }
 

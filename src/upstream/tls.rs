@@ -93,8 +93,6 @@ pub struct Shared {
     pub handshakes: AtomicU64,
     /// Replies whose ID matched no outstanding query.
     pub stray: AtomicU64,
-    /// Connections that ended with queries unanswered (each retried once).
-    pub reconnects: AtomicU64,
     state: AtomicU8,
     /// The address connected to last.
     peer: Mutex<Option<SocketAddr>>,
@@ -203,6 +201,15 @@ impl Link {
         Link { inner, used: AtomicBool::new(false), shared }
     }
 
+    /// The address the link connects to, for the query log: the last
+    /// connected, else the first pinned (unspecified while neither is known).
+    pub fn peer(&self) -> SocketAddr {
+        let endpoint = &self.inner.endpoint;
+        self.shared.peer().unwrap_or_else(|| {
+            SocketAddr::new(endpoint.pins.first().copied().unwrap_or(IpAddr::from([0, 0, 0, 0])), endpoint.port)
+        })
+    }
+
     /// Sends `query` (our query, with its own ID) over the connection, and
     /// waits up to `timeout` for the reply, which carries the same ID.
     pub async fn query(&self, query: &[u8], timeout: Duration) -> Result<Vec<u8>, TryError> {
@@ -309,7 +316,7 @@ fn report(endpoint: &Endpoint, last: &mut Option<Instant>, what: &str, why: &Fai
         return;
     }
     *last = Some(Instant::now());
-    let hint = if why.is_clock() && runtime::context().is_some_and(|c| !c.clock_synced()) {
+    let hint = if why.is_clock() && runtime::context().is_some_and(|c| !c.clock.synced()) {
         " (the clock is not synchronised yet: certificates cannot be checked until NTP sets it)"
     } else {
         ""
@@ -714,20 +721,9 @@ impl Connection {
                 self.carry.push_front(r);
             }
         }
-        if !self.carry.is_empty() {
-            self.link.shared.reconnects.fetch_add(1, Relaxed);
-        }
         if !matches!(why, Failure::Closed) || !self.carry.is_empty() {
             report(&self.link.endpoint, &mut self.logged, "connection lost", &why);
         }
         self.pump(epoll);
     }
-}
-
-/// The address a link connects to, for the query log: the last connected,
-/// else the first pinned (unspecified while neither is known).
-pub fn log_address(endpoint: &Endpoint, shared: &Shared) -> SocketAddr {
-    shared.peer().unwrap_or_else(|| {
-        SocketAddr::new(endpoint.pins.first().copied().unwrap_or(IpAddr::from([0, 0, 0, 0])), endpoint.port)
-    })
 }
