@@ -567,11 +567,13 @@ impl Config {
                 message: format!("min_ttl {} is above max_ttl {}", cfg.min_ttl, cfg.max_ttl),
             });
         }
+        // Bootstrap servers from resolv_file are already filtered of our own addresses.
+        let configured_bootstrap = cfg.bootstrap.iter().filter(|_| !cfg.bootstrap_auto);
         let plain = cfg.upstreams.iter().filter_map(|u| u.plain().map(|a| ("upstream", a)));
         let others =
-            cfg.fallbacks.iter().map(|u| ("fallback", *u)).chain(cfg.bootstrap.iter().map(|u| ("bootstrap", *u)));
-        for (option, up) in plain.chain(others).collect::<Vec<_>>() {
-            if !(option == "bootstrap" && cfg.bootstrap_auto) && cfg.listen.iter().any(|l| is_loop(l, &up)) {
+            cfg.fallbacks.iter().map(|u| ("fallback", *u)).chain(configured_bootstrap.map(|u| ("bootstrap", *u)));
+        for (option, up) in plain.chain(others) {
+            if cfg.listen.iter().any(|l| is_loop(l, &up)) {
                 return Err(ConfigError {
                     file: file.into(),
                     line: line_of(&sections, option),
@@ -587,10 +589,12 @@ impl Config {
     /// WAN is up). Called again whenever the file changes.
     pub fn upstreams_from_resolv(&mut self) {
         let (servers, from) = self.resolv_servers();
+        if self.bootstrap_auto {
+            self.bootstrap = servers.clone();
+        }
         self.upstreams = servers.into_iter().map(Upstream::Plain).collect();
         self.upstreams_from = from;
         self.upstreams_auto = true;
-        self.bootstrap_from_resolv();
     }
 
     /// Bootstrap resolvers from `resolv_file` (as the upstreams), unless

@@ -447,9 +447,7 @@ struct Outstanding {
 pub struct Connection {
     link: Arc<LinkInner>,
     conn: Option<Conn>,
-    /// A connector thread has the addresses and is connecting.
-    connecting: bool,
-    /// `None` while lent to the connector.
+    /// `None` while lent to a connector thread: connecting.
     addrs: Option<Addresses>,
     /// Queries waiting for the connection, or for room in the pipeline.
     carry: VecDeque<Request>,
@@ -474,7 +472,6 @@ impl Connection {
         Connection {
             link,
             conn: None,
-            connecting: false,
             addrs,
             carry: VecDeque::new(),
             outstanding: FxHashMap::default(),
@@ -502,7 +499,7 @@ impl Connection {
 
     /// Nothing left to do: the thread forgets it.
     pub fn finished(&self) -> bool {
-        self.gone && self.conn.is_none() && !self.connecting && self.carry.is_empty() && self.outstanding.is_empty()
+        self.gone && self.conn.is_none() && self.addrs.is_some() && self.carry.is_empty() && self.outstanding.is_empty()
     }
 
     /// Answers (or drops) a request and gives its place back.
@@ -515,7 +512,7 @@ impl Connection {
     /// waits if connected; closes a gone link's idle connection.
     fn pump(&mut self, epoll: &OwnedFd) {
         if self.conn.is_none() {
-            if !self.carry.is_empty() && !self.connecting {
+            if !self.carry.is_empty() {
                 self.start_connecting();
             }
             return;
@@ -528,10 +525,9 @@ impl Connection {
         }
     }
 
-    /// Lends the addresses to a connector thread.
+    /// Lends the addresses to a connector thread (unless one has them).
     fn start_connecting(&mut self) {
         let Some(mut addrs) = self.addrs.take() else { return };
-        self.connecting = true;
         self.link.shared.set(State::Connecting);
         let link = self.link.clone();
         let started = std::thread::Builder::new().name("hydradns-dot-up".into()).spawn(move || {
@@ -539,7 +535,6 @@ impl Connection {
             runtime::post(Command::Connected(link.id, Box::new((result, addrs))));
         });
         if let Err(e) = started {
-            self.connecting = false;
             self.addrs = Some(Addresses::new(&self.link.endpoint));
             self.failed_to_connect(Failure::Io(e));
         }
@@ -547,7 +542,6 @@ impl Connection {
 
     /// The connector thread is done.
     pub fn connected(&mut self, epoll: &OwnedFd, result: Result<Conn, Failure>, addrs: Addresses) {
-        self.connecting = false;
         self.addrs = Some(addrs);
         let conn = match result {
             Ok(c) => c,
