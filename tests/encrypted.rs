@@ -15,14 +15,12 @@ use common::*;
 use dot::{Dnsdist, ScriptedDot, Unbound, mode};
 use simple_dns::RCODE;
 
-const A: u16 = 1;
-
 /// A gateway whose one upstream is `upstream`, trusting the test CA.
 fn gateway(upstream: &str, extra: &str) -> Gateway {
     Gateway::start(&format!(
         "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '1s'\n\
          \tlist upstream '{upstream}'\n\toption ca_file '{ca}'\n{extra}",
-        ca = dot::tls_dir().join("ca.pem").display()
+        ca = tls_dir().join("ca.pem").display()
     ))
 }
 
@@ -230,7 +228,7 @@ fn before_the_clock_is_set_ntp_names_go_plain_to_bootstrap() {
     let bundle = format!(
         "{}{}",
         std::fs::read_to_string(&future_ca).unwrap(),
-        std::fs::read_to_string(dot::tls_dir().join("ca.pem")).unwrap()
+        std::fs::read_to_string(tls_dir().join("ca.pem")).unwrap()
     );
     let bundle = dir.file("bundle.pem", &bundle);
     let marker = dir.0.join("ntpd-synced");
@@ -258,7 +256,7 @@ fn before_the_clock_is_set_ntp_names_go_plain_to_bootstrap() {
     // NTP set the clock (the server's certificate is valid now, as it would
     // be with the right time): every name goes encrypted.
     std::fs::write(&marker, "").unwrap();
-    unbound.relaunch_with(&dot::tls_dir().join("server.pem"), &dot::tls_dir().join("server.key"));
+    unbound.relaunch_with(&tls_dir().join("server.pem"), &tls_dir().join("server.key"));
     std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(udp(g.addr, "1.pool.ntp.example", A).ips(), ["192.0.2.8"]);
     assert_eq!(bootstrap.seen("1.pool.ntp.example"), 0);

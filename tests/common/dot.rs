@@ -13,12 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{TempDir, wait_for};
-
-/// The test TLS material (a CA, and a certificate for localhost and 127.0.0.1).
-pub fn tls_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls"))
-}
+use super::{TempDir, tls_dir, tls_server_config, wait_for};
 
 /// A TCP port free now (released at once: the server binds it next).
 pub fn free_port() -> u16 {
@@ -197,23 +192,6 @@ pub struct ScriptedDot {
     stop: Arc<AtomicBool>,
 }
 
-fn server_config() -> Arc<rustls::ServerConfig> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let certs: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_file_iter(tls_dir().join("server.pem")).unwrap().map(|c| c.unwrap()).collect();
-    let key = PrivateKeyDer::from_pem_file(tls_dir().join("server.key")).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Arc::new(
-        rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .unwrap(),
-    )
-}
-
 impl ScriptedDot {
     pub fn start() -> ScriptedDot {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -226,7 +204,7 @@ impl ScriptedDot {
             queries: Arc::new(Mutex::new(Vec::new())),
             stop: Arc::new(AtomicBool::new(false)),
         };
-        let config = server_config();
+        let config = tls_server_config();
         let (mode, connections, closed, queries, stop) =
             (s.mode.clone(), s.connections.clone(), s.closed.clone(), s.queries.clone(), s.stop.clone());
         std::thread::spawn(move || {

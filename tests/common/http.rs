@@ -42,26 +42,9 @@ pub struct HttpServer {
     stop: Arc<AtomicBool>,
 }
 
-fn tls_config() -> Arc<rustls::ServerConfig> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls");
-    let certs: Vec<CertificateDer<'static>> =
-        CertificateDer::pem_file_iter(format!("{dir}/server.pem")).unwrap().map(|c| c.unwrap()).collect();
-    let key = PrivateKeyDer::from_pem_file(format!("{dir}/server.key")).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
-    Arc::new(config)
-}
-
 /// The test CA that signed the HTTPS server's certificate.
 pub fn test_ca() -> std::path::PathBuf {
-    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls/ca.pem"))
+    super::tls_dir().join("ca.pem")
 }
 
 impl HttpServer {
@@ -83,7 +66,7 @@ impl HttpServer {
             stop: Arc::new(AtomicBool::new(false)),
         };
         let (state, stop) = (s.state.clone(), s.stop.clone());
-        let config = tls.then(tls_config);
+        let config = tls.then(super::tls_server_config);
         std::thread::spawn(move || {
             while !stop.load(SeqCst) {
                 let Ok((tcp, _)) = listener.accept() else {

@@ -17,6 +17,30 @@ pub const A: u16 = 1;
 pub const AAAA: u16 = 28;
 pub const MX: u16 = 15;
 
+/// The test TLS material (tests/data/tls): a CA, and a certificate for
+/// localhost and 127.0.0.1 that it signed.
+pub fn tls_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls"))
+}
+
+/// A TLS server's settings with the test certificate (rustls with ring).
+pub fn tls_server_config() -> Arc<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(tls_dir().join("server.pem")).unwrap().map(|c| c.unwrap()).collect();
+    let key = PrivateKeyDer::from_pem_file(tls_dir().join("server.key")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap(),
+    )
+}
+
 /// Path of a file under ../shared/data; panics (failing the test) if the shared data is missing.
 pub fn shared(rel: &str) -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(rel);
