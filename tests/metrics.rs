@@ -12,7 +12,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use common::*;
@@ -91,10 +91,6 @@ fn python_parse(text: &str, dir: &TempDir) {
     }
 }
 
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
 fn metrics(gw: &Gateway) -> String {
     let (code, out, err) = cli(&["metrics", "-c", cfg_path(gw)]);
     assert_eq!(code, 0, "{err}");
@@ -124,7 +120,7 @@ fn gateway(up: &Upstream, http: SocketAddr, extra: &str) -> Gateway {
 #[test]
 fn the_three_ways_give_one_well_formed_text_that_counts_what_was_sent() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
-    let addr = free_port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let gw = gateway(&up, addr, "");
     // The textfile is there from the start.
     let file = gw.dir.0.join("hydradns.prom");
@@ -193,7 +189,7 @@ fn the_three_ways_give_one_well_formed_text_that_counts_what_was_sent() {
 #[test]
 fn counters_never_go_back_across_a_reload_and_label_sets_stay_bounded() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
-    let gw = gateway(&up, free_port(), "");
+    let gw = gateway(&up, SocketAddr::from(([127, 0, 0, 1], free_port())), "");
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
     let mut ask = |n: usize| {
         for i in 0..n {

@@ -13,12 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{TempDir, tls_dir, tls_server_config, wait_for};
-
-/// A TCP port free now (released at once: the server binds it next).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use super::{TempDir, free_port, tls_dir, tls_server_config, wait_for};
 
 /// Unbound serving DNS over TLS on 127.0.0.1, forwarding everything to `forward`.
 pub struct Unbound {

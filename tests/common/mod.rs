@@ -17,6 +17,11 @@ pub const A: u16 = 1;
 pub const AAAA: u16 = 28;
 pub const MX: u16 = 15;
 
+/// A TCP port on 127.0.0.1 free now (released at once: the server binds it next).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 /// The test TLS material (tests/data/tls): a CA, and a certificate for
 /// localhost and 127.0.0.1 that it signed.
 pub fn tls_dir() -> PathBuf {
