@@ -27,6 +27,7 @@ pub mod address;
 pub mod bootstrap;
 pub mod clock;
 pub mod health;
+pub mod hpack;
 pub mod mux;
 pub mod padding;
 pub mod resolv;
