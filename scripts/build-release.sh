@@ -40,8 +40,12 @@ targets=("$@")
 # text), 27 KB of std/core/alloc generics for the new types. rustls itself
 # was already linked. 277 KiB over 3 MiB leaves 1.8 KiB. The issue's
 # ceiling for encrypted upstreams is 3.5 MiB: DNS over HTTPS has 240 KiB
-# at most, and must argue for them.
-budget_aarch64=$((3 * 1024 * 1024 + 277 * 1024))
+# at most, and must argue for them. The h2 crate (with http, bytes and
+# tokio's IO traits) measured +233 KiB before any DoH logic; our own
+# HTTP/2 client, HPACK decoder and HTTP/1.1 (upstream/http2.rs, hpack.rs,
+# https.rs) took it to 3,457,880, +30 KiB. 307 KiB over 3 MiB leaves 1.2
+# KiB, and 212 KiB under the issue's 3.5 MiB.
+budget_aarch64=$((3 * 1024 * 1024 + 307 * 1024))
 version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
 
 command -v cargo-zigbuild >/dev/null || pip install --quiet ziglang cargo-zigbuild

@@ -1,5 +1,6 @@
 //! What `list upstream` names: a plain resolver (`IP[:PORT]`) or an
-//! encrypted one (`tls://NAME[:PORT][#IP[,IP…]]`, RFC 7858).
+//! encrypted one: `tls://NAME[:PORT][#IP[,IP…]]` (DNS over TLS, RFC 7858)
+//! or `https://NAME[:PORT][/PATH][#IP[,IP…]]` (DNS over HTTPS, RFC 8484).
 //!
 //! An encrypted upstream is a name, not an address: the certificate must
 //! carry that name, and its addresses come from the `bootstrap` resolvers
@@ -11,6 +12,11 @@ use std::sync::Arc;
 
 /// Port of DNS over TLS (RFC 7858 §3.1).
 pub const TLS_PORT: u16 = 853;
+/// Port of HTTPS.
+pub const HTTPS_PORT: u16 = 443;
+/// DoH's path when the URL names none (the one RFC 8484's examples use,
+/// and the public resolvers).
+const DEFAULT_PATH: &str = "/dns-query";
 /// Pinned addresses per upstream: more is a config mistake.
 const MAX_PINS: usize = 8;
 
@@ -19,42 +25,57 @@ const MAX_PINS: usize = 8;
 pub enum Upstream {
     /// UDP, and TCP when a reply is truncated.
     Plain(SocketAddr),
-    /// DNS over TLS.
-    Tls(Arc<Endpoint>),
+    /// DNS over TLS or over HTTPS.
+    Encrypted(Arc<Endpoint>),
+}
+
+/// How an encrypted upstream carries DNS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// DNS over TLS: length-prefixed messages on the TLS stream.
+    Tls,
+    /// DNS over HTTPS: HTTP/2 or HTTP/1.1 requests, as the server's ALPN says.
+    Https,
 }
 
 /// Where an encrypted upstream is, and what its certificate must say.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Endpoint {
+    pub scheme: Scheme,
     /// The name the certificate must carry (or an IP address it must carry).
     pub name: Box<str>,
     /// TCP port.
     pub port: u16,
     /// Addresses used without asking the bootstrap resolvers.
     pub pins: Vec<IpAddr>,
+    /// DoH: the path requests go to (empty for DoT).
+    pub path: Box<str>,
 }
 
 impl Upstream {
-    /// Parses `IP[:PORT]` (port 53 by default) or `tls://NAME[:PORT][#IP,…]`.
+    /// Parses `IP[:PORT]` (port 53 by default), `tls://NAME[:PORT][#IP,…]`
+    /// or `https://NAME[:PORT][/PATH][#IP,…]`.
     pub fn parse(s: &str) -> Result<Upstream, String> {
         let s = s.trim();
-        if let Some(rest) = s.strip_prefix("tls://") {
-            return Endpoint::parse(rest, TLS_PORT).map(|e| Upstream::Tls(Arc::new(e)));
-        }
-        if s.starts_with("https://") {
-            return Err("DNS over HTTPS (https://) is not supported yet; use tls:// or a plain address".into());
-        }
-        if s.contains("://") {
-            return Err("an address, or tls://NAME".into());
-        }
-        crate::config::parse_socket_addr(s, 53).map(Upstream::Plain).ok_or_else(|| "an address, or tls://NAME".into())
+        let endpoint = if let Some(rest) = s.strip_prefix("tls://") {
+            Endpoint::parse(rest, Scheme::Tls)
+        } else if let Some(rest) = s.strip_prefix("https://") {
+            Endpoint::parse(rest, Scheme::Https)
+        } else if s.contains("://") {
+            return Err("an address, tls://NAME or https://NAME/PATH".into());
+        } else {
+            return crate::config::parse_socket_addr(s, 53)
+                .map(Upstream::Plain)
+                .ok_or_else(|| "an address, tls://NAME or https://NAME/PATH".into());
+        };
+        endpoint.map(|e| Upstream::Encrypted(Arc::new(e)))
     }
 
     /// The address of a plain upstream.
     pub fn plain(&self) -> Option<SocketAddr> {
         match self {
             Upstream::Plain(a) => Some(*a),
-            Upstream::Tls(_) => None,
+            Upstream::Encrypted(_) => None,
         }
     }
 
@@ -62,22 +83,34 @@ impl Upstream {
     pub fn transport(&self) -> &'static str {
         match self {
             Upstream::Plain(_) => "udp",
-            Upstream::Tls(_) => "tls",
+            Upstream::Encrypted(e) => match e.scheme {
+                Scheme::Tls => "tls",
+                Scheme::Https => "https",
+            },
         }
     }
 }
 
 impl Endpoint {
-    /// `NAME[:PORT][#IP,…]`; `NAME` may be an IP address (`[…]` for IPv6).
-    fn parse(s: &str, default_port: u16) -> Result<Endpoint, String> {
-        let (host_port, pins) = match s.split_once('#') {
+    /// `NAME[:PORT][#IP,…]` (DoT) or `NAME[:PORT][/PATH][#IP,…]` (DoH);
+    /// `NAME` may be an IP address (`[…]` for IPv6).
+    fn parse(s: &str, scheme: Scheme) -> Result<Endpoint, String> {
+        let (rest, pins) = match s.split_once('#') {
             Some((h, p)) => (h, Some(p)),
             None => (s, None),
         };
-        let (host, port) = split_port(host_port).ok_or("NAME[:PORT] after tls://")?;
+        let (host_port, path) = match scheme {
+            Scheme::Tls => (rest, String::new()),
+            Scheme::Https => match rest.find('/') {
+                Some(i) => (&rest[..i], parse_path(&rest[i..])?),
+                None => (rest, DEFAULT_PATH.to_string()),
+            },
+        };
+        let (host, port) = split_port(host_port).ok_or("NAME[:PORT] after the scheme")?;
         let port = match port {
             Some(p) => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or("a port from 1 to 65535")?,
-            None => default_port,
+            None if scheme == Scheme::Tls => TLS_PORT,
+            None => HTTPS_PORT,
         };
         let ip = host.parse::<IpAddr>().ok();
         if ip.is_none() && !is_hostname(host) {
@@ -100,13 +133,23 @@ impl Endpoint {
         {
             pinned.push(ip);
         }
-        Ok(Endpoint { name: host.to_ascii_lowercase().into(), port, pins: pinned })
+        Ok(Endpoint { scheme, name: host.to_ascii_lowercase().into(), port, pins: pinned, path: path.into() })
     }
 
     /// Whether the bootstrap resolvers must find its addresses.
     pub fn needs_bootstrap(&self) -> bool {
         self.pins.is_empty()
     }
+}
+
+/// A DoH path: printable URL characters only. RFC 8484's URI template
+/// suffix (`{?dns}`), as providers publish it, is dropped.
+fn parse_path(p: &str) -> Result<String, String> {
+    let p = p.strip_suffix("{?dns}").unwrap_or(p);
+    if p.len() > 512 || !p.bytes().all(|b| b.is_ascii_graphic() && !b"{}\\\"<>^`|".contains(&b)) {
+        return Err(format!("'{p}' is not a URL path"));
+    }
+    Ok(p.to_string())
 }
 
 /// Splits `host[:port]`, `[v6][:port]` or a bare IPv6 address.
@@ -148,17 +191,21 @@ impl fmt::Display for Upstream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Upstream::Plain(a) => a.fmt(f),
-            Upstream::Tls(e) => write!(f, "tls://{e}"),
+            Upstream::Encrypted(e) => e.fmt(f),
         }
     }
 }
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.scheme {
+            Scheme::Tls => "tls://",
+            Scheme::Https => "https://",
+        })?;
         if self.name.contains(':') {
-            write!(f, "[{}]:{}", self.name, self.port)
+            write!(f, "[{}]:{}{}", self.name, self.port, self.path)
         } else {
-            write!(f, "{}:{}", self.name, self.port)
+            write!(f, "{}:{}{}", self.name, self.port, self.path)
         }
     }
 }
@@ -169,7 +216,7 @@ mod tests {
 
     fn tls(s: &str) -> Endpoint {
         match Upstream::parse(s) {
-            Ok(Upstream::Tls(e)) => (*e).clone(),
+            Ok(Upstream::Encrypted(e)) => (*e).clone(),
             other => panic!("{s}: {other:?}"),
         }
     }
@@ -192,6 +239,20 @@ mod tests {
     }
 
     #[test]
+    fn parses_doh_urls() {
+        let e = tls("https://dns.example");
+        assert_eq!((e.scheme, &*e.name, e.port, &*e.path), (Scheme::Https, "dns.example", 443, "/dns-query"));
+        let e = tls("https://dns.google/dns-query{?dns}");
+        assert_eq!(&*e.path, "/dns-query");
+        let e = tls("https://127.0.0.1:8443/resolve?key=1#127.0.0.2");
+        assert_eq!((e.port, &*e.path, e.pins.len()), (8443, "/resolve?key=1", 1));
+        let e = tls("https://[::1]/q");
+        assert_eq!((&*e.name, e.port, &*e.path), ("::1", 443, "/q"));
+        let u = Upstream::parse("https://Dns.Example/dns-query#192.0.2.1").unwrap();
+        assert_eq!((u.to_string(), u.transport()), ("https://dns.example:443/dns-query".into(), "https"));
+    }
+
+    #[test]
     fn refuses_mistakes() {
         for bad in [
             "tls://",
@@ -202,7 +263,9 @@ mod tests {
             "tls://dns.example#not-an-ip",
             "tls://dns..example",
             "quic://dns.example",
-            "https://dns.example/dns-query",
+            "https://dns.example/dns query",
+            "https://dns.example:443/q<x>",
+            "https:///dns-query",
             "dns.example",
         ] {
             assert!(Upstream::parse(bad).is_err(), "{bad}");

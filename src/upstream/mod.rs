@@ -28,6 +28,8 @@ pub mod bootstrap;
 pub mod clock;
 pub mod health;
 pub mod hpack;
+pub mod http2;
+pub mod https;
 pub mod mux;
 pub mod padding;
 pub mod resolv;
@@ -106,7 +108,7 @@ impl Server {
     pub fn from_spec(spec: &Upstream) -> Server {
         let (addr, link) = match spec {
             Upstream::Plain(a) => (*a, None),
-            Upstream::Tls(e) => {
+            Upstream::Encrypted(e) => {
                 let ip = e.pins.first().copied().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
                 (SocketAddr::new(ip, e.port), Some(tls::Link::new(e.clone())))
             }

@@ -184,6 +184,8 @@ fn serve(commands: &'static Mailbox<Command>) {
 pub struct Context {
     /// TLS settings, or why there are none (no CA bundle).
     pub client: Result<Arc<ClientConfig>, String>,
+    /// The same for DoH: ALPN offers HTTP/2, then HTTP/1.1.
+    pub https_client: Result<Arc<ClientConfig>, String>,
     /// Plain resolvers that find encrypted upstreams' addresses: the
     /// snapshot's, which also answer `plain_domain` names.
     pub bootstrap: Vec<Arc<Server>>,
@@ -213,8 +215,20 @@ pub fn configure(config: &Config, bootstrap: &[Arc<Server>], clock: &Arc<ClockGa
     if let Err(e) = &client {
         log::error!("encrypted upstreams cannot verify certificates: {e}");
     }
+    let https_client = match &old {
+        Some(o) if o.ca_file == config.ca_file && o.https_client.is_ok() => o.https_client.clone(),
+        _ => client
+            .as_ref()
+            .map(|c| {
+                let mut c = (**c).clone();
+                c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                Arc::new(c)
+            })
+            .map_err(Clone::clone),
+    };
     CONTEXT.store(Some(Arc::new(Context {
         client,
+        https_client,
         bootstrap: bootstrap.to_vec(),
         timeout: config.upstream_timeout,
         ca_file: config.ca_file.clone(),

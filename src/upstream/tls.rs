@@ -1,12 +1,15 @@
-//! DNS over TLS (RFC 7858): one connection per upstream, kept open and
-//! shared by every query to it.
+//! Encrypted upstreams' connections: one TLS connection per upstream,
+//! kept open and shared by every query to it, carrying DNS over TLS
+//! (RFC 7858) or DNS over HTTPS (RFC 8484, [`super::https`]).
 //!
 //! The connections' thread ([`super::runtime`]) owns them all. Queries
 //! reach it through its command queue; a connection writes them as they
-//! come (pipelined, RFC 7766 §6.2.1.1), each under an ID of its own, and
-//! hands each reply back to its query by that ID, in whatever order the
-//! server answers, with the query's own ID restored: to a receive
-//! thread's [`Inbox`], or to a task on the async path.
+//! come, each under a key of its own: for DoT a message ID (pipelined,
+//! RFC 7766 §6.2.1.1), for DoH an HTTP/2 stream (many at once) or the one
+//! HTTP/1.1 request in flight (ID 0 on the wire). It hands each reply back
+//! to its query by that key, in whatever order the server answers, with
+//! the query's own ID restored: to a receive thread's [`Inbox`], or to a
+//! task on the async path.
 //!
 //! - No connection is made until a query needs one; it is closed after
 //!   [`IDLE_CLOSE`] without queries, and a server may close it sooner.
@@ -37,8 +40,10 @@ use smol::channel::{Sender, bounded};
 use smol::future::FutureExt;
 
 use super::TryError;
-use super::address::Endpoint;
+use super::address::{Endpoint, Scheme};
 use super::bootstrap::Addresses;
+use super::http2;
+use super::https::{self, Http1, Refusal, Target};
 use super::runtime::{self, Command};
 use crate::wire::header;
 
@@ -56,7 +61,7 @@ pub const NO_REPLY_DROP: Duration = Duration::from_secs(15);
 /// the upstream timeout, if longer).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest DNS message over a stream.
-const MAX_MESSAGE: usize = 65_535;
+pub const MAX_MESSAGE: usize = 65_535;
 /// At most one log line per this long about one upstream's failures.
 const LOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -268,6 +273,10 @@ pub enum Failure {
     Closed,
     /// A message with a length no DNS message has.
     Framing,
+    /// DoH: the server broke HTTP's rules.
+    Protocol(&'static str),
+    /// DoH: the server answered a query with something not a DNS reply.
+    Refused(Refusal),
 }
 
 impl std::fmt::Display for Failure {
@@ -280,6 +289,8 @@ impl std::fmt::Display for Failure {
             Failure::Timeout(what) => write!(f, "{what} timed out"),
             Failure::Closed => f.write_str("closed by the server"),
             Failure::Framing => f.write_str("a malformed message"),
+            Failure::Protocol(what) => write!(f, "HTTP: {what}"),
+            Failure::Refused(why) => why.fmt(f),
         }
     }
 }
@@ -321,7 +332,7 @@ fn report(endpoint: &Endpoint, last: &mut Option<Instant>, what: &str, why: &Fai
     } else {
         ""
     };
-    log::warn!("upstream tls://{endpoint}: {what}: {why}{hint}");
+    log::warn!("upstream {endpoint}: {what}: {why}{hint}");
 }
 
 /// A connected, handshaken TLS stream (non-blocking).
@@ -336,7 +347,11 @@ pub struct Conn {
 /// its own, with the link's addresses lent to it.
 pub fn connect(endpoint: &Endpoint, addrs: &mut Addresses) -> Result<Conn, Failure> {
     let ctx = runtime::context().ok_or(Failure::Resolve("no configuration".into()))?;
-    let client = ctx.client.clone().map_err(Failure::Resolve)?;
+    let client = match endpoint.scheme {
+        Scheme::Tls => &ctx.client,
+        Scheme::Https => &ctx.https_client,
+    };
+    let client = client.clone().map_err(Failure::Resolve)?;
     if let Err(e) = addrs.refresh(endpoint, &ctx)
         && addrs.ips.is_empty()
     {
@@ -436,6 +451,66 @@ fn fill(tls: &mut ClientConnection, sock: &TcpStream, input: &mut Vec<u8>) -> Re
     }
 }
 
+/// What became of a request, as a framing reports it.
+#[derive(Debug)]
+pub enum Event {
+    /// The reply to the request with this key.
+    Reply(u32, Vec<u8>),
+    /// DoH: the server answered it with something that is not a DNS reply.
+    Refused(u32, Refusal),
+    /// DoH: the server did not process it (HTTP/2 GOAWAY or REFUSED_STREAM):
+    /// it may be sent again, on a new connection.
+    Unprocessed(u32),
+}
+
+/// How queries and replies travel on a connection.
+enum Framing {
+    /// DoT: each message after its length; keys are wire IDs.
+    Dot,
+    /// DoH over HTTP/2.
+    H2(Box<http2::Session>),
+    /// DoH over HTTP/1.1.
+    H1(Http1),
+}
+
+impl Framing {
+    /// Whether another request may be written now (`written`: in flight).
+    fn room(&self, written: usize) -> bool {
+        match self {
+            Framing::Dot => written < MAX_PIPELINE,
+            Framing::H2(s) => s.room(),
+            Framing::H1(h) => h.room(),
+        }
+    }
+
+    /// The server will take nothing more on this connection, and nothing
+    /// is in flight on it: close it (and make a new one for what waits).
+    fn finished(&self) -> bool {
+        match self {
+            Framing::Dot => false,
+            Framing::H2(s) => s.finished(),
+            Framing::H1(h) => h.finished(),
+        }
+    }
+}
+
+/// DoT: every whole message in `input`, keyed by its wire ID.
+fn dot_replies(input: &mut Vec<u8>, events: &mut Vec<Event>) -> Result<(), Failure> {
+    let mut at = 0;
+    let mut result = Ok(());
+    while let Some(len) = input.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]) as usize) {
+        let Some(msg) = input.get(at + 2..at + 2 + len) else { break };
+        if len < 12 {
+            result = Err(Failure::Framing);
+            break;
+        }
+        events.push(Event::Reply(u32::from(header::id(msg)), msg.to_vec()));
+        at += 2 + len;
+    }
+    input.drain(..at);
+    result
+}
+
 /// A query written on the connection, waiting for its reply.
 struct Outstanding {
     /// The query's own ID, restored on the reply.
@@ -447,14 +522,21 @@ struct Outstanding {
 pub struct Connection {
     link: Arc<LinkInner>,
     conn: Option<Conn>,
+    framing: Framing,
+    /// DoH: where requests go.
+    target: Option<Target>,
     /// `None` while lent to a connector thread: connecting.
     addrs: Option<Addresses>,
     /// Queries waiting for the connection, or for room in the pipeline.
     carry: VecDeque<Request>,
-    outstanding: FxHashMap<u16, Outstanding>,
+    /// By key: DoT wire ID, HTTP/2 stream, HTTP/1.1 request number.
+    outstanding: FxHashMap<u32, Outstanding>,
     next_id: u16,
     /// Plaintext read and not yet a whole message.
     input: Vec<u8>,
+    /// Plaintext to write (requests, HTTP/2's acknowledgements).
+    output: Vec<u8>,
+    events: Vec<Event>,
     /// Since when the oldest outstanding query has waited without any reply.
     waiting_since: Instant,
     idle_since: Instant,
@@ -469,14 +551,19 @@ impl Connection {
     /// The thread's state for `link`, not connected.
     pub fn new(link: Arc<LinkInner>) -> Connection {
         let addrs = Some(Addresses::new(&link.endpoint));
+        let target = (link.endpoint.scheme == Scheme::Https).then(|| Target::new(&link.endpoint));
         Connection {
             link,
             conn: None,
+            framing: Framing::Dot,
+            target,
             addrs,
             carry: VecDeque::new(),
             outstanding: FxHashMap::default(),
             next_id: super::random_id(),
             input: Vec::new(),
+            output: Vec::new(),
+            events: Vec::new(),
             waiting_since: Instant::now(),
             idle_since: Instant::now(),
             write_blocked: false,
@@ -520,6 +607,13 @@ impl Connection {
         if self.gone && self.carry.is_empty() && self.outstanding.is_empty() {
             return self.close(epoll);
         }
+        if self.framing.finished() && self.outstanding.is_empty() {
+            self.close(epoll);
+            if !self.carry.is_empty() {
+                self.start_connecting();
+            }
+            return;
+        }
         if let Err(why) = self.write_waiting().and_then(|()| self.flush(epoll)) {
             self.lost(epoll, why);
         }
@@ -557,6 +651,13 @@ impl Connection {
         }
         shared.handshakes.fetch_add(1, Relaxed);
         shared.set(State::Connected);
+        self.output.clear();
+        self.framing = match (&self.target, conn.tls.alpn_protocol()) {
+            (None, _) => Framing::Dot,
+            (Some(_), Some(b"h2")) => Framing::H2(Box::new(http2::Session::start(&mut self.output))),
+            // http/1.1, or a server that does not do ALPN.
+            (Some(_), _) => Framing::H1(Http1::default()),
+        };
         self.conn = Some(conn);
         self.write_blocked = false;
         self.input.clear();
@@ -573,32 +674,50 @@ impl Connection {
         }
     }
 
-    /// Writes waiting queries, up to the pipeline's depth.
+    /// Writes waiting queries while the framing has room, and whatever
+    /// else it has to say.
     fn write_waiting(&mut self) -> Result<(), Failure> {
-        let Some(conn) = self.conn.as_mut() else { return Ok(()) };
-        while self.outstanding.len() < MAX_PIPELINE {
+        if self.conn.is_none() {
+            return Ok(());
+        }
+        while self.framing.room(self.outstanding.len()) {
             let Some(mut request) = self.carry.pop_front() else { break };
-            if request.reply.is_closed() || request.query.len() < 12 || request.query.len() > MAX_MESSAGE {
-                self.link.in_hand.fetch_sub(1, Relaxed);
+            let max = if self.target.is_some() { https::MAX_QUERY } else { MAX_MESSAGE };
+            if request.reply.is_closed() || request.query.len() < 12 || request.query.len() > max {
+                self.complete(request, Err(TryError::Io));
                 continue;
             }
-            while self.outstanding.contains_key(&self.next_id) {
-                self.next_id = self.next_id.wrapping_add(1);
-            }
-            let wire_id = self.next_id;
-            self.next_id = self.next_id.wrapping_add(1);
             let id = header::id(&request.query);
-            request.query[..2].copy_from_slice(&wire_id.to_be_bytes());
-            let mut w = conn.tls.writer();
-            let written =
-                w.write_all(&(request.query.len() as u16).to_be_bytes()).and_then(|()| w.write_all(&request.query));
+            let key = match (&mut self.framing, &self.target) {
+                (Framing::H2(session), Some(target)) => {
+                    request.query[..2].copy_from_slice(&[0, 0]);
+                    session.request(target, &request.query, &mut self.output)
+                }
+                (Framing::H1(h1), Some(target)) => {
+                    request.query[..2].copy_from_slice(&[0, 0]);
+                    h1.request(target, &request.query, &mut self.output)
+                }
+                _ => {
+                    while self.outstanding.contains_key(&u32::from(self.next_id)) {
+                        self.next_id = self.next_id.wrapping_add(1);
+                    }
+                    let wire_id = self.next_id;
+                    self.next_id = self.next_id.wrapping_add(1);
+                    request.query[..2].copy_from_slice(&wire_id.to_be_bytes());
+                    self.output.extend_from_slice(&(request.query.len() as u16).to_be_bytes());
+                    self.output.extend_from_slice(&request.query);
+                    u32::from(wire_id)
+                }
+            };
             if self.outstanding.is_empty() {
                 self.waiting_since = Instant::now();
             }
-            self.outstanding.insert(wire_id, Outstanding { id, request });
-            written.map_err(Failure::Io)?;
+            self.outstanding.insert(key, Outstanding { id, request });
         }
-        Ok(())
+        let Some(conn) = self.conn.as_mut().filter(|_| !self.output.is_empty()) else { return Ok(()) };
+        let written = conn.tls.writer().write_all(&self.output);
+        self.output.clear();
+        written.map_err(Failure::Io)
     }
 
     /// Sends what TLS holds; watches for room when the socket is full.
@@ -638,30 +757,45 @@ impl Connection {
         self.pump(epoll);
     }
 
-    /// Hands every complete message in `input` to its query; how many.
+    /// Hands every complete reply in `input` to its query; how many.
     fn replies(&mut self) -> Result<usize, Failure> {
-        let mut at = 0;
+        let mut events = std::mem::take(&mut self.events);
+        let read = match &mut self.framing {
+            Framing::Dot => dot_replies(&mut self.input, &mut events),
+            Framing::H2(session) => session.read(&mut self.input, &mut self.output, &mut events),
+            Framing::H1(h1) => h1.read(&mut self.input, &mut events),
+        };
         let mut answered = 0;
-        while let Some(len) = self.input.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]) as usize) {
-            let Some(msg) = self.input.get(at + 2..at + 2 + len) else { break };
-            if len < 12 {
-                return Err(Failure::Framing);
-            }
-            match self.outstanding.remove(&header::id(msg)) {
-                Some(o) => {
-                    let mut reply = msg.to_vec();
-                    reply[..2].copy_from_slice(&o.id.to_be_bytes());
-                    self.complete(o.request, Ok(reply));
-                    answered += 1;
+        for event in events.drain(..) {
+            match event {
+                Event::Reply(key, mut reply) => match self.outstanding.remove(&key) {
+                    Some(o) => {
+                        reply[..2].copy_from_slice(&o.id.to_be_bytes());
+                        self.complete(o.request, Ok(reply));
+                        answered += 1;
+                    }
+                    None => {
+                        self.link.shared.stray.fetch_add(1, Relaxed);
+                    }
+                },
+                Event::Refused(key, why) => {
+                    if let Some(o) = self.outstanding.remove(&key) {
+                        report(&self.link.endpoint, &mut self.logged, "refused a query", &Failure::Refused(why));
+                        self.complete(o.request, Err(TryError::Io));
+                        answered += 1;
+                    }
                 }
-                None => {
-                    self.link.shared.stray.fetch_add(1, Relaxed);
+                Event::Unprocessed(key) => {
+                    if let Some(o) = self.outstanding.remove(&key) {
+                        let mut r = o.request;
+                        r.query[..2].copy_from_slice(&o.id.to_be_bytes());
+                        self.carry.push_front(r);
+                    }
                 }
             }
-            at += 2 + len;
         }
-        self.input.drain(..at);
-        Ok(answered)
+        self.events = events;
+        read.map(|()| answered)
     }
 
     /// When the connection must be looked at again: idle too long, or no
@@ -687,6 +821,11 @@ impl Connection {
     /// Closes an idle connection politely.
     fn close(&mut self, epoll: &OwnedFd) {
         if let Some(mut conn) = self.conn.take() {
+            if let Framing::H2(session) = &self.framing {
+                let mut bye = Vec::new();
+                session.goodbye(&mut bye);
+                let _ = conn.tls.writer().write_all(&bye);
+            }
             conn.tls.send_close_notify();
             let _ = flush(&mut conn.tls, &conn.sock);
             let _ = epoll::delete(epoll, &conn.sock);
