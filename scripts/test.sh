@@ -20,14 +20,16 @@ if [ ! -f ../shared/data/SOURCES.md ]; then
 fi
 
 # The integration tests put the real dnsmasq in front of the gateway, use
-# the real Unbound and dnsdist as DNS over TLS servers, and make a
-# not-yet-valid certificate with openssl.
+# the real Unbound and dnsdist as DNS over TLS and over HTTPS servers and
+# nginx as an HTTPS front (HTTP/1.1 and HTTP/2), and make a not-yet-valid
+# certificate with openssl.
 # shellcheck disable=SC1091  # bench/lib.sh is checked on its own
 . bench/lib.sh
 need dnsmasq:dnsmasq-base
 need unbound:unbound
 need dnsdist:dnsdist
 need openssl:openssl
+need nginx:nginx-light
 
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check

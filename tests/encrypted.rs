@@ -1,18 +1,23 @@
 //! Encrypted upstreams through the real binary: DNS over TLS to the real
-//! Unbound (a DoT server no one here wrote) in front of the tests' fake
-//! upstream, and to a scripted DoT server for what Unbound cannot be made
-//! to do on demand.
+//! Unbound and dnsdist (servers no one here wrote) in front of the tests'
+//! fake upstream, and to a scripted DoT server for what they cannot be
+//! made to do on demand; DNS over HTTPS to Unbound (HTTP/2 only), dnsdist
+//! (h2o) and nginx in front of dnsdist (HTTP/1.1 or HTTP/2, ending
+//! connections after a few requests, and paths that answer with HTML or 404).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 #[path = "common/dot.rs"]
 mod dot;
+#[path = "common/nginx.rs"]
+mod nginx;
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use common::*;
 use dot::{Dnsdist, ScriptedDot, Unbound, mode};
+use nginx::{Front, Nginx};
 use simple_dns::RCODE;
 
 /// A gateway whose one upstream is `upstream`, trusting the test CA.
@@ -24,8 +29,29 @@ fn gateway(upstream: &str, extra: &str) -> Gateway {
     ))
 }
 
+/// The first encrypted upstream in `stats`.
 fn upstream_report(g: &Gateway) -> hydradns::stats::UpstreamReport {
-    g.report().upstreams.into_iter().find(|u| u.transport == "tls").expect("a tls upstream in stats")
+    g.report().upstreams.into_iter().find(|u| u.transport != "udp").expect("an encrypted upstream in stats")
+}
+
+/// `threads` clients at once, `each` names apiece (every fifth over TCP),
+/// all answered with `ip`.
+fn many_at_once(g: &Gateway, prefix: &str, threads: usize, each: usize, ip: &'static str) {
+    let threads: Vec<_> = (0..threads)
+        .map(|t| {
+            let (addr, prefix) = (g.addr, prefix.to_string());
+            std::thread::spawn(move || {
+                for i in 0..each {
+                    let name = format!("{prefix}{t}-{i}.example");
+                    let r = if i % 5 == 0 { tcp(addr, &name, A) } else { udp(addr, &name, A) };
+                    assert_eq!(r.ips(), [ip], "{name}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
 }
 
 #[test]
@@ -262,4 +288,119 @@ fn before_the_clock_is_set_ntp_names_go_plain_to_bootstrap() {
     assert_eq!(bootstrap.seen("1.pool.ntp.example"), 0);
     assert_eq!(udp(g.addr, "private2.example", A).ips(), ["192.0.2.8"]);
     assert!(g.log().contains("the clock is synchronised"), "{}", g.log());
+}
+
+#[test]
+fn unbound_over_https_http2_only_answers_on_one_connection() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 21));
+    let unbound = Unbound::start_doh(backend.addr);
+    let g = gateway(&format!("https://localhost:{}/dns-query#127.0.0.1", unbound.addr.port()), "");
+    for i in 0..20 {
+        let name = format!("n{i}.doh.example");
+        let r = if i % 4 == 0 { tcp(g.addr, &name, A) } else { udp(g.addr, &name, A) };
+        assert_eq!((r.rcode, r.ips()), (RCODE::NoError, vec!["192.0.2.21".to_string()]), "{name}");
+        assert_eq!(backend.seen(&name), 1, "{name} went through Unbound to the backend");
+    }
+    // Many at once: concurrent streams on the one connection.
+    many_at_once(&g, "h2-", 16, 10, "192.0.2.21");
+    let u = upstream_report(&g);
+    assert_eq!(
+        (u.transport.as_str(), u.addr.as_str()),
+        ("https", &*format!("https://localhost:{}/dns-query", unbound.addr.port()))
+    );
+    assert_eq!((u.state.as_str(), u.handshakes, u.answers), ("connected", 1, 180), "{u:?}");
+    assert_eq!((u.timeouts, u.errors), (0, 0));
+    let text = g.log();
+    assert!(!text.contains("WARN"), "{text}");
+}
+
+#[test]
+fn dnsdist_over_https_answers_on_one_connection() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 22));
+    let dnsdist = Dnsdist::start_doh(backend.addr);
+    let g = gateway(&format!("https://localhost:{}#127.0.0.1", dnsdist.addr.port()), "");
+    many_at_once(&g, "dd-", 8, 10, "192.0.2.22");
+    assert_eq!(backend.seen("dd-3-7.example"), 1, "went through dnsdist to the backend");
+    let u = upstream_report(&g);
+    assert_eq!((u.state.as_str(), u.handshakes, u.answers, u.errors), ("connected", 1, 80, 0), "{u:?}");
+}
+
+#[test]
+fn over_http1_a_server_ending_connections_loses_nothing_and_sees_id_0_padded() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 23));
+    let dnsdist = Dnsdist::start_plain_doh(backend.addr);
+    let front = Nginx::start(dnsdist.addr, Front { http2: false, keepalive_requests: 5, keepalive_timeout: 60 });
+    let g = gateway(&format!("https://localhost:{}#127.0.0.1", front.addr.port()), "");
+    for i in 0..12 {
+        let name = format!("h1-{i}.example");
+        assert_eq!(udp(g.addr, &name, A).ips(), ["192.0.2.23"], "{name}");
+    }
+    // nginx says "Connection: close" on every fifth response: 5 + 5 + 2.
+    let u = upstream_report(&g);
+    assert_eq!((u.handshakes, u.answers, u.timeouts, u.errors), (3, 12, 0, 0), "{u:?}");
+    let requests = front.requests();
+    assert_eq!(requests.len(), 12, "{requests:?}");
+    for uri in &requests {
+        assert!(uri.starts_with("/dns-query?dns="), "{uri}");
+        let query = nginx::dns_param(uri).unwrap();
+        assert_eq!(&query[..2], [0, 0], "message ID 0 on the wire: {uri}");
+        assert_eq!(query.len() % 128, 0, "padded to 128: {uri}");
+    }
+    // Concurrent clients queue for the one request in flight.
+    many_at_once(&g, "h1q-", 4, 5, "192.0.2.23");
+    assert!(!g.log().contains("WARN"), "{}", g.log());
+}
+
+#[test]
+fn over_http2_goaway_and_idle_closes_lose_nothing() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 24));
+    let dnsdist = Dnsdist::start_plain_doh(backend.addr);
+    let front = Nginx::start(dnsdist.addr, Front { http2: true, keepalive_requests: 5, keepalive_timeout: 1 });
+    let g = gateway(&format!("https://localhost:{}#127.0.0.1", front.addr.port()), "");
+    for i in 0..12 {
+        assert_eq!(udp(g.addr, &format!("goaway-{i}.example"), A).ips(), ["192.0.2.24"]);
+    }
+    // nginx sends GOAWAY after every fifth request: the rest go on a new connection.
+    let u = upstream_report(&g);
+    assert_eq!((u.handshakes, u.answers, u.timeouts, u.errors), (3, 12, 0, 0), "{u:?}");
+    // Many at once: streams nginx will not take after its GOAWAY go again elsewhere.
+    many_at_once(&g, "burst-", 8, 5, "192.0.2.24");
+    let u = upstream_report(&g);
+    assert_eq!((u.answers, u.timeouts, u.errors), (52, 0, 0), "{u:?}");
+    assert_eq!(front.requests().len(), 52, "each request processed once");
+    // Idle for longer than nginx keeps a connection: made again at the next query.
+    wait_for("nginx to close the idle connection", Duration::from_secs(10), || upstream_report(&g).state == "idle");
+    let before = upstream_report(&g).handshakes;
+    assert_eq!(udp(g.addr, "after-idle.example", A).ips(), ["192.0.2.24"]);
+    let u = upstream_report(&g);
+    assert_eq!((u.handshakes, u.timeouts, u.errors), (before + 1, 0, 0), "{u:?}");
+}
+
+#[test]
+fn a_reply_that_is_not_a_dns_message_is_refused_and_fallback_only_when_configured() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 25));
+    let dnsdist = Dnsdist::start_plain_doh(backend.addr);
+    let h2 = Nginx::start(dnsdist.addr, Front { http2: true, keepalive_requests: 1000, keepalive_timeout: 60 });
+    let h1 = Nginx::start(dnsdist.addr, Front { http2: false, keepalive_requests: 1000, keepalive_timeout: 60 });
+    // A 200 with an HTML page (a captive portal, a proxy's error page), over HTTP/2.
+    let g = gateway(&format!("https://localhost:{}/wrong-type#127.0.0.1", h2.addr.port()), "");
+    assert_eq!(udp(g.addr, "html.example", A).rcode, RCODE::ServerFailure);
+    assert!(g.wait_log("a reply that is not application/dns-message", Duration::from_secs(5)), "{}", g.log());
+    let u = upstream_report(&g);
+    assert!(u.errors >= 1 && u.answers == 0, "{u:?}");
+    assert_eq!(u.handshakes, 1, "the connection stays: the server is fine, its answer is not");
+    drop(g);
+    // A 404 over HTTP/1.1.
+    let g = gateway(&format!("https://localhost:{}/no-such-path#127.0.0.1", h1.addr.port()), "");
+    assert_eq!(udp(g.addr, "missing.example", A).rcode, RCODE::ServerFailure);
+    assert!(g.wait_log("HTTP status 404", Duration::from_secs(5)), "{}", g.log());
+    drop(g);
+    // With a fallback, it answers instead.
+    let fallback = Upstream::start(Ipv4Addr::new(198, 51, 100, 25));
+    let g = gateway(
+        &format!("https://localhost:{}/wrong-type#127.0.0.1", h2.addr.port()),
+        &format!("\tlist fallback '{}'\n", fallback.addr),
+    );
+    assert_eq!(udp(g.addr, "html-fallback.example", A).ips(), ["198.51.100.25"]);
+    assert_eq!(backend.seen("html-fallback.example") + backend.seen("html.example"), 0);
 }

@@ -1,5 +1,6 @@
-//! DNS over TLS servers for the encrypted-upstream tests: the real Unbound
-//! (Debian's build) serving DoT in front of the tests' fake upstream, and
+//! DNS over TLS and over HTTPS servers for the encrypted-upstream tests:
+//! the real Unbound (Debian's build) serving DoT or DoH (HTTP/2 only) in
+//! front of the tests' fake upstream, dnsdist (DoT, DoH with h2o), and
 //! a scripted DoT server (rustls) for behaviour Unbound cannot be made to
 //! show on demand: replies in reverse order, a connection closed with a
 //! query outstanding, a server that stops answering.
@@ -33,6 +34,15 @@ impl Unbound {
     }
 
     pub fn start_with(forward: SocketAddr, extra: &str, cert: &Path, key: &Path) -> Unbound {
+        Unbound::serve("tls-port", forward, extra, cert, key)
+    }
+
+    /// Unbound serving DNS over HTTPS (HTTP/2 only, path /dns-query).
+    pub fn start_doh(forward: SocketAddr) -> Unbound {
+        Unbound::serve("https-port", forward, "", &tls_dir().join("server.pem"), &tls_dir().join("server.key"))
+    }
+
+    fn serve(port_option: &str, forward: SocketAddr, extra: &str, cert: &Path, key: &Path) -> Unbound {
         let dir = TempDir::new();
         let port = free_port();
         let conf = dir.file(
@@ -40,7 +50,7 @@ impl Unbound {
             &format!(
                 "server:\n\
                  \tinterface: 127.0.0.1@{port}\n\
-                 \ttls-port: {port}\n\
+                 \t{port_option}: {port}\n\
                  \ttls-service-key: \"{key}\"\n\
                  \ttls-service-pem: \"{cert}\"\n\
                  \tdo-daemonize: no\n\
@@ -88,7 +98,7 @@ impl Unbound {
             .expect("unbound (Debian package unbound) is needed for these tests");
         self.child = Some(child);
         let addr = self.addr;
-        wait_for("unbound's TLS port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
+        wait_for("unbound's port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
     }
 
     /// Restarts it on the same port with another certificate.
@@ -126,18 +136,36 @@ pub struct Dnsdist {
 }
 
 impl Dnsdist {
+    /// DNS over TLS.
     pub fn start(backend: SocketAddr) -> Dnsdist {
+        Dnsdist::serve(backend, "addTLSLocal(\"127.0.0.1:{port}\", \"{cert}\", \"{key}\")")
+    }
+
+    /// DNS over HTTPS (h2o: HTTP/2 or HTTP/1.1, as ALPN picks), path /dns-query.
+    pub fn start_doh(backend: SocketAddr) -> Dnsdist {
+        Dnsdist::serve(backend, "addDOHLocal(\"127.0.0.1:{port}\", \"{cert}\", \"{key}\", \"/dns-query\")")
+    }
+
+    /// DNS over plain HTTP/1.1 (for a TLS proxy in front), path /dns-query.
+    pub fn start_plain_doh(backend: SocketAddr) -> Dnsdist {
+        Dnsdist::serve(backend, "addDOHLocal(\"127.0.0.1:{port}\", nil, nil, \"/dns-query\")")
+    }
+
+    /// `listen` is the Lua line of the listener, with `{port}`, `{cert}` and `{key}` filled in.
+    fn serve(backend: SocketAddr, listen: &str) -> Dnsdist {
         let dir = TempDir::new();
         let (plain, port) = (free_port(), free_port());
+        let listen = listen
+            .replace("{port}", &port.to_string())
+            .replace("{cert}", &tls_dir().join("server.pem").to_string_lossy())
+            .replace("{key}", &tls_dir().join("server.key").to_string_lossy());
         let conf = dir.file(
             "dnsdist.conf",
             &format!(
                 "setLocal(\"127.0.0.1:{plain}\")\n\
-                 addTLSLocal(\"127.0.0.1:{port}\", \"{cert}\", \"{key}\")\n\
+                 {listen}\n\
                  newServer({{address=\"{backend}\"}})\n\
                  setSecurityPollSuffix(\"\")\n",
-                cert = tls_dir().join("server.pem").display(),
-                key = tls_dir().join("server.key").display(),
             ),
         );
         let child = Command::new("dnsdist")
@@ -149,7 +177,7 @@ impl Dnsdist {
             .spawn()
             .expect("dnsdist (Debian package dnsdist) is needed for these tests");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        wait_for("dnsdist's TLS port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
+        wait_for("dnsdist's port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
         Dnsdist { child, addr, dir }
     }
 }
