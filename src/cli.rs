@@ -533,7 +533,7 @@ fn stats_text(r: &Report) -> String {
             "upstream     {}: {}{}{} answers, {} timeouts, {} errors, {} ignored replies, avg {} us",
             u.addr,
             if u.down { "DOWN (probed every 30 s), " } else { "" },
-            if u.transport == "tls" { format!("{}, {} handshakes, ", u.state, u.handshakes) } else { String::new() },
+            if u.transport != "udp" { format!("{}, {} handshakes, ", u.state, u.handshakes) } else { String::new() },
             u.answers,
             u.timeouts,
             u.errors,

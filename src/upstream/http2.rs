@@ -96,7 +96,9 @@ pub struct Session {
     /// The server lowered its HPACK table below the default: our next
     /// header block must say so (RFC 7541 §4.2), though we never index.
     table_update: Option<usize>,
-    scratch: Vec<u8>,
+    /// Reused for each request's header block and path.
+    block_out: Vec<u8>,
+    path: Vec<u8>,
 }
 
 impl Session {
@@ -120,7 +122,8 @@ impl Session {
             block: Vec::new(),
             unacknowledged: 0,
             table_update: None,
-            scratch: Vec::new(),
+            block_out: Vec::new(),
+            path: Vec::new(),
         }
     }
 
@@ -141,7 +144,7 @@ impl Session {
         if self.next_stream > LAST_STREAM {
             self.draining = true;
         }
-        let block = &mut self.scratch;
+        let block = &mut self.block_out;
         block.clear();
         if let Some(size) = self.table_update.take() {
             hpack::put_table_size(block, size);
@@ -149,9 +152,9 @@ impl Session {
         hpack::put_indexed(block, hpack::index::METHOD_GET);
         hpack::put_indexed(block, hpack::index::SCHEME_HTTPS);
         hpack::put_literal(block, hpack::index::AUTHORITY, &[target.authority.as_bytes()]);
-        let mut path = Vec::with_capacity(target.path.len() + 5 + query.len() * 4 / 3 + 3);
-        target.put_path(query, &mut path);
-        hpack::put_literal(block, hpack::index::PATH, &[&path]);
+        self.path.clear();
+        target.put_path(query, &mut self.path);
+        hpack::put_literal(block, hpack::index::PATH, &[&self.path]);
         hpack::put_literal(block, hpack::index::ACCEPT, &[https::DNS_MESSAGE.as_bytes()]);
         put_frame_header(out, block.len(), frame::HEADERS, flag::END_HEADERS | flag::END_STREAM, stream);
         out.extend_from_slice(block);
