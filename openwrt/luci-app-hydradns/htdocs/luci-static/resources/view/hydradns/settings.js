@@ -79,12 +79,12 @@ return view.extend({
 		o.placeholder = '0';
 
 		o = s.taboption('upstream', form.DynamicList, 'upstream', _('Upstream resolvers'),
-			_('IP[:PORT], or tls://NAME[:PORT][#IP] for DNS over TLS (the certificate must carry NAME); none: the WAN\'s, from the resolv file'));
+			_('IP[:PORT], tls://NAME[:PORT][#IP] for DNS over TLS or https://NAME[:PORT]/PATH[#IP] for DNS over HTTPS (the certificate must carry NAME); none: the WAN\'s, from the resolv file'));
 		o.placeholder = 'tls://dns.quad9.net#9.9.9.9';
 		o = s.taboption('upstream', form.DynamicList, 'fallback', _('Fallback resolvers'),
 			_('plain IP[:PORT], asked only when every upstream failed; none: nothing is ever sent in clear'));
 		o = s.taboption('upstream', form.DynamicList, 'bootstrap', _('Bootstrap resolvers'),
-			_('plain IP[:PORT] that find the addresses of tls:// names; none: the WAN\'s'));
+			_('plain IP[:PORT] that find the addresses of tls:// and https:// names; none: the WAN\'s'));
 		o = s.taboption('upstream', form.ListValue, 'upstream_strategy', _('Strategy'));
 		o.rmempty = false;
 		o.value('failover');
