@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Misses over DNS over TLS beside the same misses in plain.
+"""Misses over DNS over TLS and over HTTPS beside the same misses in plain.
 
 One Unbound answers every name under bench.example from local data (no
-recursion, no network), on a plain port and on a DoT port. HydraDNS sends
-every query upstream (each name is new) to that Unbound, in plain or over
-TLS, and dnsperf asks at a fixed 100 QPS. Rounds alternate the two
-transports. Per transport, the median over rounds of:
+recursion, no network), on a plain port, a DoT port and a DoH port
+(HTTP/2). HydraDNS sends every query upstream (each name is new) to that
+Unbound, in plain, over TLS or over HTTPS, and dnsperf asks at a fixed
+100 QPS. Rounds alternate the transports. Per transport, the median over
+rounds of:
 
 - latency: dnsperf's average per query, the gateway's and Unbound's work and
-  the transport's included; the difference is what TLS adds to a miss;
-- CPU µs per miss: the gateway's (from /proc/PID/stat), not Unbound's;
+  the transport's included; the difference is what encryption adds to a miss;
+- CPU µs per miss: the gateway's (from /proc/PID/task/*/schedstat), and
+  Unbound's beside it: what the server spends on each transport, which no
+  forwarder can remove;
 - handshakes per 10,000 misses, from the gateway's own stats, which must
   also count every query dnsperf sent as an upstream answer;
-- RSS after the round, and (last) with four encrypted upstreams in use.
+- RSS after the round, and (last) with four encrypted upstreams in use
+  (two DoT, two DoH).
 
     bench/encrypted.py --hydradns BIN [--rounds 3] [--secs 30]
 """
@@ -28,7 +32,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TLS = os.path.join(HERE, "..", "tests", "data", "tls")
-PLAIN_PORT, DOT_PORT, LISTEN = 5391, 5392, 5393
+PLAIN_PORT, DOT_PORT, LISTEN, DOH_PORT = 5391, 5392, 5393, 5394
+UPSTREAM = {
+    "plain": f"127.0.0.1:{PLAIN_PORT}",
+    "tls": f"tls://localhost:{DOT_PORT}#127.0.0.1",
+    "https": f"https://localhost:{DOH_PORT}/dns-query#127.0.0.1",
+}
+NAME = {"plain": "plain UDP", "tls": "DNS over TLS", "https": "DNS over HTTPS (HTTP/2)"}
 
 
 def unbound(work):
@@ -40,7 +50,10 @@ def unbound(work):
 \tinterface: 127.0.0.2@{DOT_PORT}
 \tinterface: 127.0.0.3@{DOT_PORT}
 \tinterface: 127.0.0.4@{DOT_PORT}
+\tinterface: 127.0.0.1@{DOH_PORT}
+\tinterface: 127.0.0.2@{DOH_PORT}
 \ttls-port: {DOT_PORT}
+\thttps-port: {DOH_PORT}
 \ttls-service-key: "{TLS}/server.key"
 \ttls-service-pem: "{TLS}/server.pem"
 \tdo-daemonize: no
@@ -135,17 +148,16 @@ def dnsperf(datafile, secs, qps):
     return r
 
 
-def round_of(binary, work, transport, secs, qps, start):
-    up = f"127.0.0.1:{PLAIN_PORT}" if transport == "plain" else f"tls://localhost:{DOT_PORT}#127.0.0.1"
-    p, conf = gateway(binary, work, [up])
+def round_of(binary, work, transport, secs, qps, start, server_pid):
+    p, conf = gateway(binary, work, [UPSTREAM[transport]])
     try:
         data = os.path.join(work, "names.txt")
         names(data, start, 200)
         dnsperf(data, 2, qps)  # warm: the connection is made here
         names(data, start + 200, secs * qps + 100)
-        before, t0 = stats(binary, conf), thread_ns(p.pid)
+        before, t0, s0 = stats(binary, conf), thread_ns(p.pid), cpu_ms(server_pid)
         r = dnsperf(data, secs, qps)
-        t1, after = thread_ns(p.pid), stats(binary, conf)
+        t1, after, s1 = thread_ns(p.pid), stats(binary, conf), cpu_ms(server_pid)
         cpu0, cpu1 = sum(t0.values()) / 1e6, sum(t1.values()) / 1e6
         u0, u1 = before["upstreams"][0], after["upstreams"][0]
         answers = u1["answers"] - u0["answers"]
@@ -157,6 +169,7 @@ def round_of(binary, work, transport, secs, qps, start):
         return {
             "latency_us": r["avg_us"],
             "cpu_us": (cpu1 - cpu0) * 1000 / answers,
+            "server_cpu_us": (s1 - s0) * 1000 / answers,
             "handshakes_per_10k": (u1.get("handshakes", 0) - u0.get("handshakes", 0)) * 10000 / answers,
             "rss_kib": rss_kib(p.pid),
             "misses": answers,
@@ -203,7 +216,8 @@ def direct(transport, n=1500, qps=100):
 
 
 def four_upstreams(binary, work):
-    ups = [f"tls://localhost:{DOT_PORT}#127.0.0.{i}" for i in range(1, 5)]
+    ups = [f"tls://localhost:{DOT_PORT}#127.0.0.{i}" for i in range(1, 3)]
+    ups += [f"https://localhost:{DOH_PORT}/dns-query#127.0.0.{i}" for i in range(1, 3)]
     p, conf = gateway(binary, work, ups, strategy="random")
     try:
         data = os.path.join(work, "names4.txt")
@@ -227,11 +241,11 @@ def main():
     work = tempfile.mkdtemp(prefix="hydradns-encrypted-")
     ub = unbound(work)
     try:
-        results = {"plain": [], "tls": []}
+        results = {t: [] for t in UPSTREAM}
         start = 0
         for _ in range(args.rounds):
-            for t in ("plain", "tls"):
-                results[t].append(round_of(args.hydradns, work, t, args.secs, args.qps, start))
+            for t in UPSTREAM:
+                results[t].append(round_of(args.hydradns, work, t, args.secs, args.qps, start, ub.pid))
                 start += 1_000_000
         rss4, connected = four_upstreams(args.hydradns, work)
         alone = {t: direct(t) for t in ("plain", "tls")}
@@ -241,13 +255,13 @@ def main():
     med = {t: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for t, rs in results.items()}
     print(f"Misses at {args.qps} QPS, {args.rounds} rounds of {args.secs} s, medians "
           f"(every name new; Unbound answers from local data on the same machine)\n")
-    print("| upstream | latency per miss | added by TLS | gateway CPU per miss | handshakes per 10,000 misses | RSS |")
-    print("|---|---|---|---|---|---|")
-    for t in ("plain", "tls"):
+    print("| upstream | latency per miss | added | gateway CPU per miss | Unbound CPU per miss | "
+          "handshakes per 10,000 misses | RSS |")
+    print("|---|---|---|---|---|---|---|")
+    for t in UPSTREAM:
         m = med[t]
-        added = f"{m['latency_us'] - med['plain']['latency_us']:+.0f} µs" if t == "tls" else ""
-        name = "plain UDP" if t == "plain" else "DNS over TLS"
-        print(f"| {name} | {m['latency_us']:.0f} µs | {added} | {m['cpu_us']:.1f} µs | "
+        added = f"{m['latency_us'] - med['plain']['latency_us']:+.0f} µs" if t != "plain" else ""
+        print(f"| {NAME[t]} | {m['latency_us']:.0f} µs | {added} | {m['cpu_us']:.1f} µs | {m['server_cpu_us']:.1f} µs | "
               f"{m['handshakes_per_10k']:.2f} | {m['rss_kib'] / 1024:.1f} MiB |")
     print(f"\nUnbound alone, asked directly (median of 1,500 at 100 QPS): {alone['plain']:.0f} µs over UDP, "
           f"{alone['tls']:.0f} µs over DoT: {alone['tls'] - alone['plain']:+.0f} µs is the server's and the kernel's part.")
