@@ -13,6 +13,8 @@ rounds of:
 - CPU µs per miss: the gateway's (from /proc/PID/task/*/schedstat), and
   Unbound's beside it: what the server spends on each transport, which no
   forwarder can remove;
+- wake-ups per miss: the context switches of all the gateway's threads
+  (a count, steadier than the times on a VM);
 - handshakes per 10,000 misses, from the gateway's own stats, which must
   also count every query dnsperf sent as an upstream answer;
 - RSS after the round, and (last) with four encrypted upstreams in use
@@ -121,6 +123,17 @@ def thread_ns(pid):
     return out
 
 
+def switches(pid):
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
@@ -155,9 +168,9 @@ def round_of(binary, work, transport, secs, qps, start, server_pid):
         names(data, start, 200)
         dnsperf(data, 2, qps)  # warm: the connection is made here
         names(data, start + 200, secs * qps + 100)
-        before, t0, s0 = stats(binary, conf), thread_ns(p.pid), cpu_ms(server_pid)
+        before, t0, s0, w0 = stats(binary, conf), thread_ns(p.pid), cpu_ms(server_pid), switches(p.pid)
         r = dnsperf(data, secs, qps)
-        t1, after, s1 = thread_ns(p.pid), stats(binary, conf), cpu_ms(server_pid)
+        t1, after, s1, w1 = thread_ns(p.pid), stats(binary, conf), cpu_ms(server_pid), switches(p.pid)
         cpu0, cpu1 = sum(t0.values()) / 1e6, sum(t1.values()) / 1e6
         u0, u1 = before["upstreams"][0], after["upstreams"][0]
         answers = u1["answers"] - u0["answers"]
@@ -170,6 +183,7 @@ def round_of(binary, work, transport, secs, qps, start, server_pid):
             "latency_us": r["avg_us"],
             "cpu_us": (cpu1 - cpu0) * 1000 / answers,
             "server_cpu_us": (s1 - s0) * 1000 / answers,
+            "wakeups": (w1 - w0) / answers,
             "handshakes_per_10k": (u1.get("handshakes", 0) - u0.get("handshakes", 0)) * 10000 / answers,
             "rss_kib": rss_kib(p.pid),
             "misses": answers,
@@ -256,12 +270,12 @@ def main():
     print(f"Misses at {args.qps} QPS, {args.rounds} rounds of {args.secs} s, medians "
           f"(every name new; Unbound answers from local data on the same machine)\n")
     print("| upstream | latency per miss | added | gateway CPU per miss | Unbound CPU per miss | "
-          "handshakes per 10,000 misses | RSS |")
-    print("|---|---|---|---|---|---|---|")
+          "gateway wake-ups per miss | handshakes per 10,000 misses | RSS |")
+    print("|---|---|---|---|---|---|---|---|")
     for t in UPSTREAM:
         m = med[t]
         added = f"{m['latency_us'] - med['plain']['latency_us']:+.0f} µs" if t != "plain" else ""
-        print(f"| {NAME[t]} | {m['latency_us']:.0f} µs | {added} | {m['cpu_us']:.1f} µs | {m['server_cpu_us']:.1f} µs | "
+        print(f"| {NAME[t]} | {m['latency_us']:.0f} µs | {added} | {m['cpu_us']:.1f} µs | {m['server_cpu_us']:.1f} µs | {m['wakeups']:.2f} | "
               f"{m['handshakes_per_10k']:.2f} | {m['rss_kib'] / 1024:.1f} MiB |")
     print(f"\nUnbound alone, asked directly (median of 1,500 at 100 QPS): {alone['plain']:.0f} µs over UDP, "
           f"{alone['tls']:.0f} µs over DoT: {alone['tls'] - alone['plain']:+.0f} µs is the server's and the kernel's part.")

@@ -1,18 +1,24 @@
-//! The connections' thread: every encrypted upstream's connection lives on
-//! one thread, started at the first encrypted query, that waits in its own
-//! `epoll` on their sockets and on a doorbell (an eventfd) for commands:
-//! queries from any thread, connections made, links gone. Timers are the
-//! `epoll_wait` timeout, the nearest connection deadline. With nothing in
-//! flight and no connection open it waits without a timeout: an idle
-//! gateway does not wake.
+//! The connections' thread: every encrypted upstream's connection is
+//! watched by one thread, started with the first encrypted upstream, that
+//! waits in its own `epoll` on their sockets and on a doorbell (an eventfd)
+//! for commands: links new and gone, connections made. It reads the
+//! replies and hands each to its query's thread. Queries are not handed to
+//! it: the thread that has one writes it on the connection itself, under
+//! the link's lock (`LinkInner::connection`), so an encrypted miss costs
+//! one wake-up of this thread (for the reply) and one of the receive
+//! thread's, as a plain miss costs one. Timers are the `epoll_wait`
+//! timeout: the nearest connection deadline, looked at every 5 s at most
+//! while a connection is open (a query written by another thread starts
+//! its 15 s no-reply clock without waking this one). With no connection
+//! open it waits without a timeout: an idle gateway does not wake.
 //!
 //! One thread rather than a connection per receive thread: one connection
 //! per server, so one handshake and one TLS session, whichever thread a miss
-//! arrives on. An encrypted miss costs two thread wake-ups (this thread's,
-//! and the receive thread's for the reply) against a plain miss's one.
-//! (The first version ran the connections as async-io tasks; the reactor's
-//! shared epoll cost 8 `epoll_ctl`, 2 `timerfd_settime` and a futex per miss
-//! and about 180 µs of CPU: see bench/encrypted.py in docs/benchmarks.md.)
+//! arrives on. (The first version ran the connections as async-io tasks;
+//! the reactor's shared epoll cost 8 `epoll_ctl`, 2 `timerfd_settime` and a
+//! futex per miss and about 180 µs of CPU; the second handed every query to
+//! this thread through its doorbell, a second wake-up per miss: see
+//! bench/encrypted.py in docs/benchmarks.md.)
 //!
 //! Also here: what connections need from the config (the TLS client
 //! settings, the bootstrap resolvers), swapped in whenever a config loads.
@@ -32,20 +38,32 @@ use rustls::ClientConfig;
 use super::Server;
 use super::bootstrap::Addresses;
 use super::clock::ClockGate;
-use super::tls::{Conn, Connection, Failure, LinkInner, Request};
+use super::tls::{Conn, Failure, LinkInner};
 use crate::config::Config;
 
 /// What connections read when they connect.
 static CONTEXT: ArcSwapOption<Context> = ArcSwapOption::const_empty();
-/// The connections' thread's commands (`None`: the eventfd could not be made).
-static COMMANDS: OnceLock<Option<Mailbox<Command>>> = OnceLock::new();
+/// The connections' thread, started at the first link (`None`: it could not be).
+static THREAD: OnceLock<Option<&'static Thread>> = OnceLock::new();
 /// The doorbell's token in the thread's epoll set; connections use their link's id (from 1).
 const DOORBELL: u64 = 0;
+/// While a connection is open, the thread looks at deadlines at least this
+/// often: queries written by other threads start a connection's 15 s
+/// no-reply clock without waking it.
+const LOOK_EVERY: Duration = Duration::from_secs(5);
+
+/// What every thread shares with the connections' thread.
+struct Thread {
+    commands: Mailbox<Command>,
+    /// The connections' sockets (and the doorbell): any thread may change
+    /// a socket's interest in it while holding the socket's link.
+    epoll: OwnedFd,
+}
 
 /// What the connections' thread is asked to do.
 pub enum Command {
-    /// Send a query over a link's connection.
-    Query(Arc<LinkInner>, Request),
+    /// Watch a new link's connection.
+    Watch(Arc<LinkInner>),
     /// A connector thread finished for link `u64`; the addresses come back.
     Connected(u64, Box<(Result<Conn, Failure>, Addresses)>),
     /// Link `u64` left the config.
@@ -100,43 +118,47 @@ impl<T> Mailbox<T> {
     }
 }
 
+/// The connections' thread, started the first time it is needed.
+fn thread() -> Option<&'static Thread> {
+    *THREAD.get_or_init(|| start().map_err(|e| log::error!("cannot start the encrypted upstreams' thread: {e}")).ok())
+}
+
+fn start() -> io::Result<&'static Thread> {
+    let commands = Mailbox::new()?;
+    let epoll = epoll::create(CreateFlags::CLOEXEC)?;
+    epoll::add(&epoll, commands.fd(), EventData::new_u64(DOORBELL), EventFlags::IN)?;
+    // Made once and kept for the process's life, by the thread and every link.
+    let t: &'static Thread = Box::leak(Box::new(Thread { commands, epoll }));
+    std::thread::Builder::new().name("hydradns-tls".into()).spawn(move || serve(t))?;
+    Ok(t)
+}
+
 /// Hands `command` to the connections' thread, starting it the first
 /// time. False if there is no such thread (no eventfd, no thread).
 pub fn post(command: Command) -> bool {
-    let Some(commands) = COMMANDS.get_or_init(|| Mailbox::new().ok()).as_ref() else {
-        return false;
-    };
-    static STARTED: OnceLock<bool> = OnceLock::new();
-    let started = STARTED.get_or_init(|| {
-        let thread = std::thread::Builder::new().name("hydradns-tls".into()).spawn(move || serve(commands));
-        if let Err(e) = &thread {
-            log::error!("cannot start the encrypted upstreams' thread: {e}");
-        }
-        thread.is_ok()
-    });
-    *started && commands.push(command)
+    thread().is_some_and(|t| t.commands.push(command))
 }
 
-/// The connections' thread.
-fn serve(commands: &'static Mailbox<Command>) {
-    let epoll = match epoll::create(CreateFlags::CLOEXEC) {
-        Ok(e) => e,
-        Err(e) => return log::error!("encrypted upstreams: cannot create an epoll set: {e}"),
-    };
-    if let Err(e) = epoll::add(&epoll, commands.fd(), EventData::new_u64(DOORBELL), EventFlags::IN) {
-        return log::error!("encrypted upstreams: cannot watch the doorbell: {e}");
-    }
-    let mut links: FxHashMap<u64, Connection> = FxHashMap::default();
+/// The connections' epoll set, for a thread writing on a connection.
+pub fn epoll() -> Option<&'static OwnedFd> {
+    thread().map(|t| &t.epoll)
+}
+
+/// The connections' thread: reads replies, makes connections it is told
+/// were made, closes idle and silent ones.
+fn serve(t: &'static Thread) {
+    let epoll = &t.epoll;
+    let mut links: FxHashMap<u64, Arc<LinkInner>> = FxHashMap::default();
     let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; 32];
     let mut taken = Vec::new();
     loop {
         let now = Instant::now();
-        let timeout = links.values().filter_map(Connection::deadline).min().map(|at| {
+        let timeout = links.values().filter_map(|l| l.connection.lock().ok()?.deadline()).min().map(|at| {
             // Rounded up: waking a hair early would only wait again.
-            let d = at.saturating_duration_since(now) + Duration::from_millis(1);
+            let d = at.saturating_duration_since(now).min(LOOK_EVERY) + Duration::from_millis(1);
             Timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ }
         });
-        let n = match epoll::wait(&epoll, &mut events[..], timeout.as_ref()) {
+        let n = match epoll::wait(epoll, &mut events[..], timeout.as_ref()) {
             Ok(n) => n,
             Err(rustix::io::Errno::INTR) => 0,
             Err(e) => return log::error!("encrypted upstreams: epoll failed: {e}"),
@@ -144,38 +166,41 @@ fn serve(commands: &'static Mailbox<Command>) {
         for ev in &events[..n] {
             match ev.data.u64() {
                 DOORBELL => {
-                    commands.take(&mut taken);
+                    t.commands.take(&mut taken);
                     for command in taken.drain(..) {
                         match command {
-                            Command::Query(link, request) => {
-                                links.entry(link.id).or_insert_with(|| Connection::new(link)).query(&epoll, request)
+                            Command::Watch(link) => {
+                                links.insert(link.id, link);
                             }
                             Command::Connected(id, done) => {
-                                if let Some(c) = links.get_mut(&id) {
+                                if let Some(mut c) = links.get(&id).and_then(|l| l.connection.lock().ok()) {
                                     let (result, addrs) = *done;
-                                    c.connected(&epoll, result, addrs);
+                                    c.connected(epoll, result, addrs);
                                 }
                             }
                             Command::Gone(id) => {
-                                if let Some(c) = links.get_mut(&id) {
-                                    c.gone(&epoll);
+                                if let Some(mut c) = links.get(&id).and_then(|l| l.connection.lock().ok()) {
+                                    c.gone(epoll);
                                 }
                             }
                         }
                     }
                 }
                 id => {
-                    if let Some(c) = links.get_mut(&id) {
-                        c.ready(&epoll);
+                    if let Some(mut c) = links.get(&id).and_then(|l| l.connection.lock().ok()) {
+                        c.ready(epoll);
                     }
                 }
             }
         }
         let now = Instant::now();
-        for c in links.values_mut() {
-            c.expire(&epoll, now);
-        }
-        links.retain(|_, c| !c.finished());
+        links.retain(|_, l| match l.connection.lock() {
+            Ok(mut c) => {
+                c.expire(epoll, now);
+                !c.finished()
+            }
+            Err(_) => false,
+        });
     }
 }
 

@@ -2,9 +2,11 @@
 //! kept open and shared by every query to it, carrying DNS over TLS
 //! (RFC 7858) or DNS over HTTPS (RFC 8484, [`super::https`]).
 //!
-//! The connections' thread ([`super::runtime`]) owns them all. Queries
-//! reach it through its command queue; a connection writes them as they
-//! come, each under a key of its own: for DoT a message ID (pipelined,
+//! Each link's [`Connection`] sits behind a lock: the thread with a query
+//! writes it there (or queues it until the connection is made), and the
+//! connections' thread ([`super::runtime`]) reads the replies and keeps
+//! the deadlines. Queries are written as they come, each under a key of
+//! its own: for DoT a message ID (pipelined,
 //! RFC 7766 §6.2.1.1), for DoH an HTTP/2 stream (many at once) or the one
 //! HTTP/1.1 request in flight (ID 0 on the wire). It hands each reply back
 //! to its query by that key, in whatever order the server answers, with
@@ -28,7 +30,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read as _, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -98,6 +100,8 @@ pub struct Shared {
     pub handshakes: AtomicU64,
     /// Replies whose ID matched no outstanding query.
     pub stray: AtomicU64,
+    /// Queries handed over and not yet answered or failed (≤ [`IN_HAND`]).
+    in_hand: AtomicUsize,
     state: AtomicU8,
     /// The address connected to last.
     peer: Mutex<Option<SocketAddr>>,
@@ -171,23 +175,27 @@ pub type Delivery = (u32, u16, Option<Vec<u8>>);
 /// plain one does.
 pub type Inbox = runtime::Mailbox<Delivery>;
 
-/// What the connections' thread knows of a link.
-#[derive(Debug)]
+/// A link's connection, shared by the threads that write queries on it
+/// and the connections' thread, which reads the replies and keeps time.
 pub struct LinkInner {
     /// Unique for the process: the connection's key and epoll token.
     pub id: u64,
-    endpoint: Arc<Endpoint>,
-    shared: Arc<Shared>,
-    /// Queries handed over and not yet answered or failed (≤ [`IN_HAND`]).
-    in_hand: AtomicUsize,
+    pub connection: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for LinkInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "link {}", self.id)
+    }
 }
 
 /// An encrypted upstream's end of its connection.
 #[derive(Debug)]
 pub struct Link {
     inner: Arc<LinkInner>,
-    /// A query has been handed over: the thread knows this link.
-    used: AtomicBool,
+    endpoint: Arc<Endpoint>,
+    /// The connections' thread knows this link (it could be started).
+    known: bool,
     /// Counters and state the connection keeps.
     pub shared: Arc<Shared>,
 }
@@ -197,19 +205,20 @@ impl Link {
     pub fn new(endpoint: Arc<Endpoint>) -> Link {
         static IDS: AtomicU64 = AtomicU64::new(1);
         let shared = Arc::new(Shared::default());
-        let inner = Arc::new(LinkInner {
-            id: IDS.fetch_add(1, Relaxed),
-            endpoint,
-            shared: shared.clone(),
-            in_hand: AtomicUsize::new(0),
-        });
-        Link { inner, used: AtomicBool::new(false), shared }
+        let id = IDS.fetch_add(1, Relaxed);
+        let connection = Mutex::new(Connection::new(id, endpoint.clone(), shared.clone()));
+        let inner = Arc::new(LinkInner { id, connection });
+        // The connections' thread learns of the link before any of its
+        // sockets can be in that thread's epoll set. (It waits without a
+        // timer while no connection is open: an unused link costs nothing.)
+        let known = runtime::post(Command::Watch(inner.clone()));
+        Link { inner, endpoint, known, shared }
     }
 
     /// The address the link connects to, for the query log: the last
     /// connected, else the first pinned (unspecified while neither is known).
     pub fn peer(&self) -> SocketAddr {
-        let endpoint = &self.inner.endpoint;
+        let endpoint = &self.endpoint;
         self.shared.peer().unwrap_or_else(|| {
             SocketAddr::new(endpoint.pins.first().copied().unwrap_or(IpAddr::from([0, 0, 0, 0])), endpoint.port)
         })
@@ -231,20 +240,23 @@ impl Link {
         self.submit(query, ReplyTo::Inbox(inbox.clone(), port, id))
     }
 
-    /// Hands `query`, padded, to the connections' thread.
+    /// Writes `query`, padded, on the connection from the calling thread
+    /// (or queues it there until the connection is made): no hand-off to
+    /// the connections' thread, which only reads replies and keeps time.
     fn submit(&self, query: &[u8], reply: ReplyTo) -> Result<(), TryError> {
-        if self.inner.in_hand.fetch_add(1, Relaxed) >= IN_HAND {
-            self.inner.in_hand.fetch_sub(1, Relaxed);
+        let in_hand = &self.shared.in_hand;
+        if in_hand.fetch_add(1, Relaxed) >= IN_HAND {
+            in_hand.fetch_sub(1, Relaxed);
             return Err(TryError::Io);
         }
+        let epoll = runtime::epoll();
+        let (true, Some(epoll), Ok(mut connection)) = (self.known, epoll, self.inner.connection.lock()) else {
+            in_hand.fetch_sub(1, Relaxed);
+            return Err(TryError::Io);
+        };
         let mut query = query.to_vec();
         super::padding::pad(&mut query);
-        self.used.store(true, Relaxed);
-        let request = Request { query, reply, retried: false };
-        if !runtime::post(Command::Query(self.inner.clone(), request)) {
-            self.inner.in_hand.fetch_sub(1, Relaxed);
-            return Err(TryError::Io);
-        }
+        connection.query(epoll, Request { query, reply, retried: false });
         Ok(())
     }
 }
@@ -252,7 +264,7 @@ impl Link {
 impl Drop for Link {
     fn drop(&mut self) {
         // The server left the config: its connection closes once idle.
-        if self.used.load(Relaxed) {
+        if self.known {
             runtime::post(Command::Gone(self.inner.id));
         }
     }
@@ -520,7 +532,10 @@ struct Outstanding {
 
 /// One upstream's connection as the connections' thread drives it.
 pub struct Connection {
-    link: Arc<LinkInner>,
+    /// The link's id: epoll token and the connector thread's address.
+    id: u64,
+    endpoint: Arc<Endpoint>,
+    shared: Arc<Shared>,
     conn: Option<Conn>,
     framing: Framing,
     /// DoH: where requests go.
@@ -548,12 +563,14 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// The thread's state for `link`, not connected.
-    pub fn new(link: Arc<LinkInner>) -> Connection {
-        let addrs = Some(Addresses::new(&link.endpoint));
-        let target = (link.endpoint.scheme == Scheme::Https).then(|| Target::new(&link.endpoint));
+    /// Link `id`'s connection to `endpoint`, not connected.
+    fn new(id: u64, endpoint: Arc<Endpoint>, shared: Arc<Shared>) -> Connection {
+        let addrs = Some(Addresses::new(&endpoint));
+        let target = (endpoint.scheme == Scheme::Https).then(|| Target::new(&endpoint));
         Connection {
-            link,
+            id,
+            endpoint,
+            shared,
             conn: None,
             framing: Framing::Dot,
             target,
@@ -591,7 +608,7 @@ impl Connection {
 
     /// Answers (or drops) a request and gives its place back.
     fn complete(&self, request: Request, reply: Result<Vec<u8>, TryError>) {
-        self.link.in_hand.fetch_sub(1, Relaxed);
+        self.shared.in_hand.fetch_sub(1, Relaxed);
         request.reply.send(reply);
     }
 
@@ -622,14 +639,14 @@ impl Connection {
     /// Lends the addresses to a connector thread (unless one has them).
     fn start_connecting(&mut self) {
         let Some(mut addrs) = self.addrs.take() else { return };
-        self.link.shared.set(State::Connecting);
-        let link = self.link.clone();
+        self.shared.set(State::Connecting);
+        let (id, endpoint) = (self.id, self.endpoint.clone());
         let started = std::thread::Builder::new().name("hydradns-dot-up".into()).spawn(move || {
-            let result = connect(&link.endpoint, &mut addrs);
-            runtime::post(Command::Connected(link.id, Box::new((result, addrs))));
+            let result = connect(&endpoint, &mut addrs);
+            runtime::post(Command::Connected(id, Box::new((result, addrs))));
         });
         if let Err(e) = started {
-            self.addrs = Some(Addresses::new(&self.link.endpoint));
+            self.addrs = Some(Addresses::new(&self.endpoint));
             self.failed_to_connect(Failure::Io(e));
         }
     }
@@ -641,11 +658,11 @@ impl Connection {
             Ok(c) => c,
             Err(why) => return self.failed_to_connect(why),
         };
-        let token = EventData::new_u64(self.link.id);
+        let token = EventData::new_u64(self.id);
         if let Err(e) = epoll::add(epoll, &conn.sock, token, EventFlags::IN) {
             return self.failed_to_connect(Failure::Io(e.into()));
         }
-        let shared = &self.link.shared;
+        let shared = &self.shared;
         if let Ok(mut p) = shared.peer.lock() {
             *p = Some(conn.peer);
         }
@@ -667,8 +684,8 @@ impl Connection {
 
     /// Whatever waits now would wait for the same failure.
     fn failed_to_connect(&mut self, why: Failure) {
-        self.link.shared.set(State::Failed);
-        report(&self.link.endpoint, &mut self.logged, "cannot connect", &why);
+        self.shared.set(State::Failed);
+        report(&self.endpoint, &mut self.logged, "cannot connect", &why);
         for r in std::mem::take(&mut self.carry) {
             self.complete(r, Err(TryError::Io));
         }
@@ -727,8 +744,7 @@ impl Connection {
         if blocked != self.write_blocked {
             self.write_blocked = blocked;
             let flags = if blocked { EventFlags::IN | EventFlags::OUT } else { EventFlags::IN };
-            epoll::modify(epoll, &conn.sock, EventData::new_u64(self.link.id), flags)
-                .map_err(|e| Failure::Io(e.into()))?;
+            epoll::modify(epoll, &conn.sock, EventData::new_u64(self.id), flags).map_err(|e| Failure::Io(e.into()))?;
         }
         Ok(())
     }
@@ -775,12 +791,12 @@ impl Connection {
                         answered += 1;
                     }
                     None => {
-                        self.link.shared.stray.fetch_add(1, Relaxed);
+                        self.shared.stray.fetch_add(1, Relaxed);
                     }
                 },
                 Event::Refused(key, why) => {
                     if let Some(o) = self.outstanding.remove(&key) {
-                        report(&self.link.endpoint, &mut self.logged, "refused a query", &Failure::Refused(why));
+                        report(&self.endpoint, &mut self.logged, "refused a query", &Failure::Refused(why));
                         self.complete(o.request, Err(TryError::Io));
                         answered += 1;
                     }
@@ -830,7 +846,7 @@ impl Connection {
             let _ = flush(&mut conn.tls, &conn.sock);
             let _ = epoll::delete(epoll, &conn.sock);
         }
-        self.link.shared.set(State::Idle);
+        self.shared.set(State::Idle);
     }
 
     /// The connection ended under its queries: each unanswered one is
@@ -839,7 +855,7 @@ impl Connection {
         if let Some(conn) = self.conn.take() {
             let _ = epoll::delete(epoll, &conn.sock);
         }
-        self.link.shared.set(State::Idle);
+        self.shared.set(State::Idle);
         let mut retry = Vec::new();
         for (_, o) in self.outstanding.drain() {
             let mut r = o.request;
@@ -855,7 +871,7 @@ impl Connection {
             }
         }
         if !matches!(why, Failure::Closed) || !self.carry.is_empty() {
-            report(&self.link.endpoint, &mut self.logged, "connection lost", &why);
+            report(&self.endpoint, &mut self.logged, "connection lost", &why);
         }
         self.pump(epoll);
     }
