@@ -377,3 +377,19 @@ fn a_reply_that_is_not_a_dns_message_is_refused_and_fallback_only_when_configure
     assert_eq!(udp(g.addr, "html-fallback.example", A).ips(), ["198.51.100.25"]);
     assert_eq!(backend.seen("html-fallback.example") + backend.seen("html.example"), 0);
 }
+
+#[test]
+fn a_server_refusing_every_stream_gets_each_query_four_times_at_most() {
+    let server = dot::RefusingDoh::start();
+    let g = gateway(&format!("https://localhost:{}#127.0.0.1", server.port), "");
+    // REFUSED_STREAM means "not processed": sent again, three times at most.
+    assert_eq!(udp(g.addr, "refused-stream.example", A).rcode, RCODE::ServerFailure);
+    wait_for("four requests", Duration::from_secs(5), || server.requests() >= 4);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(server.requests(), 4, "no more after the third re-send");
+    assert_eq!(udp(g.addr, "refused-again.example", A).rcode, RCODE::ServerFailure);
+    wait_for("four more", Duration::from_secs(5), || server.requests() >= 8);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(server.requests(), 8);
+    assert_eq!(upstream_report(&g).handshakes, 1, "the connection itself is fine");
+}

@@ -128,13 +128,20 @@ impl Shared {
     }
 }
 
-/// A query handed to the connections' thread.
+/// A query for a link's connection.
 pub struct Request {
     query: Vec<u8>,
     reply: ReplyTo,
     /// Already written on a connection that ended before the reply.
     retried: bool,
+    /// Times a DoH server said it did not process it (GOAWAY, REFUSED_STREAM):
+    /// it goes again at most [`MAX_UNPROCESSED`] times, so a server that
+    /// refuses everything cannot keep a query going round.
+    unprocessed: u8,
 }
+
+/// Re-sends of one query that a DoH server did not process.
+const MAX_UNPROCESSED: u8 = 3;
 
 /// Where a query's reply goes.
 enum ReplyTo {
@@ -256,7 +263,7 @@ impl Link {
         };
         let mut query = query.to_vec();
         super::padding::pad(&mut query);
-        connection.query(epoll, Request { query, reply, retried: false });
+        connection.query(epoll, Request { query, reply, retried: false, unprocessed: 0 });
         Ok(())
     }
 }
@@ -805,7 +812,12 @@ impl Connection {
                     if let Some(o) = self.outstanding.remove(&key) {
                         let mut r = o.request;
                         r.query[..2].copy_from_slice(&o.id.to_be_bytes());
-                        self.carry.push_front(r);
+                        if r.unprocessed >= MAX_UNPROCESSED || r.reply.is_closed() {
+                            self.complete(r, Err(TryError::Io));
+                        } else {
+                            r.unprocessed += 1;
+                            self.carry.push_front(r);
+                        }
                     }
                 }
             }

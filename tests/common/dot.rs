@@ -376,3 +376,49 @@ pub fn not_valid_until_tomorrow(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     ]);
     (dir.join("ca.pem"), dir.join("future.pem"), dir.join("future.key"))
 }
+
+/// A DoH server scripted with Python's h2 package (tests/scripts/refusing_doh.py)
+/// that answers every request with RST_STREAM REFUSED_STREAM.
+pub struct RefusingDoh {
+    child: Child,
+    pub port: u16,
+    count_file: PathBuf,
+    _dir: TempDir,
+}
+
+impl RefusingDoh {
+    pub fn start() -> RefusingDoh {
+        use std::io::BufRead;
+        let dir = TempDir::new();
+        let count_file = dir.0.join("count");
+        let mut child = Command::new("python3")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/scripts/refusing_doh.py"))
+            .arg(tls_dir().join("server.pem"))
+            .arg(tls_dir().join("server.key"))
+            .arg(&count_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 is needed for this test");
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        let port = line.trim().parse();
+        // Killed on drop from here on, whatever the test does.
+        let mut server = RefusingDoh { child, port: 0, count_file, _dir: dir };
+        server.port = port.expect("refusing_doh.py prints its port (it needs: pip install h2)");
+        server
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> u32 {
+        std::fs::read_to_string(&self.count_file).ok().and_then(|c| c.parse().ok()).unwrap_or(0)
+    }
+}
+
+impl Drop for RefusingDoh {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
