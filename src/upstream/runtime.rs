@@ -229,28 +229,22 @@ pub fn context() -> Option<Arc<Context>> {
 }
 
 /// Takes `config`'s settings for connections made from now on, with the
-/// snapshot's bootstrap servers and clock: the TLS client is built again
-/// only when `ca_file` changed.
+/// snapshot's bootstrap servers and clock.
 pub fn configure(config: &Config, bootstrap: &[Arc<Server>], clock: &Arc<ClockGate>) {
     let old = CONTEXT.load_full();
-    let client = match &old {
-        Some(o) if o.ca_file == config.ca_file && o.client.is_ok() => o.client.clone(),
-        _ => client_config(config),
+    // Both settings come from the trust anchors: built again together, only
+    // when `ca_file` changed.
+    let (client, https_client) = match &old {
+        Some(o) if o.ca_file == config.ca_file && o.client.is_ok() => (o.client.clone(), o.https_client.clone()),
+        _ => {
+            let client = client_config(config);
+            let https = client.as_ref().map(with_alpn).map_err(Clone::clone);
+            (client, https)
+        }
     };
     if let Err(e) = &client {
         log::error!("encrypted upstreams cannot verify certificates: {e}");
     }
-    let https_client = match &old {
-        Some(o) if o.ca_file == config.ca_file && o.https_client.is_ok() => o.https_client.clone(),
-        _ => client
-            .as_ref()
-            .map(|c| {
-                let mut c = (**c).clone();
-                c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-                Arc::new(c)
-            })
-            .map_err(Clone::clone),
-    };
     CONTEXT.store(Some(Arc::new(Context {
         client,
         https_client,
@@ -259,6 +253,13 @@ pub fn configure(config: &Config, bootstrap: &[Arc<Server>], clock: &Arc<ClockGa
         ca_file: config.ca_file.clone(),
         clock: clock.clone(),
     })));
+}
+
+/// `client` offering HTTP/2, then HTTP/1.1, for DNS over HTTPS.
+fn with_alpn(client: &Arc<ClientConfig>) -> Arc<ClientConfig> {
+    let mut c = (**client).clone();
+    c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(c)
 }
 
 /// TLS 1.2 and 1.3 with ring, verified against the trust anchors.
