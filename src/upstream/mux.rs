@@ -212,8 +212,8 @@ impl Mux {
         }
         let t = Try { port, id };
         if let Some(link) = &server.link {
-            // Encrypted: straight to the connections' thread (no batching
-            // to gain: it is one hand-off either way).
+            // Encrypted: written on the upstream's connection from here, one
+            // TLS write per query (no batching to gain on one stream).
             let sent = self.tls_inbox.as_ref().is_some_and(|inbox| link.send_for(query, inbox, port, id).is_ok());
             if !sent {
                 self.end(t);

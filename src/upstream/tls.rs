@@ -537,6 +537,15 @@ struct Outstanding {
     request: Request,
 }
 
+impl Outstanding {
+    /// The request as it was handed in, its own ID back, to be sent again.
+    fn unsent(self) -> Request {
+        let mut r = self.request;
+        r.query[..2].copy_from_slice(&self.id.to_be_bytes());
+        r
+    }
+}
+
 /// One upstream's connection as the connections' thread drives it.
 pub struct Connection {
     /// The link's id: epoll token and the connector thread's address.
@@ -712,15 +721,13 @@ impl Connection {
                 continue;
             }
             let id = header::id(&request.query);
+            if self.target.is_some() {
+                // DoH: ID 0 on the wire (RFC 8484 §4.1), for caches between.
+                request.query[..2].copy_from_slice(&[0, 0]);
+            }
             let key = match (&mut self.framing, &self.target) {
-                (Framing::H2(session), Some(target)) => {
-                    request.query[..2].copy_from_slice(&[0, 0]);
-                    session.request(target, &request.query, &mut self.output)
-                }
-                (Framing::H1(h1), Some(target)) => {
-                    request.query[..2].copy_from_slice(&[0, 0]);
-                    h1.request(target, &request.query, &mut self.output)
-                }
+                (Framing::H2(session), Some(target)) => session.request(target, &request.query, &mut self.output),
+                (Framing::H1(h1), Some(target)) => h1.request(target, &request.query, &mut self.output),
                 _ => {
                     while self.outstanding.contains_key(&u32::from(self.next_id)) {
                         self.next_id = self.next_id.wrapping_add(1);
@@ -810,8 +817,7 @@ impl Connection {
                 }
                 Event::Unprocessed(key) => {
                     if let Some(o) = self.outstanding.remove(&key) {
-                        let mut r = o.request;
-                        r.query[..2].copy_from_slice(&o.id.to_be_bytes());
+                        let mut r = o.unsent();
                         if r.unprocessed >= MAX_UNPROCESSED || r.reply.is_closed() {
                             self.complete(r, Err(TryError::Io));
                         } else {
@@ -850,9 +856,9 @@ impl Connection {
     fn close(&mut self, epoll: &OwnedFd) {
         if let Some(mut conn) = self.conn.take() {
             if let Framing::H2(session) = &self.framing {
-                let mut bye = Vec::new();
-                session.goodbye(&mut bye);
-                let _ = conn.tls.writer().write_all(&bye);
+                self.output.clear();
+                session.goodbye(&mut self.output);
+                let _ = conn.tls.writer().write_all(&self.output);
             }
             conn.tls.send_close_notify();
             let _ = flush(&mut conn.tls, &conn.sock);
@@ -868,12 +874,7 @@ impl Connection {
             let _ = epoll::delete(epoll, &conn.sock);
         }
         self.shared.set(State::Idle);
-        let mut retry = Vec::new();
-        for (_, o) in self.outstanding.drain() {
-            let mut r = o.request;
-            r.query[..2].copy_from_slice(&o.id.to_be_bytes());
-            retry.push(r);
-        }
+        let retry: Vec<Request> = self.outstanding.drain().map(|(_, o)| o.unsent()).collect();
         for mut r in retry {
             if r.retried || r.reply.is_closed() {
                 self.complete(r, Err(TryError::Io));
