@@ -38,6 +38,16 @@ pub enum Scheme {
     Https,
 }
 
+impl Scheme {
+    /// Its URL scheme, also the transport's name in `stats`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Tls => "tls",
+            Scheme::Https => "https",
+        }
+    }
+}
+
 /// Where an encrypted upstream is, and what its certificate must say.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Endpoint {
@@ -83,10 +93,7 @@ impl Upstream {
     pub fn transport(&self) -> &'static str {
         match self {
             Upstream::Plain(_) => "udp",
-            Upstream::Encrypted(e) => match e.scheme {
-                Scheme::Tls => "tls",
-                Scheme::Https => "https",
-            },
+            Upstream::Encrypted(e) => e.scheme.name(),
         }
     }
 }
@@ -198,14 +205,11 @@ impl fmt::Display for Upstream {
 
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self.scheme {
-            Scheme::Tls => "tls://",
-            Scheme::Https => "https://",
-        })?;
+        let scheme = self.scheme.name();
         if self.name.contains(':') {
-            write!(f, "[{}]:{}{}", self.name, self.port, self.path)
+            write!(f, "{scheme}://[{}]:{}{}", self.name, self.port, self.path)
         } else {
-            write!(f, "{}:{}{}", self.name, self.port, self.path)
+            write!(f, "{scheme}://{}:{}{}", self.name, self.port, self.path)
         }
     }
 }
