@@ -34,6 +34,17 @@ fn upstream_report(g: &Gateway) -> hydradns::stats::UpstreamReport {
     g.report().upstreams.into_iter().find(|u| u.transport != "udp").expect("an encrypted upstream in stats")
 }
 
+/// 20 names one after another (every fourth over TCP), each answered with
+/// `ip` and seen once by `backend` (through the server under test).
+fn one_by_one(g: &Gateway, backend: &Upstream, label: &str, ip: &str) {
+    for i in 0..20 {
+        let name = format!("n{i}.{label}.example");
+        let r = if i % 4 == 0 { tcp(g.addr, &name, A) } else { udp(g.addr, &name, A) };
+        assert_eq!((r.rcode, r.ips()), (RCODE::NoError, vec![ip.to_string()]), "{name}");
+        assert_eq!(backend.seen(&name), 1, "{name} went through the server to the backend");
+    }
+}
+
 /// `threads` clients at once, `each` names apiece (every fifth over TCP),
 /// all answered with `ip`.
 fn many_at_once(g: &Gateway, prefix: &str, threads: usize, each: usize, ip: &'static str) {
@@ -59,12 +70,7 @@ fn unbound_over_tls_answers_on_one_connection() {
     let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 3));
     let unbound = Unbound::start(backend.addr, "");
     let g = gateway(&format!("tls://localhost:{}#127.0.0.1", unbound.addr.port()), "");
-    for i in 0..20 {
-        let name = format!("n{i}.dot.example");
-        let r = if i % 4 == 0 { tcp(g.addr, &name, A) } else { udp(g.addr, &name, A) };
-        assert_eq!((r.rcode, r.ips()), (RCODE::NoError, vec!["192.0.2.3".to_string()]), "{name}");
-        assert_eq!(backend.seen(&name), 1, "{name} went through Unbound to the backend");
-    }
+    one_by_one(&g, &backend, "dot", "192.0.2.3");
     // Many at once: pipelined on the one connection.
     many_at_once(&g, "p", 16, 10, "192.0.2.3");
     let u = upstream_report(&g);
@@ -268,12 +274,7 @@ fn unbound_over_https_http2_only_answers_on_one_connection() {
     let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 21));
     let unbound = Unbound::start_doh(backend.addr);
     let g = gateway(&format!("https://localhost:{}/dns-query#127.0.0.1", unbound.addr.port()), "");
-    for i in 0..20 {
-        let name = format!("n{i}.doh.example");
-        let r = if i % 4 == 0 { tcp(g.addr, &name, A) } else { udp(g.addr, &name, A) };
-        assert_eq!((r.rcode, r.ips()), (RCODE::NoError, vec!["192.0.2.21".to_string()]), "{name}");
-        assert_eq!(backend.seen(&name), 1, "{name} went through Unbound to the backend");
-    }
+    one_by_one(&g, &backend, "doh", "192.0.2.21");
     // Many at once: concurrent streams on the one connection.
     many_at_once(&g, "h2-", 16, 10, "192.0.2.21");
     let u = upstream_report(&g);

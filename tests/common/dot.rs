@@ -9,16 +9,16 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{TempDir, free_port, tls_dir, tls_server_config, wait_for};
+use super::{KillOnDrop, TempDir, free_port, tls_dir, tls_server_config, wait_for};
 
 /// Unbound serving DNS over TLS on 127.0.0.1, forwarding everything to `forward`.
 pub struct Unbound {
-    child: Option<Child>,
+    child: Option<KillOnDrop>,
     pub addr: SocketAddr,
     conf: PathBuf,
     cert: PathBuf,
@@ -96,7 +96,7 @@ impl Unbound {
             .stderr(Stdio::null())
             .spawn()
             .expect("unbound (Debian package unbound) is needed for these tests");
-        self.child = Some(child);
+        self.child = Some(KillOnDrop(child));
         let addr = self.addr;
         wait_for("unbound's port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
     }
@@ -115,22 +115,13 @@ impl Unbound {
 
     /// Kills it (the port closes; `launch` brings it back).
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Unbound {
-    fn drop(&mut self) {
-        self.kill();
+        self.child = None;
     }
 }
 
 /// dnsdist (Debian's) serving DNS over TLS on 127.0.0.1 in front of `backend`.
 pub struct Dnsdist {
-    child: Child,
+    _child: KillOnDrop,
     pub addr: SocketAddr,
     pub dir: TempDir,
 }
@@ -178,14 +169,7 @@ impl Dnsdist {
             .expect("dnsdist (Debian package dnsdist) is needed for these tests");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         wait_for("dnsdist's port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
-        Dnsdist { child, addr, dir }
-    }
-}
-
-impl Drop for Dnsdist {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        Dnsdist { _child: KillOnDrop(child), addr, dir }
     }
 }
 
@@ -380,7 +364,7 @@ pub fn not_valid_until_tomorrow(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 /// A DoH server scripted with Python's h2 package (tests/scripts/refusing_doh.py)
 /// that answers every request with RST_STREAM REFUSED_STREAM.
 pub struct RefusingDoh {
-    child: Child,
+    _child: KillOnDrop,
     pub port: u16,
     count_file: PathBuf,
     _dir: TempDir,
@@ -401,24 +385,17 @@ impl RefusingDoh {
             .stderr(Stdio::null())
             .spawn()
             .expect("python3 is needed for this test");
-        let mut line = String::new();
-        let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
-        let port = line.trim().parse();
+        let stdout = child.stdout.take().unwrap();
         // Killed on drop from here on, whatever the test does.
-        let mut server = RefusingDoh { child, port: 0, count_file, _dir: dir };
-        server.port = port.expect("refusing_doh.py prints its port (it needs: pip install h2)");
-        server
+        let child = KillOnDrop(child);
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let port = line.trim().parse().expect("refusing_doh.py prints its port (it needs: pip install h2)");
+        RefusingDoh { _child: child, port, count_file, _dir: dir }
     }
 
     /// Requests received so far.
     pub fn requests(&self) -> u32 {
         std::fs::read_to_string(&self.count_file).ok().and_then(|c| c.parse().ok()).unwrap_or(0)
-    }
-}
-
-impl Drop for RefusingDoh {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

@@ -76,6 +76,17 @@ impl TempDir {
     }
 }
 
+/// A child process killed (and reaped) when dropped, whatever the test did:
+/// a server left running would keep holding cargo's output pipe.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 impl Drop for TempDir {
     fn drop(&mut self) {
         if !self.0.as_os_str().is_empty() {

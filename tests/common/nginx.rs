@@ -8,13 +8,13 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::{TempDir, free_port, tls_dir, wait_for};
+use super::{KillOnDrop, TempDir, free_port, tls_dir, wait_for};
 
 pub struct Nginx {
-    child: Child,
+    _child: KillOnDrop,
     pub addr: SocketAddr,
     access_log: PathBuf,
     pub dir: TempDir,
@@ -78,19 +78,12 @@ impl Nginx {
             .expect("nginx (Debian package nginx-light) is needed for these tests");
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         wait_for("nginx's port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
-        Nginx { child, addr, access_log, dir }
+        Nginx { _child: KillOnDrop(child), addr, access_log, dir }
     }
 
     /// The request URIs logged so far.
     pub fn requests(&self) -> Vec<String> {
         std::fs::read_to_string(&self.access_log).unwrap_or_default().lines().map(str::to_string).collect()
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
