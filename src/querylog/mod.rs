@@ -2,16 +2,20 @@
 //! ever slowing an answer down.
 //!
 //! Workers hand a fixed-size [`Entry`] to [`Logger::log`], a non-blocking
-//! `try_send` into one bounded channel (its slots are allocated once, at
-//! start); when the channel is full the entry is dropped and counted. One
+//! push into one bounded queue (its slots are allocated once, at start);
+//! when the queue is full the entry is dropped and counted. One
 //! writer thread owns the database and commits batches (see [`writer`]); a
 //! flusher thread copies it to flash now and then (see [`flash`]). The CLI
 //! reads the same database (see [`read`]).
 //!
-//! The writer never parks on the channel: a parked receiver would make every
-//! `try_send` wake it, a syscall per query on the workers. It sleeps on a
+//! The writer never parks on the queue: a parked receiver would make every
+//! push wake it, a syscall per query on the workers. It sleeps on a
 //! [`doorbell`] that loggers ring only when it matters (the first entry
 //! after a quiet spell, a full batch), so an idle gateway's writer sleeps.
+//!
+//! The queue is a bare [`ConcurrentQueue`], not an async channel: a
+//! channel's send tells its (here never-used) waiting receivers and streams,
+//! two mutex round trips and two fences per logged query on the workers.
 
 pub mod doorbell;
 pub mod flash;
@@ -25,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use smol::channel::{Receiver, Sender, TrySendError, bounded};
+use concurrent_queue::{ConcurrentQueue, PushError};
 
 use crate::config::QueryLogConfig;
 use crate::wire::MAX_NAME_LEN;
@@ -176,7 +180,7 @@ pub struct LogCounters {
 #[derive(Debug, Clone)]
 pub struct Logger {
     /// The bounded queue to the writer.
-    tx: Sender<Entry>,
+    tx: Arc<ConcurrentQueue<Entry>>,
     /// The writer's slot for the config's names of devices.
     names: crate::client::names::Configured,
     /// Wakes the writer when it waits for entries.
@@ -189,7 +193,7 @@ impl Logger {
     /// Queues an entry, or drops and counts it when the queue is full.
     #[inline]
     pub fn log(&self, entry: Entry) {
-        if let Err(TrySendError::Full(_)) = self.tx.try_send(entry) {
+        if let Err(PushError::Full(_)) = self.tx.push(entry) {
             self.counters.dropped.fetch_add(1, Relaxed);
         }
         let _ = self.door.queued(|| self.tx.len());
@@ -229,7 +233,8 @@ impl QueryLog {
             Ok(false) => {}
             Err(e) => log::warn!("query log: cannot restore {}: {e}", cfg.flash_path.display()),
         }
-        let (tx, rx): (Sender<Entry>, Receiver<Entry>) = bounded(cfg.queue_size);
+        let tx = Arc::new(ConcurrentQueue::bounded(cfg.queue_size));
+        let rx = tx.clone();
         let counters = Arc::new(LogCounters::default());
         let door = Arc::new(doorbell::Doorbell::new(cfg.batch_size));
         let slot = names.configured();

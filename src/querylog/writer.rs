@@ -20,9 +20,9 @@ use std::sync::{Arc, LazyLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use concurrent_queue::ConcurrentQueue;
 use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 use rustc_hash::FxHashMap;
-use smol::channel::Receiver;
 
 use crate::client::names::NameBook;
 
@@ -108,7 +108,7 @@ impl RateLimited {
 pub fn spawn(
     cfg: QueryLogConfig,
     names: NameBook,
-    rx: Receiver<Entry>,
+    rx: Arc<ConcurrentQueue<Entry>>,
     door: Arc<Doorbell>,
     counters: Arc<LogCounters>,
 ) -> std::io::Result<JoinHandle<()>> {
@@ -265,7 +265,7 @@ impl Writer {
     /// it sleeps a whole interval without waiting for the next entry's ring,
     /// and whatever came meanwhile is due when it wakes. Only an interval
     /// that brought nothing sends it back to sleeping until an entry comes.
-    fn run(mut self, rx: Receiver<Entry>, door: &Doorbell) {
+    fn run(mut self, rx: Arc<ConcurrentQueue<Entry>>, door: &Doorbell) {
         self.connect();
         // Entries past retention may have waited on flash through a long power-off.
         self.housekeeping();
@@ -279,7 +279,7 @@ impl Writer {
             let mut wrote = false;
             while rx.len() >= self.cfg.batch_size || ((due || closed) && !rx.is_empty()) {
                 while batch.len() < self.cfg.batch_size {
-                    match rx.try_recv() {
+                    match rx.pop() {
                         Ok(e) => batch.push(e),
                         Err(_) => break,
                     }
