@@ -17,6 +17,7 @@ load, as a router's kernel does), and measures:
   the servers. HydraDNS's own query counter is checked against dnsperf's.
 
     bench/lowrate.py --bin DIR [--hydradns BIN] [--out docs/benchmarks.md] [--quick]
+        [--servers hydradns+log,dnsmasq] [--ab LABEL=BIN ...] [--threads]
 
 With --out, the table replaces the low-rate section of that file (or is
 appended), so bench/run.sh writes it beside the redline tables.
@@ -152,7 +153,7 @@ def table(args, idle, rates, elapsed):
         h, d = rates[(name, q)]["cpu"], rates[("dnsmasq", q)]["cpu"]
         return statistics.median(a / b for a, b in zip(h, d))
 
-    for name in ORDER:
+    for name in ORDER + [n for n in idle if n not in ORDER]:
         if name not in idle:
             continue
         i = idle[name]
@@ -177,12 +178,20 @@ def main():
     # Unpinned by default: a server pinned to the core the load is not on
     # paid an interrupt to another core per wake-up, doubling its CPU per query.
     ap.add_argument("--cpus", default="", help="taskset CPU list for the servers (default: not pinned)")
+    # A change to the answer path moves CPU per query by less than the VM
+    # moves it between runs: builds compared in one run, round by round, each
+    # against dnsmasq's round beside it, see through that.
+    ap.add_argument("--ab", action="append", default=[], metavar="LABEL=BIN",
+                    help="also run this build, as hydradns:LABEL (a LABEL ending in +log: query log on); repeatable")
     ap.add_argument("--threads", action="store_true", help="also print each thread's share (where the cost goes)")
     ap.add_argument("--rate-secs", type=float, dest="rate_secs_opt", help="seconds per rate and round")
     ap.add_argument("--idle-secs", type=float, dest="idle_secs_opt", help="seconds of idle")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")
+    args.ab = [tuple(x.split("=", 1)) for x in args.ab]
+    if any(len(x) != 2 for x in args.ab):
+        raise SystemExit("--ab takes LABEL=BIN")
     if args.quick:
         args.idle_secs, args.rate_secs, args.rounds, args.settle = 3, 2, 1, 1.0
     else:
@@ -211,7 +220,7 @@ def main():
         names = read_names(path)
         sc = Scenarios(work, "100k", names, popular, args.rounds * len(RATES), lines)
         defs = make_servers(args, work, upstream_port, None, shipped=True)(path, names)
-        servers = [defs[n] for n in ORDER if n in defs]
+        servers = [defs[n] for n in ORDER if n in defs] + [s for n, s in defs.items() if n.startswith("hydradns:")]
         idle, rates = measure(args, servers, sc, log)
     finally:
         args.upstream_proc.terminate()
