@@ -568,6 +568,9 @@ fn duration_text(secs: u64) -> String {
 
 fn open_log(args: &Args) -> Result<rusqlite::Connection, ExitCode> {
     let cfg = any_config(args)?;
+    // A running gateway first commits the queries still waiting for their
+    // batch; a stopped one has committed everything. Either way the read goes on.
+    let _ = control::request(&cfg.control_socket, "commit", Duration::from_secs(3));
     read::open(&cfg.querylog.path).map_err(|e| {
         eprintln!("hydradns: {e}");
         ExitCode::from(1)

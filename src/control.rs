@@ -4,8 +4,9 @@
 //! A Unix stream socket (`option control_socket`, default
 //! `/var/run/hydradns/control.sock`, mode 0660). The client writes one
 //! request line, the gateway writes one JSON line back and closes. Requests:
-//! `stats` (the live report), `metrics` (the Prometheus text) and `update` (refresh downloaded lists now,
-//! answer with each list's result). Served on the main thread, never on a
+//! `stats` (the live report), `metrics` (the Prometheus text), `update` (refresh downloaded lists now,
+//! answer with each list's result), `commit` (the query log's writer commits
+//! what is queued; readers ask before they read) and `pause`. Served on the main thread, never on a
 //! worker, each connection in its own task with a time limit, so a stuck
 //! client cannot hold it.
 
@@ -28,6 +29,9 @@ use crate::server::status::Status;
 const CONN_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long `update` may take: every download, then a rebuild.
 pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How often `commit` looks whether the log's writer is done (it is woken
+/// at once; a batch takes milliseconds). The connection's time limit bounds the wait.
+const COMMIT_POLL: Duration = Duration::from_millis(2);
 /// Longest request line accepted.
 const MAX_REQUEST: usize = 256;
 
@@ -101,6 +105,18 @@ async fn respond(request: &str, status: &Status) -> String {
         "stats" => status.report().serialize_json(),
         // The Prometheus text, as one JSON string (replies are one line).
         "metrics" => crate::metrics::render(status).serialize_json(),
+        // Readers of the query log ask first, so the queries still waiting
+        // for their batch are in the database when they read it.
+        "commit" => match status.engine.logger() {
+            Some(log) => {
+                let asked = log.ask_commit();
+                while !log.committed(asked) {
+                    Timer::after(COMMIT_POLL).await;
+                }
+                "{\"committed\":true}".into()
+            }
+            None => "{\"committed\":false}".into(),
+        },
         "update" => match status.lists.refresh().recv().await {
             Ok(results) => results.serialize_json(),
             Err(_) => "{\"error\":\"the lists thread is gone\"}".into(),

@@ -81,6 +81,26 @@ fn entries_land_with_the_right_fields() {
 }
 
 #[test]
+fn readers_see_queries_still_waiting_for_their_batch() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], &log_section("\toption batch_interval '60s'\n")));
+    for name in ["one.example", "two.example", "three.example"] {
+        udp(gw.addr, name, A);
+    }
+    let s = gw.report();
+    assert_eq!((s.querylog.written, s.querylog.queued), (0, 3), "the batch waits out its minute");
+    // `log` asks the gateway to commit first: no minute's wait.
+    let rows = log_rows(&gw, &[]);
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["three.example", "two.example", "one.example"]);
+    assert_eq!(gw.report().querylog.written, 3);
+    udp(gw.addr, "four.example", A);
+    let (code, out, err) = cli(&["top", "-c", cfg_path(&gw), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("four.example"), "top asks too: {out}");
+}
+
+#[test]
 fn full_queue_drops_and_counts_without_blocking_dns() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
     // A queue of 16 that the writer leaves alone for a minute.

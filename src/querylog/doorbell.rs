@@ -8,9 +8,14 @@
 //! happens: the first entry into an empty queue (the writer is idle, and
 //! then sleeps until that entry's batch is due), or a full batch. So an idle
 //! gateway's writer sleeps, and a busy one is woken about once a batch.
+//!
+//! Readers of the log (`hydradns log`, `top`, the LuCI page through them)
+//! ask for a commit through the control socket before they read
+//! ([`Doorbell::ask_commit`]), so a long `batch_interval` never hides the
+//! queries someone is looking for.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::SeqCst};
 use std::thread::Thread;
 use std::time::Duration;
 
@@ -41,12 +46,48 @@ pub struct Doorbell {
     batch: usize,
     /// The writer thread, once it runs.
     writer: OnceLock<Thread>,
+    /// Commits asked for by readers so far (a generation count).
+    commits_asked: AtomicU64,
+    /// The last of those the writer has done: everything queued before it
+    /// was asked for is in the database.
+    commits_done: AtomicU64,
 }
 
 impl Doorbell {
     /// A doorbell for batches of `batch` entries.
     pub fn new(batch: usize) -> Doorbell {
-        Doorbell { armed: AtomicU8::new(AWAKE), batch, writer: OnceLock::new() }
+        Doorbell {
+            armed: AtomicU8::new(AWAKE),
+            batch,
+            writer: OnceLock::new(),
+            commits_asked: AtomicU64::new(0),
+            commits_done: AtomicU64::new(0),
+        }
+    }
+
+    /// A reader: asks the writer to commit what is queued now, whatever its
+    /// batch's age. Returns the request's number for [`Doorbell::committed`].
+    pub fn ask_commit(&self) -> u64 {
+        let asked = self.commits_asked.fetch_add(1, SeqCst) + 1;
+        self.ring();
+        asked
+    }
+
+    /// A reader: has the writer done commit request `asked`?
+    pub fn committed(&self, asked: u64) -> bool {
+        self.commits_done.load(SeqCst) >= asked
+    }
+
+    /// The writer: the newest commit request. Read it before looking at the
+    /// queue, and report it done with [`Doorbell::commit_done`] after
+    /// writing what was queued then.
+    pub fn commit_asked(&self) -> u64 {
+        self.commits_asked.load(SeqCst)
+    }
+
+    /// The writer: requests up to `asked` are done.
+    pub fn commit_done(&self, asked: u64) {
+        self.commits_done.fetch_max(asked, SeqCst);
     }
 
     /// Called by a logger after queueing an entry; `queued` gives the queue's
@@ -120,5 +161,21 @@ mod tests {
         let t = std::time::Instant::now();
         door.sleep(Duration::from_secs(30));
         assert!(t.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_commit_request_rings_and_is_answered_in_order() {
+        let door = Doorbell::new(4);
+        door.arm(Wake::Full);
+        let first = door.ask_commit();
+        assert!(!door.queued(|| 1), "the request rang already");
+        let second = door.ask_commit();
+        assert_eq!(door.commit_asked(), second);
+        assert!(!door.committed(first));
+        door.commit_done(first);
+        assert!(door.committed(first) && !door.committed(second));
+        door.commit_done(second);
+        door.commit_done(first);
+        assert!(door.committed(second), "done never goes back");
     }
 }

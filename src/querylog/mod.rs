@@ -204,6 +204,18 @@ impl Logger {
         *self.names.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(names);
     }
 
+    /// Asks the writer to commit what is queued now; returns the request's
+    /// number for [`Logger::committed`]. For readers, who should not wait out
+    /// a batch interval to see the queries they just made.
+    pub fn ask_commit(&self) -> u64 {
+        self.door.ask_commit()
+    }
+
+    /// Has commit request `asked` been done (or the writer stopped)?
+    pub fn committed(&self, asked: u64) -> bool {
+        self.door.committed(asked) || self.tx.is_closed()
+    }
+
     /// Entries waiting now.
     pub fn queued(&self) -> usize {
         self.tx.len()

@@ -257,8 +257,8 @@ impl Writer {
     }
 
     /// Commits full batches at once and a partial one when its first entry
-    /// has waited `batch_interval`; in between it sleeps on the doorbell, and
-    /// with nothing queued until the next entry or housekeeping.
+    /// has waited `batch_interval` or a reader asks; in between it sleeps on
+    /// the doorbell, and with nothing queued until the next entry or housekeeping.
     ///
     /// While entries keep coming below the batch size (a router's usual
     /// load), a partial batch costs one wake-up, not two: after writing one
@@ -273,9 +273,12 @@ impl Writer {
         // When the oldest entry waiting was first seen.
         let mut first_seen: Option<Instant> = None;
         let mut last_housekeeping = Instant::now();
+        // The last commit a reader asked for that is done.
+        let mut commit_done = door.commit_asked();
         loop {
+            let commit_asked = door.commit_asked();
             let closed = rx.is_closed();
-            let due = first_seen.is_some_and(|t| t.elapsed() >= self.cfg.batch_interval);
+            let due = commit_asked != commit_done || first_seen.is_some_and(|t| t.elapsed() >= self.cfg.batch_interval);
             let mut wrote = false;
             while rx.len() >= self.cfg.batch_size || ((due || closed) && !rx.is_empty()) {
                 while batch.len() < self.cfg.batch_size {
@@ -288,6 +291,10 @@ impl Writer {
                 batch.clear();
                 first_seen = None;
                 wrote = true;
+            }
+            if commit_asked != commit_done {
+                door.commit_done(commit_asked);
+                commit_done = commit_asked;
             }
             if closed && rx.is_empty() {
                 break;
