@@ -278,6 +278,8 @@ fn an_idle_gateway_does_not_wake() {
     ));
     // Some work first: a miss (an upstream port opens), a hit, a logged
     // entry; then the quiet sets in (open ports are swept within a second).
+    // The entries' batch waits for its 10 s deadline meanwhile: the writer
+    // sleeps on it, it does not look in between.
     assert_eq!(udp(gw.addr, "one.example", A).ips(), ["192.0.2.1"]);
     assert_eq!(udp(gw.addr, "one.example", A).ips(), ["192.0.2.1"]);
     assert!(gw.wait_log("download failed", Duration::from_secs(10)), "{}", gw.log());
