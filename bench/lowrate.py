@@ -4,7 +4,8 @@
 Saturation (bench/redline.py) is what a server can do; a home router spends
 its life at 0–1,000 QPS, where what counts is how often the server wakes a
 core and how much CPU each query costs. This runs HydraDNS with the OpenWrt
-package's settings (query log off and on), dnsmasq and Unbound (one thread)
+package's settings (query log off and on), dnsmasq, Unbound (one thread) and
+the forwarding echo (the floor: it echoes every query and relays the misses)
 on the synthetic 100k list, all at once, none pinned (the load and the
 benchmark's upstream are on CPU 1: the scheduler wakes a server beside its
 load, as a router's kernel does), and measures:
@@ -17,7 +18,7 @@ load, as a router's kernel does), and measures:
   the servers. HydraDNS's own query counter is checked against dnsperf's.
 
     bench/lowrate.py --bin DIR [--hydradns BIN] [--out docs/benchmarks.md] [--quick]
-        [--servers hydradns+log,dnsmasq] [--ab LABEL=BIN ...] [--threads]
+        [--servers hydradns+log,dnsmasq,echo+fwd] [--ab LABEL=BIN ...] [--threads]
 
 With --out, the table replaces the low-rate section of that file (or is
 appended), so bench/run.sh writes it beside the redline tables.
@@ -36,7 +37,10 @@ import redline
 import section
 from redline import CANARY, Scenarios, dnsperf, make_servers, read_names
 
-ORDER = ["hydradns", "hydradns+log", "dnsmasq", "unbound"]
+# echo+fwd is the floor: a forwarder that does nothing but echo and relay
+# the misses (examples/forward-echo.rs), so the table shows how much of a
+# server's cost at these rates is only the packets' own.
+ORDER = ["hydradns", "hydradns+log", "dnsmasq", "unbound", "echo+fwd"]
 RATES = [100, 1000]
 
 
@@ -81,7 +85,8 @@ def measure(args, servers, sc, log):
             s.start(log)
             running.append(s)
         for s in servers:
-            dnsperf(s.port, sc.files["warm"], 30, qps=5000, outstanding=100, runs=1)
+            if not s.name.startswith("echo"):
+                dnsperf(s.port, sc.files["warm"], 30, qps=5000, outstanding=100, runs=1)
         # Let the warm-up's log batch, list work and socket sweeps finish.
         time.sleep(args.settle)
         before = {s.name: threads(s.proc.pid) for s in servers}
@@ -140,8 +145,10 @@ def table(args, idle, rates, elapsed):
          f"{args.rounds} × {args.rate_secs:g} s per rate and server, rounds going round the servers; "
          "CPU per answered query (median of rounds), context switches per query, queries lost over all rounds, "
          "CPU time the hypervisor stole from the VM during that server's rounds (both cores). "
-         "The last two columns are HydraDNS's CPU per query over dnsmasq's, the median of the rounds' ratios "
-         "(target ≤ 0.6).", "",
+         "The last two columns are a server's CPU per query over dnsmasq's, the median of the rounds' ratios "
+         "(target for HydraDNS ≤ 0.6). `echo+fwd` is the floor: `examples/forward-echo.rs` answers every query "
+         "with itself and relays the misses upstream, one blocking receive and one send per packet, nothing else.",
+         "",
          "| server | idle wake-ups/s | idle CPU ms/min | CPU µs/query at 100 QPS | at 1,000 QPS "
          "| switches/query at 100 / 1,000 | lost | stolen | ÷ dnsmasq at 100 | ÷ dnsmasq at 1,000 |",
          "|---|---|---|---|---|---|---|---|---|---|"]
@@ -158,7 +165,7 @@ def table(args, idle, rates, elapsed):
             continue
         i = idle[name]
         ratios = ["", ""]
-        if name.startswith("hydradns") and ("dnsmasq", 100) in med:
+        if (name.startswith("hydradns") or name == "echo+fwd") and ("dnsmasq", 100) in med:
             ratios = [f"{ratio(name, q):.2f}" for q in RATES]
         sw = " / ".join(f"{statistics.median(rates[(name, q)]['ctx']):.2f}" for q in RATES)
         lost = sum(rates[(name, q)]["lost"] for q in RATES)
@@ -200,8 +207,8 @@ def main():
         args.idle_secs, args.rate_secs, args.rounds, args.settle = 60, 5, 8, 3.0
     args.idle_secs = args.idle_secs_opt or args.idle_secs
     args.rate_secs = args.rate_secs_opt or args.rate_secs
-    # make_servers defines the echo servers too; they are not run here.
-    args.echo = args.forward_echo = ""
+    args.echo = os.path.join(args.bin, "examples", "echo-responder")
+    args.forward_echo = os.path.join(args.bin, "examples", "forward-echo")
     t_start = time.monotonic()
     work = tempfile.mkdtemp(prefix="hydradns-lowrate-")
     args.logdir = tempfile.mkdtemp(prefix="hydradns-lowrate-log-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
