@@ -19,6 +19,10 @@ load, as a router's kernel does), and measures:
 
     bench/lowrate.py --bin DIR [--hydradns BIN] [--out docs/benchmarks.md] [--quick]
         [--servers hydradns+log,dnsmasq,echo+fwd] [--ab LABEL=BIN ...] [--threads]
+        [--queries mix|hits|blocked|misses] [--rates 100,1000] [--cpus 0]
+
+--queries and --rates take one kind of query, or other rates, apart (not
+with --out: the docs' table is the mix at 100 and 1,000 QPS).
 
 With --out, the table replaces the low-rate section of that file (or is
 appended), so bench/run.sh writes it beside the redline tables.
@@ -42,6 +46,11 @@ from redline import CANARY, Scenarios, dnsperf, make_servers, read_names
 # server's cost at these rates is only the packets' own.
 ORDER = ["hydradns", "hydradns+log", "dnsmasq", "unbound", "echo+fwd"]
 RATES = [100, 1000]
+# What the rounds send (--queries): the mix by default; one kind alone
+# shows where a server's cost per query comes from.
+QUERIES = {"mix": "the redline's mix (25 % blocked, 65 % cache hits, 10 % new names sent upstream)",
+           "hits": "cache hits only", "blocked": "blocked names only",
+           "misses": "new names only, all sent upstream"}
 
 
 def threads(pid):
@@ -120,11 +129,11 @@ def measure(args, servers, sc, log):
                 print(f"  idle {s.name}: " + ", ".join(f"{n} {c / args.idle_secs:.2f}/s {ns / 1e6:.1f} ms"
                                                      for n, (c, ns) in sorted(per.items()) if c), flush=True)
             idle[s.name] = {"wakeups": ctx / args.idle_secs, "cpu_ms_min": cpu * 1e3 * 60 / args.idle_secs}
-        rates = {(s.name, q): {"cpu": [], "ctx": [], "lost": 0, "stolen": 0.0} for s in servers for q in RATES}
+        rates = {(s.name, q): {"cpu": [], "ctx": [], "lost": 0, "stolen": 0.0} for s in servers for q in args.rates}
         for k in range(args.rounds):
-            for i, qps in enumerate(RATES):
+            for i, qps in enumerate(args.rates):
                 # A file per round and rate: a miss must be a name no server has seen.
-                datafile = sc.files[f"mix{k * len(RATES) + i}"]
+                datafile = sc.files[f"{args.queries}{k * len(args.rates) + i}"]
                 for s in servers:
                     q0, t0, st0 = queries(s), threads(s.proc.pid), redline.steal_secs()
                     r = dnsperf(s.port, datafile, args.rate_secs, qps=qps, outstanding=100)
@@ -153,6 +162,7 @@ def measure(args, servers, sc, log):
 
 def table(args, idle, rates, elapsed):
     cpu = redline.cpu_model()
+    at = [f"{q:,}" for q in args.rates]
     L = ["## At a router's load: idle, 100 and 1,000 QPS", "",
          f"Run: {datetime.date.today()}, `bench/lowrate.py{' --quick' if args.quick else ''}` "
          f"({elapsed / 60:.0f} min, commit {redline.commit()}). Machine: {cpu}, {os.cpu_count()} cores, "
@@ -162,8 +172,8 @@ def table(args, idle, rates, elapsed):
          "HydraDNS with the OpenWrt package's settings (workers per core, stats line hourly, flash copy hourly, "
          "list refresh every 6 h, query log on tmpfs). "
          f"Idle: {args.idle_secs:g} s with no queries after a warm-up; wake-ups are the sum of all the server's "
-         "threads' context switches, CPU their run time (schedstat). At a fixed rate: the redline's mix "
-         "(25 % blocked, 65 % cache hits, 10 % new names sent upstream) from dnsperf, "
+         "threads' context switches, CPU their run time (schedstat). At a fixed rate: "
+         f"{QUERIES[args.queries]} from dnsperf, "
          f"{args.rounds} × {args.rate_secs:g} s per rate and server, rounds going round the servers; "
          "CPU per answered query (median of rounds; with the query log on, the round ends with `hydradns log`, "
          "which has the writer commit the round's entries, so each round pays for its own), "
@@ -173,9 +183,10 @@ def table(args, idle, rates, elapsed):
          "(target for HydraDNS ≤ 0.6). `echo+fwd` is the floor: `examples/forward-echo.rs` answers every query "
          "with itself and relays the misses upstream, one blocking receive and one send per packet, nothing else.",
          "",
-         "| server | idle wake-ups/s | idle CPU ms/min | CPU µs/query at 100 QPS | at 1,000 QPS "
-         "| switches/query at 100 / 1,000 | lost | stolen | ÷ dnsmasq at 100 | ÷ dnsmasq at 1,000 |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+         "| server | idle wake-ups/s | idle CPU ms/min | " + " | ".join(f"CPU µs/query at {q} QPS" for q in at)
+         + f" | switches/query at {' / '.join(at)} | lost | stolen | "
+         + " | ".join(f"÷ dnsmasq at {q}" for q in at) + " |",
+         "|---" * (6 + 2 * len(at)) + "|"]
     med = {k: statistics.median(v["cpu"]) for k, v in rates.items()}
 
     def ratio(name, q):
@@ -188,14 +199,15 @@ def table(args, idle, rates, elapsed):
         if name not in idle:
             continue
         i = idle[name]
-        ratios = ["", ""]
-        if (name.startswith("hydradns") or name == "echo+fwd") and ("dnsmasq", 100) in med:
-            ratios = [f"{ratio(name, q):.2f}" for q in RATES]
-        sw = " / ".join(f"{statistics.median(rates[(name, q)]['ctx']):.2f}" for q in RATES)
-        lost = sum(rates[(name, q)]["lost"] for q in RATES)
-        stolen = sum(rates[(name, q)]["stolen"] for q in RATES) * 1e3
-        L.append(f"| {name} | {i['wakeups']:.1f} | {i['cpu_ms_min']:.1f} | {med[(name, 100)]:.1f} | "
-                 f"{med[(name, 1000)]:.1f} | {sw} | {lost} | {stolen:.0f} ms | {ratios[0]} | {ratios[1]} |")
+        ratios = [""] * len(args.rates)
+        if (name.startswith("hydradns") or name == "echo+fwd") and ("dnsmasq", args.rates[0]) in med:
+            ratios = [f"{ratio(name, q):.2f}" for q in args.rates]
+        sw = " / ".join(f"{statistics.median(rates[(name, q)]['ctx']):.2f}" for q in args.rates)
+        lost = sum(rates[(name, q)]["lost"] for q in args.rates)
+        stolen = sum(rates[(name, q)]["stolen"] for q in args.rates) * 1e3
+        L.append(f"| {name} | {i['wakeups']:.1f} | {i['cpu_ms_min']:.1f} | "
+                 + " | ".join(f"{med[(name, q)]:.1f}" for q in args.rates)
+                 + f" | {sw} | {lost} | {stolen:.0f} ms | " + " | ".join(ratios) + " |")
     return "\n".join(L) + "\n"
 
 
@@ -214,6 +226,8 @@ def main():
     # against dnsmasq's round beside it, see through that.
     ap.add_argument("--ab", action="append", default=[], metavar="LABEL=BIN",
                     help="also run this build, as hydradns:LABEL (a LABEL ending in +log: query log on); repeatable")
+    ap.add_argument("--queries", choices=sorted(QUERIES), default="mix", help="what the rounds send")
+    ap.add_argument("--rates", default=",".join(map(str, RATES)), help="comma-separated QPS")
     ap.add_argument("--threads", action="store_true", help="also print each thread's share (where the cost goes)")
     ap.add_argument("--rate-secs", type=float, dest="rate_secs_opt", help="seconds per rate and round")
     ap.add_argument("--idle-secs", type=float, dest="idle_secs_opt", help="seconds of idle")
@@ -221,6 +235,9 @@ def main():
     args = ap.parse_args()
     args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")
     args.ab = [tuple(x.split("=", 1)) for x in args.ab]
+    args.rates = [int(q) for q in args.rates.split(",")]
+    if args.out and (args.queries != "mix" or args.rates != RATES):
+        raise SystemExit("--out writes the mix at 100 and 1,000 QPS only")
     if any(len(x) != 2 for x in args.ab):
         raise SystemExit("--ab takes LABEL=BIN")
     if args.quick:
@@ -247,9 +264,18 @@ def main():
             f.write(CANARY + "\n")
         popular = [line.strip().split(",", 1)[1] for line in
                    open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
-        lines = int(max(RATES) * args.rate_secs * 1.2)
+        lines = int(max(args.rates) * args.rate_secs * 1.2)
         names = read_names(path)
-        sc = Scenarios(work, "100k", names, popular, args.rounds * len(RATES), lines)
+        sc = Scenarios(work, "100k", names, popular, args.rounds * len(args.rates), lines)
+        if args.queries != "mix":
+            # A file per round and rate, as the mix has: a miss must be new.
+            for k in range(args.rounds * len(args.rates)):
+                kind_file = os.path.join(work, f"{args.queries}-{k}.txt")
+                with open(kind_file, "w") as f:
+                    src = (f"r{k}m{i}.miss.example" for i in range(lines)) if args.queries == "misses" else \
+                        (line.split()[0] for _, line in zip(range(lines), open(sc.files[args.queries])))
+                    f.writelines(f"{n} A\n" for n in src)
+                sc.files[f"{args.queries}{k}"] = kind_file
         defs = make_servers(args, work, upstream_port, None, shipped=True)(path, names)
         servers = [defs[n] for n in ORDER if n in defs] + [s for n, s in defs.items() if n.startswith("hydradns:")]
         idle, rates = measure(args, servers, sc, log)
