@@ -273,8 +273,10 @@ impl Writer {
         // When the oldest entry waiting was first seen.
         let mut first_seen: Option<Instant> = None;
         let mut last_housekeeping = Instant::now();
-        // The last commit a reader asked for that is done.
-        let mut commit_done = door.commit_asked();
+        // The last commit a reader asked for that is done. From zero, not
+        // from what is asked now: a request made while the writer opened the
+        // database (or kept its retention) is answered on the first pass.
+        let mut commit_done = 0;
         loop {
             let commit_asked = door.commit_asked();
             let closed = rx.is_closed();
