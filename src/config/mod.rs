@@ -167,9 +167,10 @@ pub struct QueryLogConfig {
     pub batch_size: usize,
     /// Longest an entry waits before its batch is written. At a router's
     /// rates a commit's cost is mostly its own, not its entries' (the
-    /// writer's CPU per query at 100 QPS: 3.0–3.5 µs committing every
-    /// second, 1.2 µs every 10 s; `bench/lowrate.py --threads`), so batches
-    /// are long; readers ask for a commit before they read (see
+    /// writer's CPU per query at 100 QPS: 2.7–4.0 µs committing every
+    /// second, 1.6 µs committing each 5 s round's 500 entries;
+    /// `bench/lowrate.py --threads`, docs/benchmarks.md), so batches are
+    /// long; readers ask for a commit before they read (see
     /// `querylog::doorbell`), so nobody waits one out.
     pub batch_interval: Duration,
     /// Store client addresses cut to /24 (IPv4) or /48 (IPv6).
