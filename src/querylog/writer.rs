@@ -273,14 +273,14 @@ impl Writer {
         // When the oldest entry waiting was first seen.
         let mut first_seen: Option<Instant> = None;
         let mut last_housekeeping = Instant::now();
-        // The last commit a reader asked for that is done. From zero, not
-        // from what is asked now: a request made while the writer opened the
-        // database (or kept its retention) is answered on the first pass.
-        let mut commit_done = 0;
         loop {
+            // A reader's request counts from the doorbell's own tally, so one
+            // made while the writer opened the database (or kept its
+            // retention) is answered on the first pass.
             let commit_asked = door.commit_asked();
+            let asked = !door.committed(commit_asked);
             let closed = rx.is_closed();
-            let due = commit_asked != commit_done || first_seen.is_some_and(|t| t.elapsed() >= self.cfg.batch_interval);
+            let due = asked || first_seen.is_some_and(|t| t.elapsed() >= self.cfg.batch_interval);
             let mut wrote = false;
             while rx.len() >= self.cfg.batch_size || ((due || closed) && !rx.is_empty()) {
                 while batch.len() < self.cfg.batch_size {
@@ -294,9 +294,8 @@ impl Writer {
                 first_seen = None;
                 wrote = true;
             }
-            if commit_asked != commit_done {
+            if asked {
                 door.commit_done(commit_asked);
-                commit_done = commit_asked;
             }
             if closed && rx.is_empty() {
                 break;
