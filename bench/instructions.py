@@ -134,8 +134,16 @@ def main():
         sc = redline.Scenarios(args.work, "100k", names, popular, 1, 2 * n)
         servers = redline.make_servers(args, args.work, upstream_port, "500ms")(path, names)
         servers.pop("_upstream")
+        # "mix, log on" holds the separator: a piece that starts with a space
+        # goes on the name before it.
+        wanted = []
+        for piece in (args.scenarios or "").split(","):
+            if piece.startswith(" ") and wanted:
+                wanted[-1] += "," + piece
+            elif piece:
+                wanted.append(piece)
         for scen, file in SCENARIOS:
-            if args.scenarios and scen not in args.scenarios.split(","):
+            if wanted and scen not in wanted:
                 continue
             for name, server in servers.items():
                 if (name == "hydradns+log") != (scen == "mix, log on"):

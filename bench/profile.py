@@ -7,9 +7,13 @@ CPU 1 with one scenario's queries, and prints perf's top functions (kernel
 included). With --startup it records the start instead: from exec to the
 first blocked answer, the list load. With --syscalls it counts the system
 calls the gateway makes under the load instead (perf's syscall
-tracepoints), per answered query. bench/profile.sh builds what it needs.
+tracepoints), per answered query. With --qps the load is dnsperf at that
+fixed rate instead (a router's load, as bench/lowrate.py sends it), and
+--unpinned lets the scheduler place the server as lowrate.py does.
+bench/profile.sh builds what it needs.
 
     bench/profile.py --bin DIR --hydradns BIN [--list 1m] [--scenario mix] [--secs 10] [--startup | --syscalls] [--echo | --fwd]
+        [--qps 100 [--unpinned]]
     bench/profile.py ... --graph SYMBOL     (the call chains into SYMBOL: who pays for a kernel function)
     bench/profile.py ... --annotate SYMBOL  (SYMBOL's hottest instructions: which load stalls)
     bench/profile.py ... --children         (inclusive shares: what each system call and stage costs with all it calls)
@@ -50,6 +54,8 @@ def main():
     ap.add_argument("--fwd", action="store_true",
                     help="profile the batching forwarding echo (forward-echo --batch) instead: the floor the "
                          "mix is set against, which relays misses to the same upstream")
+    ap.add_argument("--qps", type=int, help="a fixed rate from dnsperf instead of saturation")
+    ap.add_argument("--unpinned", action="store_true", help="the server on any core (the load stays on CPU 1)")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     args.load = os.path.join(args.bin, "examples", "bench-load")
@@ -80,11 +86,12 @@ config querylog 'querylog'
 \toption enabled '0'
 """)
     data = os.path.join(work, "perf.data")
-    cmd = ["taskset", "-c", "0", args.hydradns, "run", "--user", "root", "--log", "stderr", "-c", conf]
+    cpus = "0,1" if args.unpinned else "0"
+    cmd = ["taskset", "-c", cpus, args.hydradns, "run", "--user", "root", "--log", "stderr", "-c", conf]
     if args.echo:
-        cmd = ["taskset", "-c", "0", os.path.join(args.bin, "examples", "echo-responder"), f"127.0.0.1:{port}"]
+        cmd = ["taskset", "-c", cpus, os.path.join(args.bin, "examples", "echo-responder"), f"127.0.0.1:{port}"]
     if args.fwd:
-        cmd = ["taskset", "-c", "0", os.path.join(args.bin, "examples", "forward-echo"), f"127.0.0.1:{port}",
+        cmd = ["taskset", "-c", cpus, os.path.join(args.bin, "examples", "forward-echo"), f"127.0.0.1:{port}",
                f"127.0.0.1:{upstream_port}", "--batch"]
     yardstick = args.echo or args.fwd
     log = open(os.path.join(work, "server.log"), "w")
@@ -110,16 +117,23 @@ config querylog 'querylog'
                                         "-p", str(proc.pid)], stdout=log, stderr=log)
             else:
                 graph = ["-g"] if args.graph or args.children else []
-                rec = subprocess.Popen(["perf", "record", "-q", "-F", "4000", *graph, "-p", str(proc.pid), "-o", data],
+                # At a fixed low rate the server runs a few ms a second: sample
+                # its runs densely enough to see them.
+                hz = "20000" if args.qps else "4000"
+                rec = subprocess.Popen(["perf", "record", "-q", "-F", hz, *graph, "-p", str(proc.pid), "-o", data],
                                        stdout=log, stderr=log)
             time.sleep(0.5)
             datafile = sc.files["mix0"] if args.scenario == "mix" else sc.files[args.scenario]
-            r = redline.blast(args, port, datafile, args.secs)
+            if args.qps:
+                r = redline.dnsperf(port, datafile, args.secs, qps=args.qps, outstanding=100)
+            else:
+                r = redline.blast(args, port, datafile, args.secs)
             subprocess.run(["kill", "-INT", str(rec.pid)])
             rec.wait(60)
             proc.terminate()
             proc.wait(10)
-            print(f"{args.scenario}, {args.list} list: {r['qps']:,.0f} QPS under perf (which costs some)")
+            print(f"{args.scenario}, {args.list} list: {r['qps']:,.0f} QPS under perf (which costs some), "
+                  f"{r['completed']:,} answered")
             if args.syscalls:
                 rows = []
                 for line in open(counts):
@@ -145,7 +159,7 @@ config querylog 'querylog'
             print("\n".join(line for line in out.splitlines() if line.strip() and not line.startswith("#")))
             return
         out = subprocess.run(["perf", "report", "-i", data, "--children" if args.children else "--no-children",
-                              "--sort", args.sort, "--stdio", "-g", "none", "--percent-limit", "0.5"],
+                              "--sort", args.sort, "--stdio", "-n", "-g", "none", "--percent-limit", "0.5"],
                              capture_output=True, text=True, check=True).stdout
         rows = [line for line in out.splitlines() if line.strip() and not line.startswith("#")]
         print("\n".join(rows[:args.top]))

@@ -4,6 +4,7 @@
 # binary with symbols (profile `profiling`: release code, line tables).
 #   bench/profile.sh [--list 100k|1m] [--scenario blocked|hits|mix] [--secs N] [--startup | --syscalls]
 #                    [--graph SYMBOL | --annotate SYMBOL | --children] [--echo | --fwd]
+#                    [--qps N [--unpinned]]   (a router's fixed rate from dnsperf instead of saturation)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck disable=SC1091  # bench/lib.sh is checked on its own (bench/*.sh)
