@@ -54,8 +54,9 @@ QUERIES = {"mix": "the redline's mix (25 % blocked, 65 % cache hits, 10 % new na
 
 
 def threads(pid):
-    """Per thread: (name, context switches, CPU ns) so far. A thread that
-    ends takes its counts with it; the servers here keep theirs for life."""
+    """Per thread: (name, context switches, of them preempted, CPU ns) so
+    far. A thread that ends takes its counts with it; the servers here keep
+    theirs for life."""
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -67,30 +68,27 @@ def threads(pid):
             continue
         name = lines[0].split(None, 1)[1].strip()
         ctx = sum(int(line.split()[1]) for line in lines if "ctxt_switches:" in line)
-        out[tid] = (name, ctx, ns)
+        # Switched out while it could still run: another task's wake-up (here
+        # mostly dnsperf's, woken by the answer on the same core) took the CPU.
+        preempted = sum(int(line.split()[1]) for line in lines if line.startswith("nonvoluntary_ctxt_switches:"))
+        out[tid] = (name, ctx, preempted, ns)
     return out
 
 
 def delta(before, after):
     """Context switches and CPU seconds between two `threads` readings, in
-    all and per thread name; a thread born in between counts from zero."""
+    all, and per thread name (switches, preempted, CPU ns); a thread born in
+    between counts from zero."""
     per = {}
-    for t, (name, c, n) in after.items():
-        _, c0, n0 = before.get(t, (name, 0, 0))
-        pc, pn = per.get(name, (0, 0))
-        per[name] = (pc + c - c0, pn + n - n0)
-    return sum(c for c, _ in per.values()), sum(n for _, n in per.values()) / 1e9, per
+    for t, (name, c, p, n) in after.items():
+        _, c0, p0, n0 = before.get(t, (name, 0, 0, 0))
+        pc, pp, pn = per.get(name, (0, 0, 0))
+        per[name] = (pc + c - c0, pp + p - p0, pn + n - n0)
+    return sum(c for c, _, _ in per.values()), sum(n for _, _, n in per.values()) / 1e9, per
 
 
 def queries(s):
     return s.counters(s.bin)["queries"] if s.stats_conf else None
-
-
-def commit_log(s):
-    """With the query log on: has the writer commit what is queued
-    (`hydradns log` asks for that before it reads)."""
-    if s.name.endswith("+log"):
-        subprocess.run([s.bin, "log", "-c", s.stats_conf, "--limit", "1"], capture_output=True, check=True)
 
 
 def committed(s):
@@ -102,7 +100,7 @@ def committed(s):
     now = threads(s.proc.pid)
     if not s.name.endswith("+log"):
         return now
-    commit_log(s)
+    redline.commit_log(s.bin, s.stats_conf)
     after = threads(s.proc.pid)
     return {t: (after.get(t, v) if v[0] == "hydradns-log" else v) for t, v in now.items()}
 
@@ -117,7 +115,8 @@ def measure(args, servers, sc, log):
         for s in servers:
             if not s.name.startswith("echo"):
                 dnsperf(s.port, sc.files["warm"], 30, qps=5000, outstanding=100, runs=1)
-                commit_log(s)
+            if s.name.endswith("+log"):
+                redline.commit_log(s.bin, s.stats_conf)
         # Let the warm-up's log batch, list work and socket sweeps finish.
         time.sleep(args.settle)
         before = {s.name: threads(s.proc.pid) for s in servers}
@@ -127,7 +126,7 @@ def measure(args, servers, sc, log):
             ctx, cpu, per = delta(before[s.name], threads(s.proc.pid))
             if args.threads:
                 print(f"  idle {s.name}: " + ", ".join(f"{n} {c / args.idle_secs:.2f}/s {ns / 1e6:.1f} ms"
-                                                     for n, (c, ns) in sorted(per.items()) if c), flush=True)
+                                                     for n, (c, _, ns) in sorted(per.items()) if c), flush=True)
             idle[s.name] = {"wakeups": ctx / args.idle_secs, "cpu_ms_min": cpu * 1e3 * 60 / args.idle_secs}
         rates = {(s.name, q): {"cpu": [], "ctx": [], "lost": 0, "stolen": 0.0} for s in servers for q in args.rates}
         for k in range(args.rounds):
@@ -152,8 +151,8 @@ def measure(args, servers, sc, log):
                           f"{row['ctx'][-1]:.2f} switches/query, lost {r['lost']}", flush=True)
                     if args.threads:
                         n = max(1, answered)
-                        print("    " + ", ".join(f"{t} {c / n:.2f} sw {ns / 1e3 / n:.1f} µs"
-                                                 for t, (c, ns) in sorted(per.items()) if c or ns), flush=True)
+                        print("    " + ", ".join(f"{t} {c / n:.2f} sw ({p / n:.2f} preempted) {ns / 1e3 / n:.1f} µs"
+                                                 for t, (c, p, ns) in sorted(per.items()) if c or ns), flush=True)
         return idle, rates
     finally:
         for s in running:
@@ -268,13 +267,16 @@ def main():
         names = read_names(path)
         sc = Scenarios(work, "100k", names, popular, args.rounds * len(args.rates), lines)
         if args.queries != "mix":
-            # A file per round and rate, as the mix has: a miss must be new.
+            # Misses need a file per round and rate, as the mix has (a miss
+            # must be new); hits and blocked names serve every round from one.
             for k in range(args.rounds * len(args.rates)):
-                kind_file = os.path.join(work, f"{args.queries}-{k}.txt")
-                with open(kind_file, "w") as f:
-                    src = (f"r{k}m{i}.miss.example" for i in range(lines)) if args.queries == "misses" else \
-                        (line.split()[0] for _, line in zip(range(lines), open(sc.files[args.queries])))
-                    f.writelines(f"{n} A\n" for n in src)
+                misses = args.queries == "misses"
+                kind_file = os.path.join(work, f"{args.queries}-{k if misses else 0}.txt")
+                if misses or k == 0:
+                    with open(kind_file, "w") as f:
+                        src = (f"r{k}m{i}.miss.example" for i in range(lines)) if misses else \
+                            (line.split()[0] for _, line in zip(range(lines), open(sc.files[args.queries])))
+                        f.writelines(f"{n} A\n" for n in src)
                 sc.files[f"{args.queries}{k}"] = kind_file
         defs = make_servers(args, work, upstream_port, None, shipped=True)(path, names)
         servers = [defs[n] for n in ORDER if n in defs] + [s for n, s in defs.items() if n.startswith("hydradns:")]

@@ -602,6 +602,13 @@ def stats(hydradns, conf):
     return json.loads(out.stdout)
 
 
+def commit_log(hydradns, conf):
+    """Has the query log's writer of the instance running with `conf` commit
+    what is queued (`hydradns log` asks for that before it reads); fails if
+    the log cannot be read."""
+    subprocess.run([hydradns, "log", "-c", conf, "--limit", "1"], capture_output=True, check=True)
+
+
 def cpu_model(default="unknown"):
     """The CPU's model name, for the machine line of a report."""
     with open("/proc/cpuinfo") as f:

@@ -28,7 +28,7 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the repository
 sys.path.insert(0, os.path.dirname(__file__))
-from redline import CANARY, cpu_model, first_answer, free_port, proc_cpu, proc_rss, stats  # noqa: E402
+from redline import CANARY, commit_log, cpu_model, first_answer, free_port, proc_cpu, proc_rss, stats  # noqa: E402
 
 
 def machine():
@@ -257,7 +257,7 @@ config querylog 'querylog'
         # The start-up probes' log entries are committed first (`log` asks
         # for it; a batch may wait 10 s), so they are not counted in the run.
         time.sleep(0.5)
-        subprocess.run([args.hydradns, "log", "-c", conf, "--limit", "1"], capture_output=True, check=True)
+        commit_log(args.hydradns, conf)
         drops0 = kernel_udp_drops()
         # Counted from here: the start-up probes are not part of the load.
         st0 = stats(args.hydradns, conf)
@@ -313,7 +313,7 @@ config querylog 'querylog'
         udp_r, tcp_r = dnsperf_result(udp_load), dnsperf_result(tcp_load)
         # The log's last batch waits up to 10 s: `hydradns log` has the
         # writer commit it first (and fails the run if it cannot read).
-        subprocess.run([args.hydradns, "log", "-c", conf, "--limit", "1"], capture_output=True, check=True)
+        commit_log(args.hydradns, conf)
         drops = kernel_udp_drops() - drops0
         st = stats(args.hydradns, conf)
         if gw.poll() is not None:
