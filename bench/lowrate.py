@@ -179,7 +179,8 @@ def table(args, idle, rates, elapsed):
          "context switches per query, queries lost over all rounds, "
          "CPU time the hypervisor stole from the VM during that server's rounds (both cores). "
          "The last two columns are a server's CPU per query over dnsmasq's, the median of the rounds' ratios "
-         "(target for HydraDNS ≤ 0.6). `echo+fwd` is the floor: `examples/forward-echo.rs` answers every query "
+         "and, in brackets, the lowest and highest round's: where the scheduler put each server in a round "
+         "moves them (target for HydraDNS ≤ 0.6). `echo+fwd` is the floor: `examples/forward-echo.rs` answers every query "
          "with itself and relays the misses upstream, one blocking receive and one send per packet, nothing else.",
          "",
          "| server | idle wake-ups/s | idle CPU ms/min | " + " | ".join(f"CPU µs/query at {q} QPS" for q in at)
@@ -189,10 +190,12 @@ def table(args, idle, rates, elapsed):
     med = {k: statistics.median(v["cpu"]) for k, v in rates.items()}
 
     def ratio(name, q):
-        """Median of the rounds' ratios: each round's two runs are seconds
-        apart, so a slow spell of the VM weighs on both sides of one ratio."""
+        """Median of the rounds' ratios, and their range: each round's two
+        runs are seconds apart, so a slow spell of the VM weighs on both
+        sides of one ratio."""
         h, d = rates[(name, q)]["cpu"], rates[("dnsmasq", q)]["cpu"]
-        return statistics.median(a / b for a, b in zip(h, d))
+        r = [a / b for a, b in zip(h, d)]
+        return f"{statistics.median(r):.2f} ({min(r):.2f}–{max(r):.2f})"
 
     for name in ORDER + [n for n in idle if n not in ORDER]:
         if name not in idle:
@@ -200,7 +203,7 @@ def table(args, idle, rates, elapsed):
         i = idle[name]
         ratios = [""] * len(args.rates)
         if (name.startswith("hydradns") or name == "echo+fwd") and ("dnsmasq", args.rates[0]) in med:
-            ratios = [f"{ratio(name, q):.2f}" for q in args.rates]
+            ratios = [ratio(name, q) for q in args.rates]
         sw = " / ".join(f"{statistics.median(rates[(name, q)]['ctx']):.2f}" for q in args.rates)
         lost = sum(rates[(name, q)]["lost"] for q in args.rates)
         stolen = sum(rates[(name, q)]["stolen"] for q in args.rates) * 1e3
