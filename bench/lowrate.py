@@ -268,19 +268,18 @@ def main():
                    open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
         lines = int(max(args.rates) * args.rate_secs * 1.2)
         names = read_names(path)
-        sc = Scenarios(work, "100k", names, popular, args.rounds * len(args.rates), lines)
-        if args.queries != "mix":
-            # Misses need a file per round and rate, as the mix has (a miss
-            # must be new); hits and blocked names serve every round from one.
-            for k in range(args.rounds * len(args.rates)):
-                misses = args.queries == "misses"
-                kind_file = os.path.join(work, f"{args.queries}-{k if misses else 0}.txt")
-                if misses or k == 0:
-                    with open(kind_file, "w") as f:
-                        src = (f"r{k}m{i}.miss.example" for i in range(lines)) if misses else \
-                            (line.split()[0] for _, line in zip(range(lines), open(sc.files[args.queries])))
-                        f.writelines(f"{n} A\n" for n in src)
-                sc.files[f"{args.queries}{k}"] = kind_file
+        files = args.rounds * len(args.rates)
+        sc = Scenarios(work, "100k", names, popular, files if args.queries == "mix" else 0, lines)
+        for k in range(files):
+            if args.queries == "misses":
+                # A file per round and rate, as the mix has: a miss must be new.
+                kind_file = os.path.join(work, f"misses-{k}.txt")
+                with open(kind_file, "w") as f:
+                    f.writelines(f"r{k}m{i}.miss.example A\n" for i in range(lines))
+                sc.files[f"misses{k}"] = kind_file
+            elif args.queries != "mix":
+                # Hits and blocked names: the scenario's own file serves every round.
+                sc.files[f"{args.queries}{k}"] = sc.files[args.queries]
         defs = make_servers(args, work, upstream_port, None, shipped=True)(path, names)
         servers = [defs[n] for n in ORDER if n in defs] + [s for n, s in defs.items() if n.startswith("hydradns:")]
         idle, rates = measure(args, servers, sc, log)
