@@ -210,17 +210,21 @@ impl DomainSet {
         if block == 0 {
             return None;
         }
-        let mut pos = self.slots[block - 1].offset();
+        let pos = self.slots[block - 1].offset();
         let end = self.slots.get(block).map_or(self.data.len(), Slot::offset);
-        touch(self.data.get(pos..end).unwrap_or_default().iter().step_by(LINE).map(|&b| u64::from(b)));
+        let mut rest = self.data.get(pos..end).unwrap_or_default();
+        touch(rest.iter().step_by(LINE).map(|&b| u64::from(b)));
         let mut best = None;
-        while pos < end {
-            let (k, tag, next) = self.entry_at(pos);
+        // The block as a shrinking slice: one length check per field, where
+        // indexing `data` at offsets checked each byte against the whole buffer.
+        while let Some((&len, tail)) = rest.split_first() {
+            let Some((tag, tail)) = tail.split_first_chunk::<2>() else { break };
+            let Some((k, tail)) = tail.split_at_checked(len as usize) else { break };
             if key_cmp(k, key).is_gt() {
                 break;
             }
-            best = Some(Match { key: k, tag });
-            pos = next;
+            best = Some(Match { key: k, tag: u16::from_le_bytes(*tag) });
+            rest = tail;
         }
         best.filter(|m| covers(m.key, key))
     }
