@@ -430,9 +430,13 @@ impl Cache {
         if self.sets == 0 {
             return None;
         }
-        let now = self.clock_at(at);
         let set = self.set(hash);
         let tag = tag(hash);
+        // Read the clock only once a tag matches: a name not in the cache
+        // (every blocked name, every miss) never needs it, and turning an
+        // `Instant` into seconds was 37 instructions of a blocked query
+        // (`bench/instructions.py --by-function --scenarios blocked`).
+        let mut clock = None;
         for (i, t) in self.tags[set.clone()].iter().enumerate() {
             let slot = set.start + i;
             if t.load(Relaxed) != tag {
@@ -440,6 +444,7 @@ impl Cache {
             }
             let guard = self.entries[slot].load();
             let Some(e) = guard.as_ref() else { continue };
+            let now = *clock.get_or_insert_with(|| self.clock_at(at));
             // `key_eq`, not `!=`: slice equality calls `bcmp`, compiler-rt's
             // byte loop in the static musl build, 1.9 % of the server's
             // samples in the mix (`bench/profile.sh --scenario mix --graph
