@@ -59,18 +59,20 @@ impl Slot {
     }
 }
 
-/// Bytes in a cache line, and the slots that cover every line of a window.
+/// Bytes in a cache line, and a stride in slots that lands on every line a
+/// window of slots spans (12-byte slots, 8-byte loads: 52 bytes between loads).
 const LINE: usize = 64;
 const SLOTS_PER_LINE: usize = (LINE - std::mem::size_of::<u64>()) / std::mem::size_of::<Slot>() + 1;
 
 /// Loads one value from each cache line the next steps will read, all at
 /// once. The binary search over a window of slots and the walk along a block
 /// each take one line after another, every address depending on the last
-/// line's contents; with 1M names those lines are out of cache, so a blocked
-/// name waited for three or four misses in a row. Loads with no dependence
-/// between them go out together (the core has several misses in flight), and
-/// the search then finds its lines arriving or arrived. Portable where a
-/// prefetch instruction would need `unsafe` and one per architecture.
+/// line's contents; when those lines are out of cache (1M names, a busy
+/// host), a blocked name waited for three or four misses in a row. Loads
+/// with no dependence between them go out together (the core has several
+/// misses in flight), and the search then finds its lines arriving or
+/// arrived. Portable where a prefetch instruction would need `unsafe` and one
+/// per architecture.
 #[inline]
 fn touch(values: impl Iterator<Item = u64>) {
     std::hint::black_box(values.fold(0, |acc, v| acc ^ v));

@@ -505,7 +505,7 @@ fn insert(conn: &mut Connection, rows: &[Row], text: &str) -> rusqlite::Result<(
                 // comes from rusqlite's cache with every parameter cleared to
                 // NULL, and binding NULL again cost ~220 instructions a row
                 // (callgrind, `bench/instructions.py --by-function
-                // --scenarios "mix, log on"`: vdbeUnbind 527 → 351–384,
+                // --scenarios "mix, log on"`: vdbeUnbind 527 → 389,
                 // bind_null 70 → 0).
                 if let Some(u) = &r.upstream {
                     stmt.raw_bind_parameter(p + 8, &text[u.clone()])?;
