@@ -410,6 +410,7 @@ def measure_list(args, key, label, list_path, popular, servers_for, work, log, r
                 rounds_p = {p: [percentile(v, p) * 1e3 for v in lat[s.name]] for p in (50, 99, 99.9)}
                 row = {
                     "qps": statistics.median(qps[s.name]),
+                    "rounds": qps[s.name],
                     "cpu_us": statistics.median(cpu[s.name]),
                     "util": statistics.median(util[s.name]),
                     "load_util": statistics.median(load_util[s.name]),
@@ -699,17 +700,22 @@ def report(args, results, elapsed):
     L.append("`echo+fwd` and `echo+fwd:mmsg` pay for the "
              "same upstream round trips as HydraDNS in the mix (one more packet pair per miss, and the upstream's "
              "share of the load core); `echo+fwd:mmsg` also batches its system calls as HydraDNS does, so the gap "
-             "to it is the gateway's own work: parsing, the lists, the cache, building answers.\n")
-    L.append("| list | scenario | HydraDNS QPS | share of echo+fwd | share of echo+fwd:mmsg | HydraDNS CPU/query | "
-             "echo+fwd:mmsg CPU/query | difference |")
-    L.append("|---|---|---|---|---|---|---|---|")
+             "to it is the gateway's own work: parsing, the lists, the cache, building answers. The rounds run "
+             "the servers in turn, so each HydraDNS round has an `echo+fwd:mmsg` round beside it on nearly the "
+             "same host; `round by round` is the range of those pairs' shares: how far this machine moves the "
+             "share between one pair and the next.\n")
+    L.append("| list | scenario | HydraDNS QPS | share of echo+fwd | share of echo+fwd:mmsg | round by round | "
+             "HydraDNS CPU/query | echo+fwd:mmsg CPU/query | difference |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
     for label, n, servers, table in results:
         for scen in ["blocked", "hits", "mix"]:
             h, f, m = (table.get((scen, x)) for x in ["hydradns", "echo+fwd", "echo+fwd:mmsg"])
             if h and m:
                 plain = f"{100 * h['qps'] / f['qps']:.0f} %" if f else ""
+                pairs = [100 * a / b for a, b in zip(h.get("rounds", []), m.get("rounds", [])) if b]
+                spread = f"{min(pairs):.0f}–{max(pairs):.0f} %" if pairs else ""
                 L.append(f"| {label} | {scen} | {h['qps']:,.0f} | {plain} | {100 * h['qps'] / m['qps']:.0f} % | "
-                         f"{h['cpu_us']:.2f} µs | {m['cpu_us']:.2f} µs | {h['cpu_us'] - m['cpu_us']:+.2f} µs |")
+                         f"{spread} | {h['cpu_us']:.2f} µs | {m['cpu_us']:.2f} µs | {h['cpu_us'] - m['cpu_us']:+.2f} µs |")
 
     def verdict(ok):
         return "pass" if ok else "**miss**"
