@@ -700,10 +700,10 @@ def report(args, results, elapsed):
     L.append("`echo+fwd` and `echo+fwd:mmsg` pay for the "
              "same upstream round trips as HydraDNS in the mix (one more packet pair per miss, and the upstream's "
              "share of the load core); `echo+fwd:mmsg` also batches its system calls as HydraDNS does, so the gap "
-             "to it is the gateway's own work: parsing, the lists, the cache, building answers. The rounds run "
-             "the servers in turn, so each HydraDNS round has an `echo+fwd:mmsg` round beside it on nearly the "
-             "same host; `round by round` is the range of those pairs' shares: how far this machine moves the "
-             "share between one pair and the next.\n")
+             "to it is the gateway's own work: parsing, the lists, the cache, building answers. Each round runs "
+             "every server once, in turn, so a HydraDNS round and the same round of `echo+fwd:mmsg` are seconds "
+             "apart on nearly the same host; `round by round` is the range of those pairs' shares: how far this "
+             "machine moves the share between one round and the next.\n")
     L.append("| list | scenario | HydraDNS QPS | share of echo+fwd | share of echo+fwd:mmsg | round by round | "
              "HydraDNS CPU/query | echo+fwd:mmsg CPU/query | difference |")
     L.append("|---|---|---|---|---|---|---|---|---|")
