@@ -616,6 +616,14 @@ def cpu_model(default="unknown"):
         return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), default)
 
 
+def share_range(pairs):
+    """Lowest and highest of the rounds' shares, one figure when they round alike (or one round)."""
+    if not pairs:
+        return ""
+    lo, hi = f"{min(pairs):.0f}", f"{max(pairs):.0f}"
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
+
+
 def report(args, results, elapsed):
     cpu = cpu_model()
     vers = {
@@ -713,9 +721,8 @@ def report(args, results, elapsed):
             if h and m:
                 plain = f"{100 * h['qps'] / f['qps']:.0f} %" if f else ""
                 pairs = [100 * a / b for a, b in zip(h.get("rounds", []), m.get("rounds", [])) if b]
-                spread = f"{min(pairs):.0f}–{max(pairs):.0f} %" if pairs else ""
                 L.append(f"| {label} | {scen} | {h['qps']:,.0f} | {plain} | {100 * h['qps'] / m['qps']:.0f} % | "
-                         f"{spread} | {h['cpu_us']:.2f} µs | {m['cpu_us']:.2f} µs | {h['cpu_us'] - m['cpu_us']:+.2f} µs |")
+                         f"{share_range(pairs)} | {h['cpu_us']:.2f} µs | {m['cpu_us']:.2f} µs | {h['cpu_us'] - m['cpu_us']:+.2f} µs |")
 
     def verdict(ok):
         return "pass" if ok else "**miss**"
