@@ -709,8 +709,8 @@ def report(args, results, elapsed):
              "same upstream round trips as HydraDNS in the mix (one more packet pair per miss, and the upstream's "
              "share of the load core); `echo+fwd:mmsg` also batches its system calls as HydraDNS does, so the gap "
              "to it is the gateway's own work: parsing, the lists, the cache, building answers. Each round runs "
-             "every server once, in turn, so a HydraDNS round and the same round of `echo+fwd:mmsg` are seconds "
-             "apart on nearly the same host; `round by round` is the range of those pairs' shares: how far this "
+             "every server once, in turn, so a HydraDNS round and the same round of `echo+fwd:mmsg` are under a "
+             "minute apart on nearly the same host; `round by round` is the range of those pairs' shares: how far this "
              "machine moves the share between one round and the next.\n")
     L.append("| list | scenario | HydraDNS QPS | share of echo+fwd | share of echo+fwd:mmsg | round by round | "
              "HydraDNS CPU/query | echo+fwd:mmsg CPU/query | difference |")
