@@ -200,7 +200,10 @@ impl DomainSet {
             + self.slots[block..]
                 .iter()
                 .take_while(|s| {
-                    s.prefix() == kp && entry_at(&self.data, s.offset()).is_some_and(|(k, _)| key_cmp(k, key).is_le())
+                    s.prefix() == kp
+                        && entries(self.data.get(s.offset()..).unwrap_or_default())
+                            .next()
+                            .is_some_and(|(k, _)| key_cmp(k, key).is_le())
                 })
                 .count();
         if block == 0 {
@@ -294,12 +297,6 @@ fn entries(buf: &[u8]) -> impl Iterator<Item = (&[u8], u16)> {
         rest = tail;
         Some((key, u16::from_le_bytes(*tag)))
     })
-}
-
-/// The entry starting at `off` in a set's data or a builder's bucket.
-#[inline]
-fn entry_at(buf: &[u8], off: usize) -> Option<(&[u8], u16)> {
-    entries(buf.get(off..)?).next()
 }
 
 /// [`entries`] with where each record starts, for a builder's sort index:
@@ -421,8 +418,10 @@ impl SetBuilder {
         let mut len = 0;
         for (b, bucket) in self.buckets.iter_mut().enumerate() {
             let buf = std::mem::take(bucket);
-            // Offsets come from `records` over this very bucket: always an entry.
-            let entry = |off: u32| entry_at(&buf, off as usize).unwrap_or_default();
+            let key_at = |off: u32| {
+                let off = off as usize;
+                &buf[off + 3..off + 3 + buf[off] as usize]
+            };
             // Keys in a bucket share a common prefix; eight bytes past it
             // order most pairs without reaching into the records.
             let mut records_ = records(&buf);
@@ -437,14 +436,14 @@ impl SetBuilder {
             // lowest tag first, so the first list to name a name is the one
             // a lookup reports.
             order.sort_unstable();
+            let tag_at = |off: u32| u16::from_le_bytes([buf[off as usize + 1], buf[off as usize + 2]]);
             for run in order.chunk_by_mut(|a, b| a.0 == b.0).filter(|r| r.len() > 1) {
                 run.sort_unstable_by(|a, b| {
-                    let ((ka, ta), (kb, tb)) = (entry(a.1), entry(b.1));
-                    key_cmp(ka, kb).then(ta.cmp(&tb))
+                    key_cmp(key_at(a.1), key_at(b.1)).then_with(|| tag_at(a.1).cmp(&tag_at(b.1)))
                 });
             }
             for (_, off) in order {
-                let (k, _) = entry(off);
+                let k = key_at(off);
                 if last.clone().is_some_and(|r| covers(&data[r], k)) {
                     continue;
                 }
