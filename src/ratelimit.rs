@@ -5,9 +5,12 @@
 //! starts again with a full bucket (the limiter fails open, never against a
 //! real client for someone else's traffic). Each slot is one `AtomicU64`
 //! updated by compare-and-swap, so workers share the table without a lock.
-//! IPv6 clients are limited per /64 (one host can use a whole /64);
-//! 127.0.0.1 and ::1 are never limited (in `dnsmasq_mode upstream` every
-//! query comes from dnsmasq on 127.0.0.1).
+//! IPv6 clients are limited per /64 (one host can use a whole /64).
+//! A query whose own source is 127.0.0.1 or ::1 is never limited (in
+//! `dnsmasq_mode upstream` every query comes from dnsmasq on 127.0.0.1),
+//! unless a forwarder named its client: then it is that client's, even when
+//! the name is 127.0.0.1 (the router asking through dnsmasq, or a LAN
+//! device claiming to be it).
 
 use std::hash::{BuildHasher, Hasher};
 use std::net::{IpAddr, Ipv4Addr};
@@ -50,18 +53,26 @@ pub fn random_seed() -> u64 {
     u64::from_ne_bytes(seed)
 }
 
-/// Hash of who `client` is for per-client limits: the address, or its /64
-/// for IPv6. `None` for 127.0.0.1 and ::1, which are never limited.
-pub fn client_hash(seed: u64, client: IpAddr) -> Option<u64> {
+/// Hash of who a packet from `source` is for per-client limits: the
+/// address, or its /64 for IPv6. `None` for 127.0.0.1 and ::1, which are
+/// never limited.
+pub fn client_hash(seed: u64, source: IpAddr) -> Option<u64> {
+    match source.to_canonical() {
+        IpAddr::V4(a) if a == Ipv4Addr::LOCALHOST => None,
+        IpAddr::V6(a) if a.is_loopback() => None,
+        _ => Some(named_hash(seed, source)),
+    }
+}
+
+/// [`client_hash`] of a client a forwarder named, loopback included.
+fn named_hash(seed: u64, client: IpAddr) -> u64 {
     let mut h = FxBuildHasher.build_hasher();
     h.write_u64(seed);
     match client.to_canonical() {
-        IpAddr::V4(a) if a == Ipv4Addr::LOCALHOST => return None,
         IpAddr::V4(a) => h.write_u32(u32::from(a)),
-        IpAddr::V6(a) if a.is_loopback() => return None,
         IpAddr::V6(a) => h.write_u64((u128::from(a) >> 64) as u64),
     }
-    Some(h.finish())
+    h.finish()
 }
 
 impl RateLimiter {
@@ -78,13 +89,16 @@ impl RateLimiter {
     }
 
     /// Takes one token for `client`; false when its bucket is empty.
-    pub fn allow(&self, client: IpAddr) -> bool {
+    /// `named`: a forwarder named `client` (so loopback is not exempt);
+    /// otherwise it is the packet's source.
+    pub fn allow(&self, client: IpAddr, named: bool) -> bool {
         let now = (self.epoch.elapsed().as_millis() as u64) & TIME_MASK;
-        self.allow_at(client, now)
+        self.allow_at(client, named, now)
     }
 
-    fn allow_at(&self, client: IpAddr, now: u64) -> bool {
-        let Some(hash) = client_hash(self.seed, client) else { return true };
+    fn allow_at(&self, client: IpAddr, named: bool, now: u64) -> bool {
+        let hash = if named { Some(named_hash(self.seed, client)) } else { client_hash(self.seed, client) };
+        let Some(hash) = hash else { return true };
         let slot = &self.slots[(hash as usize) % SLOTS];
         // Tag 0 marks an empty slot, so a client's tag is never 0.
         let tag = ((hash >> 40) & ((1 << TAG_BITS) - 1)).max(1);
@@ -126,36 +140,45 @@ mod tests {
     fn burst_then_rate() {
         let l = RateLimiter::new(10, 5);
         let c = ip("192.168.1.7");
-        assert_eq!((0..8).filter(|_| l.allow_at(c, 1000)).count(), 5, "the burst");
-        assert!(!l.allow_at(c, 1050), "half a token after 50 ms");
-        assert!(l.allow_at(c, 1100), "one token after 100 ms");
-        assert!(!l.allow_at(c, 1100));
+        assert_eq!((0..8).filter(|_| l.allow_at(c, false, 1000)).count(), 5, "the burst");
+        assert!(!l.allow_at(c, false, 1050), "half a token after 50 ms");
+        assert!(l.allow_at(c, false, 1100), "one token after 100 ms");
+        assert!(!l.allow_at(c, false, 1100));
         // Queries every 20 ms refill 0.2 tokens each: one in five passes.
-        let passed = (1..=50).filter(|i| l.allow_at(c, 1100 + i * 20)).count();
+        let passed = (1..=50).filter(|i| l.allow_at(c, false, 1100 + i * 20)).count();
         assert!((9..=11).contains(&passed), "{passed}");
-        assert_eq!((0..20).filter(|_| l.allow_at(c, 100_000)).count(), 5, "refilled to the burst, no more");
+        assert_eq!((0..20).filter(|_| l.allow_at(c, false, 100_000)).count(), 5, "refilled to the burst, no more");
     }
 
     #[test]
     fn clients_are_apart_and_loopback_is_free() {
         let l = RateLimiter::new(1, 1);
-        assert!(l.allow_at(ip("10.0.0.1"), 0));
-        assert!(!l.allow_at(ip("10.0.0.1"), 0));
-        assert!(l.allow_at(ip("10.0.0.2"), 0), "another client has its own bucket");
-        assert!((0..100).all(|_| l.allow_at(ip("127.0.0.1"), 0)));
-        assert!((0..100).all(|_| l.allow_at(ip("::1"), 0)));
-        assert!(l.allow_at(ip("127.0.0.2"), 0) && !l.allow_at(ip("127.0.0.2"), 0), "only dnsmasq's address is free");
+        assert!(l.allow_at(ip("10.0.0.1"), false, 0));
+        assert!(!l.allow_at(ip("10.0.0.1"), false, 0));
+        assert!(l.allow_at(ip("10.0.0.2"), false, 0), "another client has its own bucket");
+        assert!((0..100).all(|_| l.allow_at(ip("127.0.0.1"), false, 0)));
+        assert!((0..100).all(|_| l.allow_at(ip("::1"), false, 0)));
+        assert!(
+            l.allow_at(ip("127.0.0.2"), false, 0) && !l.allow_at(ip("127.0.0.2"), false, 0),
+            "only dnsmasq's address is free"
+        );
+        // Named by a forwarder, loopback is a client like any other.
+        assert!(l.allow_at(ip("127.0.0.1"), true, 0) && !l.allow_at(ip("127.0.0.1"), true, 0));
+        assert!(l.allow_at(ip("::1"), true, 0) && !l.allow_at(ip("::1"), true, 0));
+        assert!(!l.allow_at(ip("::ffff:127.0.0.1"), true, 0), "the mapped form is the same client");
+        assert!(l.allow_at(ip("127.0.0.1"), false, 0), "the forwarder's own query stays free");
+        assert!(!l.allow_at(ip("10.0.0.1"), true, 0), "named or not, one address is one bucket");
         // One /64 is one client.
-        assert!(l.allow_at(ip("2001:db8::1"), 0));
-        assert!(!l.allow_at(ip("2001:db8::2"), 0));
-        assert!(l.allow_at(ip("2001:db8:0:1::1"), 0));
+        assert!(l.allow_at(ip("2001:db8::1"), false, 0));
+        assert!(!l.allow_at(ip("2001:db8::2"), false, 0));
+        assert!(l.allow_at(ip("2001:db8:0:1::1"), false, 0));
     }
 
     #[test]
     fn a_flood_of_sources_stays_in_the_table() {
         let l = RateLimiter::new(1, 1);
         for i in 0..200_000u32 {
-            l.allow_at(IpAddr::from((0x0a00_0000 | i).to_be_bytes()), 0);
+            l.allow_at(IpAddr::from((0x0a00_0000 | i).to_be_bytes()), false, 0);
         }
         assert_eq!(l.slots.len(), SLOTS);
         assert_eq!(std::mem::size_of_val(&*l.slots), SLOTS * 8);

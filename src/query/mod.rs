@@ -570,16 +570,16 @@ impl Engine {
         // A trusted forwarder's query is admitted, answered and logged as the
         // client its options name. Only a query with options costs the check.
         let named;
-        let origin = match parsed.as_ref().ok().and_then(|q| q.edns).filter(|e| e.has_options()) {
+        let (origin, by_name) = match parsed.as_ref().ok().and_then(|q| q.edns).filter(|e| e.has_options()) {
             Some(e) if snap.config.trusted_proxy.allows(origin.client) => {
                 let n = client::edns::named(msg, e.options_at as usize, e.options_end as usize);
                 named = Origin { client: n.ip.unwrap_or(origin.client), mac: n.mac, ..*origin };
-                &named
+                (&named, n.ip.is_some())
             }
-            _ => origin,
+            _ => (origin, false),
         };
         // Before any answer, FORMERR included: a client turned away gets only `deny_action`.
-        if let Some(step) = self.admit(&snap, msg, origin, out, stats) {
+        if let Some(step) = self.admit(&snap, msg, origin, by_name, out, stats) {
             return step;
         }
         let q = match parsed {
@@ -878,15 +878,24 @@ impl Engine {
     }
 
     /// Turns `origin`'s client away (outside `allow_client`, over its rate),
-    /// or `None` to go on.
+    /// or `None` to go on. `by_name`: a forwarder named its address, so a
+    /// loopback one is not the forwarder's own exempt query.
     #[inline(always)]
-    fn admit(&self, snap: &Snapshot, msg: &[u8], origin: &Origin, out: &mut Vec<u8>, stats: &Counters) -> Option<Step> {
+    fn admit(
+        &self,
+        snap: &Snapshot,
+        msg: &[u8],
+        origin: &Origin,
+        by_name: bool,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) -> Option<Step> {
         if !snap.config.allow_client.allows(origin.client) {
             Counters::bump(&stats.denied);
             return Some(self.turn_away(snap.config.deny_action, msg, origin, out, stats));
         }
         if let Some(limit) = &snap.ratelimit
-            && !limit.allow(origin.client)
+            && !limit.allow(origin.client, by_name)
         {
             Counters::bump(&stats.ratelimited);
             return Some(self.turn_away(snap.config.ratelimit_action, msg, origin, out, stats));
