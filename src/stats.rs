@@ -88,7 +88,8 @@ counters! {
     badvers,
     /// Dropped unanswered (too short, or a response rather than a query).
     dropped,
-    /// From clients outside `allow_client`: refused or dropped per `deny_action`.
+    /// From clients outside `allow_client`, or naming their client twice through
+    /// a trusted forwarder (`client::edns::Repeated`): refused or dropped per `deny_action`.
     denied,
     /// Over the client's `ratelimit`: refused or dropped per `ratelimit_action`.
     ratelimited,

@@ -572,9 +572,19 @@ impl Engine {
         let named;
         let (origin, by_name) = match parsed.as_ref().ok().and_then(|q| q.edns).filter(|e| e.has_options()) {
             Some(e) if snap.config.trusted_proxy.allows(origin.client) => {
-                let n = client::edns::named(msg, e.options_at as usize, e.options_end as usize);
-                named = Origin { client: n.ip.unwrap_or(origin.client), mac: n.mac, ..*origin };
-                (&named, n.ip.is_some())
+                match client::edns::named(msg, e.options_at as usize, e.options_end as usize) {
+                    Ok(n) => {
+                        named = Origin { client: n.ip.unwrap_or(origin.client), mac: n.mac, ..*origin };
+                        (&named, n.ip.is_some())
+                    }
+                    // A client's own option beside the forwarder's: nobody
+                    // can say who asks, so it is turned away like a client
+                    // outside `allow_client`.
+                    Err(client::edns::Repeated) => {
+                        Counters::bump(&stats.denied);
+                        return self.turn_away(snap.config.deny_action, msg, origin, out, stats);
+                    }
+                }
             }
             _ => (origin, false),
         };
