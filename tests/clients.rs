@@ -1,7 +1,11 @@
 //! Who is asking, through the real binary: the real dnsmasq in front naming
-//! each client (`add-subnet=32,128`, `add-mac`), forged options from a
-//! source that is not trusted, and the access list and rate limit keyed on
-//! the client a trusted forwarder names.
+//! each client (`add-subnet=32,128`, `add-mac`), as OpenWrt runs it
+//! (`strip-subnet`, `strip-mac`: a client that forges its name is still
+//! logged, grouped and rate-limited as itself) and without the stripping (a
+//! forged second option turns the query away), forged options from a source
+//! that is not trusted, two Client Subnet or MAC options from the trusted
+//! one, and the access list and rate limit keyed on the client a trusted
+//! forwarder names.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,20 +16,34 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::*;
+use simple_dns::RCODE;
 
-/// dnsmasq in front of `upstream`, as OpenWrt runs it with HydraDNS behind
-/// it (`dnsmasq_mode upstream`) and the client options on.
+/// dnsmasq in front of `upstream` with the client options on
+/// (`dnsmasq_mode upstream`).
 struct Dnsmasq {
     child: Child,
     addr: SocketAddr,
 }
 
 impl Dnsmasq {
+    /// Without `strip-subnet`/`strip-mac`: a client's own options pass
+    /// through (what dnsmasq does unless told otherwise).
     fn start(upstream: SocketAddr) -> Dnsmasq {
+        Dnsmasq::with(upstream, &[])
+    }
+
+    /// As OpenWrt runs it with HydraDNS behind it (`stripsubnet`,
+    /// `stripmac`): a client's own options are dropped, dnsmasq's added.
+    fn stripping(upstream: SocketAddr) -> Dnsmasq {
+        Dnsmasq::with(upstream, &["--strip-subnet", "--strip-mac"])
+    }
+
+    fn with(upstream: SocketAddr, extra: &[&str]) -> Dnsmasq {
         let port = UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new("dnsmasq")
             .args(["-k", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--bind-interfaces"])
             .args(["--listen-address=127.0.0.1", "--user=root", "--pid-file=", "--cache-size=0"])
+            .args(extra)
             .args(["--add-subnet=32,128", "--add-mac", "--log-facility=-"])
             .arg(format!("--port={port}"))
             .arg(format!("--server={}#{}", upstream.ip(), upstream.port()))
@@ -49,14 +67,25 @@ impl Drop for Dnsmasq {
     }
 }
 
+/// EDNS options as (code, data), in the order they are sent.
+type Options<'a> = &'a [(u16, &'a [u8])];
+
+/// One A query for `name` from `source` (an address of 127/8) to `server`,
+/// with EDNS `options` if any; `None` when nothing comes back in `wait`.
+fn ask_with(source: &str, server: SocketAddr, name: &str, options: &[(u16, &[u8])], wait: Duration) -> Option<Reply> {
+    let s = UdpSocket::bind(format!("{source}:0")).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
+    let q = if options.is_empty() { build_query(7, name, A, None) } else { query_with_options(7, name, options) };
+    s.send_to(&q, server).unwrap();
+    let mut buf = [0u8; 1500];
+    let n = s.recv(&mut buf).ok()?;
+    Some(Reply::parse(buf[..n].to_vec()))
+}
+
 /// One A query for `name` from `source` (an address of 127/8) to `server`.
 fn ask_from(source: &str, server: SocketAddr, name: &str) -> Reply {
-    let s = UdpSocket::bind(format!("{source}:0")).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.send_to(&build_query(7, name, A, None), server).unwrap();
-    let mut buf = [0u8; 1500];
-    let n = s.recv(&mut buf).unwrap_or_else(|e| panic!("no answer for {name} from {source}: {e}"));
-    Reply::parse(buf[..n].to_vec())
+    ask_with(source, server, name, &[], Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("no answer for {name} from {source}"))
 }
 
 const ECS_192_168_1_77: [u8; 8] = [0, 1, 32, 0, 192, 168, 1, 77];
@@ -178,4 +207,158 @@ fn the_log_names_devices_from_the_dhcp_leases_and_ethers() {
     let (code, out, err) = cli(&["top", "-c", cfg_path(&gw), "--clients"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("kids-tablet (192.168.1.77)") && out.contains("192.168.1.78"), "{out}");
+}
+
+/// What a device at 127.0.0.2 sends to pass for another: the address of
+/// the parent's laptop (127.0.0.3) or of the router (127.0.0.1), a MAC.
+const ECS_127_0_0_3: [u8; 8] = [0, 1, 32, 0, 127, 0, 0, 3];
+const ECS_127_0_0_1: [u8; 8] = [0, 1, 32, 0, 127, 0, 0, 1];
+const FORGED_MAC: [u8; 6] = [0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee];
+
+/// The kid's tablet (127.0.0.2) is in a group whose list blocks
+/// `social.example`; the parent's laptop (127.0.0.3, or the forged MAC)
+/// and the router are not.
+const KIDS: &str = "config client\n\toption name 'kid'\n\tlist match '127.0.0.2'\n\tlist group 'kids'\n\
+                    config client\n\toption name 'parent'\n\tlist match '127.0.0.3'\n\tlist match '02:aa:bb:cc:dd:ee'\n\
+                    config blocklist\n\toption name 'social'\n\tlist domain 'social.example'\n\tlist group 'kids'\n";
+
+#[test]
+fn a_client_forging_its_name_through_openwrts_dnsmasq_is_logged_and_grouped_as_itself() {
+    let up = Upstream::start("192.0.2.6".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], &format!("{KIDS}{}", log_section("\toption batch_interval '50ms'\n"))));
+    let dnsmasq = Dnsmasq::stripping(gw.addr);
+    let text_mac: &[u8] = b"02:aa:bb:cc:dd:ee";
+    let forgeries: [(&str, Options); 5] = [
+        ("parent", &[(8, &ECS_127_0_0_3), (65001, &FORGED_MAC)]),
+        ("router", &[(8, &ECS_127_0_0_1), (65073, text_mac)]),
+        ("parent-mac", &[(65001, &FORGED_MAC)]),
+        ("twice", &[(8, &ECS_127_0_0_3), (8, &ECS_127_0_0_1), (65001, &FORGED_MAC), (65073, text_mac)]),
+        ("none", &[]),
+    ];
+    for (who, options) in forgeries {
+        let ask = |name: &str| {
+            ask_with("127.0.0.2", dnsmasq.addr, name, options, Duration::from_secs(5))
+                .unwrap_or_else(|| panic!("no answer for {name}"))
+        };
+        assert_eq!(ask(&format!("{who}.social.example")).ips(), ["0.0.0.0"], "{who}: the kids' list still applies");
+        assert_eq!(ask(&format!("{who}.clients.example")).ips(), ["192.0.2.6"], "{who}");
+    }
+    wait_for("the log", Duration::from_secs(10), || log_rows(&gw, &["--client", "127.0.0.2"]).len() >= 10);
+    let rows = log_rows(&gw, &["--client", "127.0.0.2"]);
+    assert_eq!(rows.len(), 10, "{rows:?}");
+    assert!(rows.iter().all(|r| r.client == "127.0.0.2" && r.mac.is_none()), "{rows:?}");
+    assert!(rows.iter().all(|r| r.client_name.as_deref() == Some("kid")), "{rows:?}");
+    assert!(log_rows(&gw, &["--client", "127.0.0.3"]).is_empty());
+    assert!(log_rows(&gw, &["--client", "02:aa:bb:cc:dd:ee"]).is_empty());
+    assert_eq!(up.seen("parent.social.example"), 0);
+}
+
+/// Sends `n` A queries from `source` to `server` back to back (within a
+/// token's refill time at `ratelimit '1'`), with EDNS `options` if any;
+/// the answers that came back within a second.
+fn burst(source: &str, server: SocketAddr, n: usize, options: &[(u16, &[u8])], tag: &str) -> Vec<RCODE> {
+    let s = UdpSocket::bind(format!("{source}:0")).unwrap();
+    for i in 0..n {
+        let name = format!("{tag}{i}.limited.clients.example");
+        let q = if options.is_empty() { build_query(7, &name, A, None) } else { query_with_options(7, &name, options) };
+        s.send_to(&q, server).unwrap();
+    }
+    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut buf = [0u8; 1500];
+    std::iter::from_fn(|| s.recv(&mut buf).ok().map(|n| Reply::parse(buf[..n].to_vec()).rcode)).take(n).collect()
+}
+
+#[test]
+fn a_client_forging_its_name_through_openwrts_dnsmasq_is_rate_limited_as_itself() {
+    let up = Upstream::start("192.0.2.7".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        "\toption ratelimit '1'\n\toption ratelimit_burst '3'\n\toption ratelimit_action 'refuse'\n",
+    ));
+    let dnsmasq = Dnsmasq::stripping(gw.addr);
+    let limited = || gw.report().counters.ratelimited;
+    let served = |answers: &[RCODE]| answers.iter().filter(|r| **r == RCODE::NoError).count();
+    // The parent's laptop spends its bucket; the kid's tablet, claiming to be
+    // it, still has its own: all three answered.
+    let parent = burst("127.0.0.3", dnsmasq.addr, 6, &[], "a");
+    assert!(served(&parent) <= 4 && limited() >= 2, "{parent:?}");
+    let kid = burst("127.0.0.2", dnsmasq.addr, 3, &[(8, &ECS_127_0_0_3), (65001, &FORGED_MAC)], "b");
+    assert_eq!(kid, [RCODE::NoError; 3]);
+    // Claiming to be the router does not escape the limit: it is the kid's
+    // bucket, already spent, and nothing of this one gets through.
+    let before = limited();
+    let kid = burst("127.0.0.2", dnsmasq.addr, 3, &[(8, &ECS_127_0_0_1)], "c");
+    assert!(served(&kid) <= 1 && limited() >= before + 2, "{kid:?}");
+    // The router's own queries through dnsmasq are named 127.0.0.1: limited too.
+    let before = limited();
+    let router = burst("127.0.0.1", dnsmasq.addr, 6, &[], "d");
+    assert!(served(&router) <= 4 && limited() >= before + 2, "{router:?}");
+    // Straight from loopback: a forwarder naming ::1 is limited, its own
+    // query naming no address (no options, or a MAC alone) is not.
+    let ecs_v6_loopback: &[u8] = &[0, 2, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    let named = burst("127.0.0.1", gw.addr, 6, &[(8, ecs_v6_loopback)], "e");
+    assert_eq!((served(&named), named.len()), (3, 6), "{named:?}");
+    let before = limited();
+    assert_eq!(burst("127.0.0.1", gw.addr, 10, &[], "f"), [RCODE::NoError; 10]);
+    assert_eq!(burst("127.0.0.1", gw.addr, 10, &[(65001, &FORGED_MAC)], "g"), [RCODE::NoError; 10]);
+    assert_eq!(limited(), before);
+}
+
+#[test]
+fn two_subnet_or_two_mac_options_from_the_trusted_forwarder_are_refused() {
+    let up = Upstream::start("192.0.2.8".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], &log_section("\toption batch_interval '50ms'\n")));
+    let text_mac: &[u8] = b"02:00:5e:10:00:01";
+    let b64_mac: &[u8] = b"AgBeEAAB";
+    let other = [0, 1, 32, 0, 192, 168, 1, 78];
+    let twice: [(&str, Options); 6] = [
+        ("two-subnets", &[(8, &ECS_192_168_1_77), (8, &other)]),
+        ("two-subnets-after-a-mac", &[(65001, &MAC), (8, &other), (8, &ECS_192_168_1_77)]),
+        ("raw-and-text", &[(65001, &FORGED_MAC), (65073, text_mac), (8, &ECS_192_168_1_77)]),
+        ("text-and-raw", &[(65073, text_mac), (65001, &MAC), (8, &ECS_192_168_1_77)]),
+        ("raw-and-base64", &[(65001, &FORGED_MAC), (65073, b64_mac)]),
+        ("raw-twice", &[(8, &ECS_192_168_1_77), (65001, &FORGED_MAC), (65001, &MAC)]),
+    ];
+    for (i, (name, options)) in twice.iter().enumerate() {
+        let q = query_with_options(40 + i as u16, &format!("{name}.clients.example"), options);
+        let r = Reply::parse(udp_raw(gw.addr, &q, Duration::from_secs(5)).unwrap());
+        assert_eq!(r.rcode, RCODE::Refused, "{name}");
+    }
+    // One of each, either order, is answered.
+    for (i, options) in
+        [[(8, &ECS_192_168_1_77[..]), (65001, &MAC[..])], [(65073, text_mac), (8, &other[..])]].iter().enumerate()
+    {
+        let q = query_with_options(50 + i as u16, &format!("once{i}.clients.example"), options);
+        assert_eq!(Reply::parse(udp_raw(gw.addr, &q, Duration::from_secs(5)).unwrap()).ips(), ["192.0.2.8"]);
+    }
+    assert_eq!(gw.report().counters.denied, 6);
+    assert!(twice.iter().all(|(name, _)| up.seen(&format!("{name}.clients.example")) == 0));
+    // Logged as the forwarder that sent them, naming no one.
+    wait_for("the log", Duration::from_secs(10), || log_rows(&gw, &[]).len() >= 8);
+    let rows = log_rows(&gw, &["--client", "127.0.0.1"]);
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert!(rows.iter().all(|r| r.mac.is_none()), "{rows:?}");
+}
+
+#[test]
+fn without_stripping_a_second_forged_subnet_through_dnsmasq_is_refused() {
+    // dnsmasq adds its own Client Subnet only when the query has none, so a
+    // client sending two passes both on and neither is dnsmasq's: taking
+    // either would let the kid's tablet out of its group.
+    let up = Upstream::start("192.0.2.9".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], &format!("{KIDS}{}", log_section("\toption batch_interval '50ms'\n"))));
+    let dnsmasq = Dnsmasq::start(gw.addr);
+    let orders: [[(u16, &[u8]); 2]; 2] =
+        [[(8, &ECS_127_0_0_3), (8, &ECS_127_0_0_1)], [(8, &ECS_127_0_0_1), (8, &ECS_127_0_0_3)]];
+    for (i, options) in orders.iter().enumerate() {
+        // dnsmasq passes no REFUSED from its only server on: the client hears nothing.
+        let name = format!("twice{i}.social.example");
+        let r = ask_with("127.0.0.2", dnsmasq.addr, &name, &options[..], Duration::from_secs(1));
+        assert!(r.as_ref().is_none_or(|r| r.ips().is_empty()), "{:?}", r.map(|r| r.ips()));
+        assert_eq!(up.seen(&name), 0);
+    }
+    assert_eq!(gw.report().counters.denied, 2);
+    assert_eq!(ask_from("127.0.0.2", dnsmasq.addr, "once.social.example").ips(), ["0.0.0.0"]);
+    wait_for("the log", Duration::from_secs(10), || log_rows(&gw, &["--client", "127.0.0.2"]).len() == 1);
+    assert!(log_rows(&gw, &["--client", "127.0.0.3"]).is_empty());
 }
