@@ -78,9 +78,34 @@ fn meta_path(saved: &Path) -> PathBuf {
     saved.with_extension("meta")
 }
 
+/// Metadata that could not be written (`list_dir` not writable, flash
+/// full), held here so that the retry backoff still holds: without it every
+/// wake-up found "never tried" and downloaded again at once, hundreds of
+/// times a second. One entry per downloaded source at most.
+static UNSAVED: std::sync::Mutex<Vec<(PathBuf, Meta)>> = std::sync::Mutex::new(Vec::new());
+
 /// The metadata of a saved copy (empty if none or unreadable).
 pub fn load_meta(saved: &Path) -> Meta {
-    std::fs::read_to_string(meta_path(saved)).ok().and_then(|s| Meta::deserialize_json(&s).ok()).unwrap_or_default()
+    let path = meta_path(saved);
+    if let Ok(held) = UNSAVED.lock()
+        && let Some((_, m)) = held.iter().find(|(p, _)| *p == path)
+    {
+        return m.clone();
+    }
+    std::fs::read_to_string(path).ok().and_then(|s| Meta::deserialize_json(&s).ok()).unwrap_or_default()
+}
+
+/// Writes a source's metadata; held in memory instead when that fails.
+fn save_meta(saved: &Path, meta: &Meta) -> std::io::Result<()> {
+    let path = meta_path(saved);
+    let written = write_atomic(&path, meta.serialize_json().as_bytes());
+    if let Ok(mut held) = UNSAVED.lock() {
+        held.retain(|(p, _)| *p != path);
+        if written.is_err() {
+            held.push((path, meta.clone()));
+        }
+    }
+    written
 }
 
 /// Checks, piece by piece as it arrives, that a download is a list worth
@@ -226,7 +251,7 @@ pub fn refresh_source(dl: Result<&Downloader, &str>, src: &ListSource) -> Option
             "failed"
         }
     };
-    if let Err(e) = write_atomic(&meta_path(saved), meta.serialize_json().as_bytes()) {
+    if let Err(e) = save_meta(saved, &meta) {
         log::warn!("list '{}': cannot save its metadata: {e}", src.name);
     }
     let copy = saved.exists();
@@ -627,5 +652,30 @@ mod tests {
         let mut v = Vetter::default();
         v.feed(b"no-newline-at-end.example");
         assert_eq!(v.finish(None).unwrap().blocks, 1);
+    }
+
+    #[test]
+    fn a_list_dir_that_cannot_be_written_still_backs_off() {
+        // A file where the directory should be: nothing can be written under it.
+        let blocker = std::env::temp_dir().join(format!("hydradns-ro-{}", std::process::id()));
+        std::fs::write(&blocker, b"not a directory").unwrap();
+        let mut cfg = Config::builtin();
+        let src = ListSource {
+            name: "l".into(),
+            kind: ListKind::Block,
+            paths: Vec::new(),
+            domains: Vec::new(),
+            origin: "t:1".into(),
+            url: Some("https://lists.example/l.txt".into()),
+            saved: Some(blocker.join("l.list")),
+            groups: Vec::new(),
+        };
+        cfg.lists.push(src.clone());
+        assert!(is_due(&cfg, &src), "never tried: due at once");
+        let r = refresh_source(Err("offline"), &src).unwrap();
+        assert_eq!(r.status, "failed");
+        assert!(!is_due(&cfg, &src), "after a failure it waits, though its metadata could not be written");
+        assert_eq!(load_meta(src.saved.as_ref().unwrap()).failures, 1);
+        std::fs::remove_file(&blocker).unwrap();
     }
 }
