@@ -173,6 +173,23 @@ fn the_rate_limit_and_the_access_list_apply_to_the_named_client() {
 }
 
 #[test]
+fn the_default_access_list_leaves_the_lan_behind_the_forwarder_to_it() {
+    // A LAN on public IPv6 (an ISP's prefix) or on other addresses outside
+    // the private ranges: dnsmasq admitted them (localservice) and names them.
+    let up = Upstream::start("192.0.2.6".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    let ask = |id: u16, ecs: &[u8]| {
+        let q = query_with_options(id, "lan.clients.example", &[(8, ecs)]);
+        Reply::parse(udp_raw(gw.addr, &q, Duration::from_secs(5)).unwrap()).rcode
+    };
+    let mut v6 = vec![0, 2, 128, 0];
+    v6.extend_from_slice(&"2a02:db8:1::77".parse::<std::net::Ipv6Addr>().unwrap().octets());
+    assert_eq!(ask(1, &v6), simple_dns::RCODE::NoError);
+    assert_eq!(ask(2, &[0, 1, 32, 0, 192, 0, 2, 77]), simple_dns::RCODE::NoError);
+    assert_eq!(gw.report().counters.denied, 0);
+}
+
+#[test]
 fn the_log_names_devices_from_the_dhcp_leases_and_ethers() {
     let up = Upstream::start("192.0.2.5".parse().unwrap());
     let files = TempDir::new();

@@ -298,6 +298,11 @@ pub struct Config {
     pub cname_inspection: bool,
     /// Clients allowed to ask (`allow_client`); the private ranges by default.
     pub allow_client: crate::access::AccessList,
+    /// `allow_client` was given. Without it, a client a trusted forwarder
+    /// names is not checked against the defaults: the forwarder (dnsmasq,
+    /// `localservice`) admitted it already, and a LAN on public IPv6
+    /// addresses (or documentation ones) is no less the LAN.
+    pub allow_client_given: bool,
     /// Forwarders whose EDNS Client Subnet and MAC options name the client
     /// (dnsmasq on the router); loopback by default.
     pub trusted_proxy: crate::access::AccessList,
@@ -427,6 +432,7 @@ impl Config {
             ca_file: PathBuf::new(),
             cname_inspection: true,
             allow_client: crate::access::AccessList::default(),
+            allow_client_given: false,
             trusted_proxy: crate::access::AccessList::loopback(),
             deny_action: crate::access::DenyAction::Refuse,
             ratelimit: 0,
@@ -860,6 +866,7 @@ impl SectionReader<'_> {
                 "allow_client" => {
                     if !replaced.allow_client {
                         cfg.allow_client = crate::access::AccessList::empty();
+                        cfg.allow_client_given = true;
                         replaced.allow_client = true;
                     }
                     cfg.allow_client.add(&v.value).ok_or_else(|| self.bad(v, "an address or CIDR range"))?;

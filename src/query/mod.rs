@@ -900,7 +900,7 @@ impl Engine {
         out: &mut Vec<u8>,
         stats: &Counters,
     ) -> Option<Step> {
-        if !snap.config.allow_client.allows(origin.client) {
+        if (!by_name || snap.config.allow_client_given) && !snap.config.allow_client.allows(origin.client) {
             Counters::bump(&stats.denied);
             return Some(self.turn_away(snap.config.deny_action, msg, origin, out, stats));
         }
