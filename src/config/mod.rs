@@ -6,6 +6,7 @@
 //! release still starts an older one.
 
 pub mod groups;
+pub mod router;
 pub mod uci;
 
 use std::fmt;
@@ -339,6 +340,8 @@ pub struct Config {
     pub user: Option<String>,
     /// How often a summary line goes to the log; 0 = never.
     pub stats_interval: Duration,
+    /// Force DNS and fail-open: read by the init script and the watchdog.
+    pub router: router::Router,
     /// Non-fatal findings (unknown options, ignored sections), as `file:line: text`.
     pub warnings: Vec<String>,
 }
@@ -350,6 +353,7 @@ struct Replaced {
     bootstrap: bool,
     allow_client: bool,
     trusted_proxy: bool,
+    router: router::Replaced,
 }
 
 /// A config problem that stops the load, reported as `file:line: message`.
@@ -449,6 +453,7 @@ impl Config {
             enabled: true,
             user: None,
             stats_interval: Duration::from_secs(3600),
+            router: router::Router::default(),
             warnings: Vec::new(),
         };
         cfg.upstreams_from_resolv();
@@ -661,6 +666,21 @@ impl Config {
                     && (l.ip() == IpAddr::V4(Ipv4Addr::LOCALHOST) || l.ip() == IpAddr::V4(Ipv4Addr::UNSPECIFIED))
             })
             .map(|l| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), l.port()))
+    }
+
+    /// Where the daemon answers the queries that matter, for the watchdog:
+    /// dnsmasq's forwarding target in `upstream` mode, else the first listen
+    /// address on port 53 (or the first at all), a wildcard one asked on loopback.
+    pub fn probe_addr(&self) -> SocketAddr {
+        if let (DnsmasqMode::Upstream, Some(s)) = (self.dnsmasq_mode, self.dnsmasq_server()) {
+            return s;
+        }
+        let l = self.listen.iter().find(|l| l.port() == 53).or(self.listen.first()).copied().unwrap_or(DEFAULT_LISTEN);
+        match l.ip() {
+            IpAddr::V4(a) if a.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), l.port()),
+            IpAddr::V6(a) if a.is_unspecified() => SocketAddr::new(Ipv6Addr::LOCALHOST.into(), l.port()),
+            _ => l,
+        }
     }
 
     /// Identifies the settings a reload cannot apply (sockets, threads, TCP
@@ -935,6 +955,7 @@ impl SectionReader<'_> {
                     cfg.user = Some(v.value.clone());
                 }
                 "stats_interval" => cfg.stats_interval = self.duration(v, 0, 30 * 86_400_000)?,
+                _ if self.router(&mut cfg.router, &mut replaced.router, v)? => {}
                 _ => self.unknown(v),
             }
         }
@@ -1355,6 +1376,21 @@ config mystery
         assert_eq!(up("0.0.0.0:5353").unwrap().dnsmasq_server(), Some("127.0.0.1:5353".parse().unwrap()));
         assert_eq!(up("127.0.0.1:53").unwrap_err().line, 2, "dnsmasq keeps 53");
         assert!(up("[::1]:5353").is_err(), "dnsmasq is pointed at 127.0.0.1");
+    }
+
+    #[test]
+    fn the_watchdog_asks_where_the_lan_s_queries_arrive() {
+        let probe = |extra: &str| {
+            Config::parse("f", &format!("config hydradns\n\tlist upstream '192.0.2.1'\n{extra}")).unwrap().probe_addr()
+        };
+        assert_eq!(probe(""), "127.0.0.1:5353".parse().unwrap());
+        assert_eq!(
+            probe("\toption dnsmasq_mode 'upstream'\n\tlist listen '[::1]:5353'\n\tlist listen '0.0.0.0:5300'\n"),
+            "127.0.0.1:5300".parse().unwrap()
+        );
+        let replace = "\toption dnsmasq_mode 'replace'\n\tlist listen '192.0.2.1:5353'\n";
+        assert_eq!(probe(&format!("{replace}\tlist listen '0.0.0.0:53'\n")), "127.0.0.1:53".parse().unwrap());
+        assert_eq!(probe(&format!("{replace}\tlist listen '[::]:53'\n")), "[::1]:53".parse().unwrap());
     }
 
     #[test]
