@@ -33,6 +33,8 @@ usage:
   hydradns pause [-c FILE] [--group NAME] [DURATION]  blocking off for DURATION (default 5m; 0 ends it),
                                                       for one group's lists with --group
   hydradns resume [-c FILE] [--group NAME]            blocking back on
+  hydradns watchdog -c FILE [--log syslog|stderr] [--interval 5s] [--hook FILE] [--state FILE]
+                                                      fail DNS open while the daemon does not answer (procd runs it)
   hydradns --version
 
 Without -c, run uses /etc/config/hydradns if it exists, else built-in
@@ -57,6 +59,9 @@ struct Args {
     group: Option<String>,
     domain: Option<String>,
     since: Option<Duration>,
+    interval: Option<Duration>,
+    hook: Option<PathBuf>,
+    state: Option<PathBuf>,
     positional: Vec<String>,
     /// Flags given, for the per-command check.
     given: Vec<&'static str>,
@@ -141,6 +146,23 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                     Some(parse_duration(&v).ok_or(format!("--since: '{v}' is not a duration like 30m, 1h, 7d"))?);
                 "--since"
             }
+            "--interval" => {
+                let v = value("a duration")?;
+                out.interval = Some(
+                    parse_duration(&v)
+                        .filter(|d| !d.is_zero())
+                        .ok_or(format!("--interval: '{v}' is not a duration like 5s"))?,
+                );
+                "--interval"
+            }
+            "--hook" => {
+                out.hook = Some(value("a file")?.into());
+                "--hook"
+            }
+            "--state" => {
+                out.state = Some(value("a file")?.into());
+                "--state"
+            }
             s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown option {s}")),
             _ => {
                 out.positional.push(a.clone());
@@ -188,6 +210,7 @@ pub fn main() -> ExitCode {
         "status" => status(args),
         "pause" => pause(args, None),
         "resume" => pause(args, Some(Duration::ZERO)),
+        "watchdog" => watchdog(args),
         other => {
             eprintln!("hydradns: unknown command '{other}'\n{USAGE}");
             ExitCode::from(2)
@@ -243,6 +266,25 @@ fn run(args: Args) -> ExitCode {
     }
 }
 
+/// `hydradns watchdog`: runs until killed (see [`crate::watchdog`]).
+fn watchdog(args: Args) -> ExitCode {
+    if let Err(e) = args.only("watchdog", &["-c", "--log", "--interval", "--hook", "--state"]) {
+        return usage_error("watchdog", e);
+    }
+    logging::init(args.log.unwrap_or(Target::Syslog), false);
+    let cfg = match required_config(&args, "watchdog") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    crate::watchdog::run(&crate::watchdog::Settings {
+        probe: cfg.probe_addr(),
+        tick: args.interval.unwrap_or(crate::watchdog::TICK),
+        hook: args.hook.unwrap_or_else(|| crate::watchdog::HOOK.into()),
+        state: args.state.unwrap_or_else(|| crate::watchdog::STATE_FILE.into()),
+        fail_open: cfg.router.fail_open,
+    })
+}
+
 fn required_config(args: &Args, cmd: &str) -> Result<Config, ExitCode> {
     let Some(path) = &args.config else {
         return Err(usage_error(cmd, format!("{cmd} needs -c FILE")));
@@ -271,6 +313,7 @@ fn check_config(args: Args) -> ExitCode {
         println!("hydradns_dnsmasq_server={server}");
         println!("hydradns_dnsmasq_port={}", cfg.dnsmasq_port);
         println!("hydradns_restart_key={}", cfg.restart_key());
+        print!("{}", cfg.router.shell());
         // Who the daemon will run as, so the script gives it its directories.
         let user = crate::privileges::choose(cfg.user.as_deref()).map(|a| a.name).unwrap_or_default();
         println!("hydradns_user={user}");
@@ -557,7 +600,7 @@ fn stats_text(r: &Report) -> String {
     o
 }
 
-fn duration_text(secs: u64) -> String {
+pub(crate) fn duration_text(secs: u64) -> String {
     match secs {
         s if s >= 86_400 => format!("{}d {}h", s / 86_400, s % 86_400 / 3600),
         s if s >= 3600 => format!("{}h {}m", s / 3600, s % 3600 / 60),
@@ -789,6 +832,11 @@ struct Status {
     stats: Option<Report>,
     /// Each list from disk: download state (entries from the running gateway).
     lists: Vec<lists::ListInfo>,
+    /// Since when (Unix seconds) dnsmasq answers on its own because the
+    /// daemon did not (the watchdog failed DNS open); 0 while filtered.
+    unfiltered_since: u64,
+    /// Why the watchdog failed open; empty while filtered.
+    unfiltered_reason: String,
 }
 
 /// `hydradns status`: is it running, and with what. Exit 0 when it runs,
@@ -814,6 +862,7 @@ fn status(args: Args) -> ExitCode {
             (l.entries, l.skipped) = (live.blocks + live.allows, live.unsupported + live.invalid);
         }
     }
+    let unfiltered = crate::watchdog::unfiltered(Path::new(crate::watchdog::STATE_FILE));
     let st = Status {
         schema: crate::stats::SCHEMA,
         running: stats.is_some(),
@@ -825,6 +874,8 @@ fn status(args: Args) -> ExitCode {
         upstreams: cfg.upstreams.iter().map(|a| a.to_string()).collect(),
         stats,
         lists,
+        unfiltered_since: unfiltered.as_ref().map_or(0, |u| u.0),
+        unfiltered_reason: unfiltered.map(|u| u.1).unwrap_or_default(),
     };
     let code = if st.running { ExitCode::SUCCESS } else { ExitCode::from(3) };
     if args.json {
@@ -834,6 +885,13 @@ fn status(args: Args) -> ExitCode {
     match &st.stats {
         Some(r) => println!("hydradns     running, version {}, up {}", r.version, duration_text(r.uptime_s)),
         None => println!("hydradns     not running ({})", st.error),
+    }
+    if st.unfiltered_since > 0 {
+        println!(
+            "DNS          UNFILTERED since {}: the gateway did not answer ({}); dnsmasq answers on its own",
+            read::iso8601(st.unfiltered_since * 1000),
+            st.unfiltered_reason
+        );
     }
     println!("config       {}", st.config);
     println!("listen       {} (dnsmasq_mode {})", st.listen.join(", "), st.dnsmasq_mode);

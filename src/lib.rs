@@ -3,7 +3,8 @@
 //! A query travels `server` (UDP/TCP listeners, one worker per core) →
 //! `wire` (parse) → `policy` (blocklists, allowlists, block answers) →
 //! `cache` (fixed-size answer cache) → `upstream` (forwarding); `query` holds
-//! that journey together. `config` reads the UCI file, `cli` the command line.
+//! that journey together. `config` reads the UCI file, `cli` the command line; `watchdog`
+//! fails the network's DNS open when the daemon stops answering.
 
 pub mod access;
 pub mod cache;
@@ -24,4 +25,5 @@ pub mod stats;
 pub mod sys;
 pub mod trust;
 pub mod upstream;
+pub mod watchdog;
 pub mod wire;

@@ -26,6 +26,46 @@ use rustix::net::{MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny};
 /// main.rs); the allocator is mimalloc now.
 pub const BACKGROUND_NICE: i32 = 15;
 
+/// Runs `path` with `args` and waits for it: its exit code (`None`: killed
+/// by a signal). Its environment is a fixed PATH, not ours. posix_spawn
+/// rather than std's `Command`, which cost the aarch64 binary about
+/// 40 KiB for the watchdog's one call (scripts/build-release.sh's budget).
+pub fn run(path: &Path, args: &[&str]) -> std::io::Result<Option<i32>> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c = |s: &[u8]| CString::new(s).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    let mut owned = vec![c(path.as_os_str().as_bytes())?];
+    for a in args {
+        owned.push(c(a.as_bytes())?);
+    }
+    let env = [c(b"PATH=/usr/sbin:/usr/bin:/sbin:/bin")?];
+    let nul_ended = |v: &[CString]| {
+        let mut p: Vec<*mut libc::c_char> = v.iter().map(|s| s.as_ptr().cast_mut()).collect();
+        p.push(std::ptr::null_mut());
+        p
+    };
+    let (argv, envp) = (nul_ended(&owned), nul_ended(&env));
+    let mut pid: libc::pid_t = 0;
+    // SAFETY: argv and envp are NULL-ended arrays of pointers to NUL-ended
+    // strings that `owned` and `env` keep alive past the call; no file
+    // actions or attributes (NULL), as posix_spawn allows.
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        libc::posix_spawn(&mut pid, argv[0], std::ptr::null(), std::ptr::null(), argv.as_ptr(), envp.as_ptr())
+    };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    let pid = rustix::process::Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("posix_spawn gave no pid"))?;
+    loop {
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, status))) => return Ok(status.exit_status()),
+            Ok(None) | Err(Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// The wall clock in Unix seconds (0 if it reads before 1970).
 pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -294,6 +334,18 @@ fn udp_drops_in(table: &str, inodes: &[u64]) -> u64 {
             inodes.contains(&inode).then(|| fields.last()?.parse::<u64>().ok())?
         })
         .sum()
+}
+
+#[cfg(test)]
+mod run_tests {
+    #[test]
+    fn runs_a_program_and_says_how_it_ended() {
+        let sh = std::path::Path::new("/bin/sh");
+        assert_eq!(super::run(sh, &["-c", "exit 3"]).unwrap(), Some(3));
+        assert_eq!(super::run(sh, &["-c", "[ \"$PATH\" = /usr/sbin:/usr/bin:/sbin:/bin ]"]).unwrap(), Some(0));
+        assert_eq!(super::run(sh, &["-c", "kill -9 $$"]).unwrap(), None);
+        assert!(super::run(std::path::Path::new("/nonexistent/hook"), &[]).is_err());
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,352 @@
+//! The watchdog: fails the network's DNS open when the daemon stops
+//! answering, and back when it answers again.
+//!
+//! dnsmasq forwards the LAN's queries to the daemon (or the daemon holds
+//! port 53 itself); when the daemon has crashed and is not back, is hung
+//! (SIGSTOP, a deadlock), or cannot bind its port, every device on the
+//! network is without DNS. The watchdog, a second procd instance of the
+//! service, notices and runs the init script's `unfiltered` (dnsmasq answers
+//! from the WAN's resolvers on its own, logged as unfiltered), then its
+//! `filtered` once the daemon answers again.
+//!
+//! It stays out of the query path and does not wake the daemon on a healthy
+//! router: every [`TICK`] it reads the kernel's socket table
+//! (`/proc/net/udp`), which says whether the daemon's port is bound and how
+//! many bytes wait unread in its receive queues. A bound port with empty
+//! queues is a daemon that keeps up, or an idle one: a hang matters only
+//! when someone asks, and then the queries wait in the queue. Only then, or
+//! while the port is unbound, is the daemon asked a query of its own (one
+//! it answers without the network: BADVERS for an EDNS version 1 query).
+//! While failed open it asks every tick, since nothing else reaches it.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How often the socket table is read. The failure is acted on after
+/// [`FAILS`] ticks and the recovery after [`PASSES`]: a hung daemon under
+/// traffic is seen within 15 s and dnsmasq restarted on its own within
+/// 20 s, inside the 30 s the network may go without DNS; a crash that
+/// procd respawns 5 s later is not.
+pub const TICK: Duration = Duration::from_secs(5);
+/// Failed ticks in a row before failing open: 3 spans at least 10 s, over
+/// procd's 5 s respawn delay and the daemon's start.
+pub const FAILS: u32 = 3;
+/// Answered probes in a row before forwarding to the daemon again.
+pub const PASSES: u32 = 2;
+/// How long one probe waits for its answer; a loaded daemon answers a
+/// local query in milliseconds.
+const PROBE_WAIT: Duration = Duration::from_millis(1500);
+/// Where the init script's `unfiltered` is told why, and `status` reads
+/// since when (root's, on tmpfs: a reboot starts filtered).
+pub const STATE_FILE: &str = "/var/run/hydradns.unfiltered";
+/// The init script, whose `unfiltered` and `filtered` switch dnsmasq.
+pub const HOOK: &str = "/etc/init.d/hydradns";
+
+/// What the watchdog watches and how it acts.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where the daemon answers the queries that matter (dnsmasq's
+    /// forwarding target, or port 53 in `replace` mode).
+    pub probe: SocketAddr,
+    /// [`TICK`], shorter in tests.
+    pub tick: Duration,
+    /// Run with `unfiltered REASON` and `filtered`.
+    pub hook: PathBuf,
+    /// [`STATE_FILE`].
+    pub state: PathBuf,
+    /// `fail_open`: false only logs (the owner prefers no DNS to unfiltered DNS).
+    pub fail_open: bool,
+}
+
+/// What the watchdog believes, and what it has seen in a row.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Watch {
+    /// dnsmasq answers on its own.
+    open: bool,
+    /// Ticks in a row the daemon failed (while forwarding to it).
+    failed: u32,
+    /// Probes in a row it answered (while failed open).
+    passed: u32,
+}
+
+/// What one tick found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    Answers,
+    Fails(String),
+}
+
+/// What to do after a tick.
+#[derive(Debug, PartialEq, Eq)]
+enum Act {
+    Nothing,
+    Open(String),
+    Close,
+}
+
+impl Watch {
+    #[inline(never)]
+    fn step(&mut self, seen: Seen) -> Act {
+        match (self.open, seen) {
+            (false, Seen::Answers) => self.failed = 0,
+            (false, Seen::Fails(why)) => {
+                self.failed += 1;
+                if self.failed >= FAILS {
+                    (self.open, self.failed, self.passed) = (true, 0, 0);
+                    return Act::Open(why);
+                }
+            }
+            (true, Seen::Fails(_)) => self.passed = 0,
+            (true, Seen::Answers) => {
+                self.passed += 1;
+                if self.passed >= PASSES {
+                    (self.open, self.failed, self.passed) = (false, 0, 0);
+                    return Act::Close;
+                }
+            }
+        }
+        Act::Nothing
+    }
+}
+
+/// Runs until killed.
+pub fn run(s: &Settings) -> ! {
+    let mut w = Watch { open: s.state.exists(), ..Watch::default() };
+    let mut since = Instant::now();
+    let mut id: u16 = std::process::id() as u16;
+    log::info!(
+        "watchdog: watching {} every {} ms{}",
+        s.probe,
+        s.tick.as_millis(),
+        if w.open { "; DNS is unfiltered (failed open before this start)" } else { "" }
+    );
+    loop {
+        std::thread::sleep(s.tick);
+        let seen = match (w.open, queued(s.probe)) {
+            (_, None) => Seen::Fails(format!("nothing listens on {}", s.probe)),
+            // Nothing waits unread: it keeps up (or nobody asks).
+            (false, Some(0)) => Seen::Answers,
+            _ => {
+                id = id.wrapping_add(1);
+                match probe(s.probe, id) {
+                    Ok(()) => Seen::Answers,
+                    Err(e) => Seen::Fails(format!("it does not answer on {}: {e}", s.probe)),
+                }
+            }
+        };
+        match w.step(seen) {
+            Act::Nothing => {}
+            Act::Open(why) if s.fail_open => {
+                let text = format!("{}: {why}", crate::sys::unix_now());
+                if let Err(e) = crate::sys::write_atomic(&s.state, text.as_bytes()) {
+                    log::error!("watchdog: cannot write {}: {e}", s.state.display());
+                }
+                log::error!("DNS is unfiltered: the gateway does not answer ({why}); dnsmasq answers on its own");
+                hook(&s.hook, &["unfiltered"]);
+                since = Instant::now();
+            }
+            Act::Open(why) => {
+                log::error!(
+                    "the gateway does not answer ({why}); fail_open is 0: the network has no DNS until it does"
+                );
+                since = Instant::now();
+            }
+            Act::Close => {
+                let after = crate::cli::duration_text(since.elapsed().as_secs());
+                if s.fail_open {
+                    log::warn!("DNS is filtered again: the gateway answers on {} (unfiltered for {after})", s.probe);
+                    hook(&s.hook, &["filtered"]);
+                    let _ = std::fs::remove_file(&s.state);
+                } else {
+                    log::warn!("the gateway answers again on {} (after {after})", s.probe);
+                }
+            }
+        }
+    }
+}
+
+/// Runs the init script's command and logs a failure.
+#[inline(never)]
+fn hook(path: &Path, args: &[&str]) {
+    match crate::sys::run(path, args) {
+        Ok(Some(0)) => {}
+        Ok(code) => log::error!("watchdog: {} {} failed ({code:?})", path.display(), args.join(" ")),
+        Err(e) => log::error!("watchdog: cannot run {}: {e}", path.display()),
+    }
+}
+
+/// Since when and why DNS is unfiltered, if it is: what `status` shows.
+pub fn unfiltered(state: &Path) -> Option<(u64, String)> {
+    let text = std::fs::read_to_string(state).ok()?;
+    let (since, why) = text.split_once(": ")?;
+    Some((since.trim().parse().ok()?, why.trim().to_string()))
+}
+
+/// Bytes waiting unread in the receive queues of the UDP sockets bound to
+/// `addr` (or to the wildcard address on its port); `None` when none is.
+/// Not inlined, as the rest of this module: it runs every 5 s, and size is
+/// what counts here (the aarch64 binary's budget, scripts/build-release.sh).
+#[inline(never)]
+fn queued(addr: SocketAddr) -> Option<u64> {
+    let table = if addr.is_ipv4() { "/proc/net/udp" } else { "/proc/net/udp6" };
+    queued_in(&std::fs::read_to_string(table).ok()?, addr)
+}
+
+/// [`queued`] of one table's text.
+fn queued_in(table: &str, addr: SocketAddr) -> Option<u64> {
+    let mut found = None;
+    for line in table.lines().skip(1) {
+        // sl local_address rem_address st tx_queue:rx_queue ...
+        let mut fields = line.split_whitespace();
+        let (Some(local), Some(queues)) = (fields.nth(1), fields.nth(2)) else { continue };
+        let Some(bound) = local_address(local) else { continue };
+        if bound.port() != addr.port() || !(bound.ip() == addr.ip() || bound.ip().is_unspecified()) {
+            continue;
+        }
+        let rx = queues.split_once(':').and_then(|(_, rx)| u64::from_str_radix(rx, 16).ok()).unwrap_or(0);
+        found = Some(found.unwrap_or(0) + rx);
+    }
+    found
+}
+
+/// `0100007F:14E9` or 32 hex digits and a port: the kernel prints an
+/// address as the 32-bit words it holds in memory, in the host's order.
+fn local_address(text: &str) -> Option<SocketAddr> {
+    let (ip, port) = text.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word =
+        |i: usize| -> Option<[u8; 4]> { Some(u32::from_str_radix(ip.get(8 * i..8 * i + 8)?, 16).ok()?.to_ne_bytes()) };
+    let ip = match ip.len() {
+        8 => IpAddr::V4(Ipv4Addr::from(word(0)?)),
+        32 => {
+            let mut b = [0u8; 16];
+            for i in 0..4 {
+                b[4 * i..4 * i + 4].copy_from_slice(&word(i)?);
+            }
+            IpAddr::V6(Ipv6Addr::from(b))
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+/// Asks the daemon a query it answers without the network (EDNS version 1:
+/// BADVERS), twice; Ok on any answer of ours.
+#[inline(never)]
+fn probe(addr: SocketAddr, id: u16) -> io::Result<()> {
+    let local: SocketAddr =
+        if addr.is_ipv4() { (Ipv4Addr::LOCALHOST, 0).into() } else { (Ipv6Addr::LOCALHOST, 0).into() };
+    let sock = UdpSocket::bind(local)?;
+    sock.connect(addr)?;
+    sock.set_read_timeout(Some(PROBE_WAIT))?;
+    let mut q = crate::wire::build::query(id, "watchdog.hydradns.invalid", crate::wire::rtype::A, Some((1232, false)))
+        .ok_or_else(|| io::Error::other("probe query"))?;
+    let version = q.len() - 5;
+    q[version] = 1;
+    let mut buf = [0u8; 512];
+    let mut last = io::Error::new(io::ErrorKind::TimedOut, "no answer");
+    for _ in 0..2 {
+        sock.send(&q)?;
+        let deadline = Instant::now() + PROBE_WAIT;
+        while Instant::now() < deadline {
+            match sock.recv(&mut buf) {
+                Ok(n) if n >= 2 && buf[..2] == id.to_be_bytes() => return Ok(()),
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    last =
+                        io::Error::new(io::ErrorKind::TimedOut, format!("no answer in {} ms", PROBE_WAIT.as_millis()));
+                    break;
+                }
+                // ECONNREFUSED: nothing bound there (an ICMP port unreachable).
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn acts_after_three_failures_and_two_answers_in_a_row() {
+        let mut w = Watch::default();
+        let fail = || Seen::Fails("x".into());
+        assert_eq!(w.step(fail()), Act::Nothing);
+        assert_eq!(w.step(fail()), Act::Nothing);
+        // A crash procd respawns: the next tick finds it back.
+        assert_eq!(w.step(Seen::Answers), Act::Nothing);
+        assert_eq!(w.step(fail()), Act::Nothing);
+        assert_eq!(w.step(fail()), Act::Nothing);
+        assert_eq!(w.step(fail()), Act::Open("x".into()));
+        assert!(w.open);
+        assert_eq!(w.step(fail()), Act::Nothing);
+        assert_eq!(w.step(Seen::Answers), Act::Nothing);
+        // One answer then a failure: not back yet.
+        assert_eq!(w.step(fail()), Act::Nothing);
+        assert_eq!(w.step(Seen::Answers), Act::Nothing);
+        assert_eq!(w.step(Seen::Answers), Act::Close);
+        assert_eq!(w, Watch::default());
+    }
+
+    #[test]
+    fn reads_the_queues_of_the_bound_port_only() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+            \x20 10: 0100007F:14E9 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 4242 2 0000000000000000 0\n\
+            \x20 11: 0100007F:14E9 00000000:0000 07 00000000:00000340 00:00000000 00000000     0        0 4243 2 0000000000000000 0\n\
+            \x20 12: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 99 2 0000000000000000 5\n\
+            \x20 13: 0200007F:1F90 00000000:0000 07 00000000:00000010 00:00000000 00000000     0        0 98 2 0000000000000000 5\n";
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(queued_in(table, at("127.0.0.1:5353")), Some(0x340), "two workers' sockets");
+        assert_eq!(queued_in(table, at("127.0.0.1:53")), Some(0), "the wildcard on port 53");
+        assert_eq!(queued_in(table, at("127.0.0.1:8080")), None, "127.0.0.2 is another address");
+        assert_eq!(queued_in(table, at("127.0.0.1:5354")), None);
+    }
+
+    #[test]
+    fn reads_the_kernels_addresses() {
+        if cfg!(target_endian = "little") {
+            assert_eq!(local_address("0100007F:0035"), Some("127.0.0.1:53".parse().unwrap()));
+            assert_eq!(local_address("00000000000000000000000001000000:14E9"), Some("[::1]:5353".parse().unwrap()));
+            assert_eq!(
+                local_address("B80D0120000000000000000000000000:0035"),
+                Some("[2001:db8::]:53".parse().unwrap())
+            );
+        }
+        assert_eq!(local_address("0100007F"), None);
+        assert_eq!(local_address("0100007:0035"), None);
+    }
+
+    #[test]
+    fn a_live_socket_is_found_and_answers_or_not() {
+        // What the kernel says of a socket this test binds.
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = sock.local_addr().unwrap();
+        assert_eq!(queued(addr), Some(0));
+        UdpSocket::bind("127.0.0.1:0").unwrap().send_to(b"hello", addr).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(queued(addr).unwrap() > 0, "a datagram waits unread");
+        // Nobody reads it: no answer (one probe of two tries).
+        let started = Instant::now();
+        assert!(probe(addr, 7).is_err());
+        assert!(started.elapsed() >= PROBE_WAIT);
+        drop(sock);
+        assert_eq!(queued(addr), None);
+        assert_eq!(probe(addr, 8).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
+    }
+
+    #[test]
+    fn the_state_file_says_since_when_and_why() {
+        let dir = std::env::temp_dir().join(format!("hydradns-watchdog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("unfiltered");
+        assert_eq!(unfiltered(&f), None);
+        std::fs::write(&f, "1764849780: nothing listens on 127.0.0.1:5353").unwrap();
+        assert_eq!(unfiltered(&f), Some((1_764_849_780, "nothing listens on 127.0.0.1:5353".into())));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

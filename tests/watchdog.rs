@@ -1,0 +1,126 @@
+//! The watchdog (`hydradns watchdog`) against the real daemon: it leaves an
+//! idle daemon asleep, fails DNS open (runs the init script's `unfiltered`)
+//! when the daemon is hung under traffic or gone, and back (`filtered`)
+//! when it answers again. The hook here is a script that writes down what
+//! it was asked; on OpenWrt it is the init script (tests/openwrt/rig/net.sh).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::*;
+
+/// A watchdog watching `gw` every 200 ms, its hook writing to `hook.log`.
+struct Watchdog {
+    _child: KillOnDrop,
+    calls: PathBuf,
+    state: PathBuf,
+}
+
+impl Watchdog {
+    fn start(gw: &Gateway, extra: &str) -> Watchdog {
+        let dir = &gw.dir;
+        let calls = dir.0.join("hook.log");
+        let hook = dir.file("hook.sh", &format!("#!/bin/sh\necho \"$@\" >> '{}'\n", calls.display()));
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        // The daemon's config names port 0; the watchdog's names the port it got.
+        let conf = dir.file("watchdog.conf", &format!("config hydradns 'main'\n\tlist listen '{}'\n{extra}", gw.addr));
+        let state = dir.0.join("unfiltered");
+        let child = hydradns()
+            .args(["watchdog", "-c", conf.to_str().unwrap(), "--interval", "200ms", "--log", "stderr"])
+            .args(["--hook", hook.to_str().unwrap(), "--state", state.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Watchdog { _child: KillOnDrop(child), calls, state }
+    }
+
+    fn calls(&self) -> String {
+        std::fs::read_to_string(&self.calls).unwrap_or_default()
+    }
+}
+
+/// Context switches of all the process's threads so far.
+fn wake_ups(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
+        .flat_map(|s| {
+            s.lines()
+                .filter(|l| l.contains("ctxt_switches"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// Queries that wait in the daemon's socket: what a client does while no
+/// answer comes.
+fn knock(gw: &Gateway, n: u16) {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..n {
+        s.send_to(&build_query(i, "knock.example", A, None), gw.addr).unwrap();
+    }
+}
+
+#[test]
+fn the_watchdog_does_not_wake_an_idle_daemon() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        "\toption stats_interval '0'\nconfig querylog 'querylog'\n\toption enabled '0'\n",
+    ));
+    let dog = Watchdog::start(&gw, "");
+    std::thread::sleep(Duration::from_secs(2));
+    let before = wake_ups(gw.pid());
+    // 25 of the watchdog's ticks.
+    std::thread::sleep(Duration::from_secs(5));
+    let woken = wake_ups(gw.pid()) - before;
+    assert!(woken <= 2, "{woken} context switches of the daemon in 5 idle seconds with the watchdog on");
+    assert_eq!(dog.calls(), "", "nothing to do");
+}
+
+#[test]
+fn a_hung_daemon_fails_dns_open_and_back() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    let dog = Watchdog::start(&gw, "");
+    std::thread::sleep(Duration::from_secs(1));
+    gw.signal("STOP");
+    // Idle and hung: nobody asks, nothing to do yet.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(dog.calls(), "");
+    knock(&gw, 3);
+    wait_for("unfiltered", Duration::from_secs(20), || dog.calls() == "unfiltered\n");
+    let state = std::fs::read_to_string(&dog.state).unwrap();
+    assert!(state.contains("does not answer on 127.0.0.1:"), "{state}");
+    gw.signal("CONT");
+    wait_for("filtered", Duration::from_secs(20), || dog.calls() == "unfiltered\nfiltered\n");
+    assert!(!dog.state.exists(), "the state file goes when DNS is filtered again");
+    assert_eq!(udp(gw.addr, "after.example", A).ips(), ["192.0.2.1"]);
+}
+
+#[test]
+fn a_daemon_that_is_gone_fails_dns_open_unless_told_not_to() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    let open = Watchdog::start(&gw, "");
+    // A second one, with fail_open 0.
+    let other = Gateway::start(&config(&[&up], ""));
+    let closed = Watchdog::start(&other, "\toption fail_open '0'\n");
+    let addr = gw.addr;
+    let (status, _dir) = gw.stop_keeping_dir();
+    assert!(status.success());
+    let _other_dir = other.kill_keeping_dir();
+    wait_for("unfiltered", Duration::from_secs(20), || open.calls() == "unfiltered\n");
+    let state = std::fs::read_to_string(&open.state).unwrap();
+    assert!(state.contains(&format!("nothing listens on {addr}")), "{state}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(closed.calls(), "", "fail_open 0 switches nothing");
+    assert!(!closed.state.exists());
+}
