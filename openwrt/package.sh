@@ -10,8 +10,9 @@
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 pkg_version=$(awk -F'"' '/^version =/ {print $2; exit}' "$here/../Cargo.toml")
-# 2: the first release with a user of its own and an .apk.
-pkg_release=${RELEASE:-2}
+# 2: the first release with a user of its own and an .apk; 3: dnsmasq
+# handed over at run time only, force DNS, the watchdog.
+pkg_release=${RELEASE:-3}
 case "$pkg_release" in
 	'' | *[!0-9]*) echo "RELEASE must be a number, not '$pkg_release'" >&2; exit 2 ;;
 esac

@@ -35,8 +35,8 @@ trap cleanup EXIT
 mnt="$work/mnt"
 mkdir -p "$mnt/pkgs"
 cp tests/openwrt/rig/lib.sh tests/openwrt/rig/luci.sh "$mnt/"
-RELEASE=1 openwrt/build-ipk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
-RELEASE=1 openwrt/build-apk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
+RELEASE=3 openwrt/build-ipk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
+RELEASE=3 openwrt/build-apk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
 openwrt/build-luci.sh "$mnt/pkgs" > /dev/null
 # luci-base, registered: the rig has its files but no package of that name.
 # shellcheck source=openwrt/package.sh

@@ -9,7 +9,7 @@
 router_with_wan
 
 step "apk add"
-apk add --initdb --allow-untrusted "$PKGS"/hydradns-*-r1_x86_64.apk > /tmp/apk.out 2>&1 || fail "apk add: $(cat /tmp/apk.out)"
+apk add --initdb --allow-untrusted "$PKGS"/hydradns-*-r3_x86_64.apk > /tmp/apk.out 2>&1 || fail "apk add: $(cat /tmp/apk.out)"
 [ -L /etc/rc.d/S18hydradns ] || fail "not enabled"
 check_daemon
 uid=$(id -u hydradns)
@@ -24,8 +24,8 @@ step "uci commit + reload_config"
 block_with_uci kept.example
 
 step "apk upgrade to r2"
-upgrade_checked apk add --allow-untrusted "$PKGS"/hydradns-*-r2_x86_64.apk
-apk info hydradns | grep -q -- '-r2 ' || fail "not upgraded: $(apk info hydradns)"
+upgrade_checked apk add --allow-untrusted "$PKGS"/hydradns-*-r4_x86_64.apk
+apk info hydradns | grep -q -- '-r4 ' || fail "not upgraded: $(apk info hydradns)"
 
 step "apk del: dnsmasq's settings back byte for byte"
 apk del hydradns > /tmp/apk.out 2>&1 || fail "apk del: $(cat /tmp/apk.out)"

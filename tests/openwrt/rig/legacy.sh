@@ -3,8 +3,8 @@
 # A router upgraded from 0.1.0-1, which gave its user dnsmasq's ids (453)
 # and kept dnsmasq's backup in /etc/hydradns: what that version left, as it
 # left it in upstream mode, then this package installed over it. The user
-# gets ids of its own, the daemon and its files follow, and removal still
-# gives dnsmasq its settings back.
+# gets ids of its own, the daemon and its files follow, what it committed to
+# /etc/config/dhcp is undone, and removal leaves dnsmasq on its own.
 # shellcheck source=tests/openwrt/rig/lib.sh
 . /rig/mnt/lib.sh
 
@@ -24,7 +24,7 @@ uci commit dhcp
 /etc/init.d/dnsmasq restart
 
 step "install over it"
-opkg install "$PKGS"/hydradns_*-1_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
+opkg install "$PKGS"/hydradns_*-3_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
 check_daemon
 uid=$(id -u hydradns)
 [ "$uid" != 453 ] || fail "still dnsmasq's uid"
@@ -32,7 +32,9 @@ uid=$(id -u hydradns)
 [ "$(id -g hydradns)" = "$uid" ] && [ "$(cut -d: -f3 /etc/group | grep -cx "$uid")" = 1 ] || fail "gid: $(grep hydradns /etc/group)"
 [ "$(id -u dnsmasq)" = 453 ] || fail "dnsmasq's own user changed"
 [ "$(stat -c %u /etc/hydradns/lists/old.list)" = "$uid" ] || fail "its files are not its own: $(ls -ln /etc/hydradns/lists)"
-[ -f /etc/hydradns-dnsmasq.backup ] && [ ! -f /etc/hydradns/dnsmasq.backup ] || fail "backup not moved out of the daemon's reach"
+[ ! -f /etc/hydradns-dnsmasq.backup ] && [ ! -f /etc/hydradns/dnsmasq.backup ] || fail "the old backup is still there"
+[ "$(dhcp_sum)" = "$original" ] || fail "what 0.1.0-1 committed is still in dhcp: $(diff /tmp/dhcp.original /etc/config/dhcp)"
+grep -qx 'server=127.0.0.1#5353' "$(cat /var/run/hydradns.dnsmasq)" || fail "not handed over at run time"
 in_log 'user hydradns had uid 453, shared with another user' || fail "the change is not logged"
 wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "not answering through dnsmasq"
 

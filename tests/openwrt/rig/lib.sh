@@ -5,6 +5,11 @@
 # Sourced by each scenario; /rig/mnt holds the packages and these scripts.
 
 PKGS=/rig/mnt/pkgs
+# With run.sh --net: CMD in the LAN client's or the WAN host's network
+# namespace, as the rig's /rig/lan and /rig/wan do (this copy of the rig has
+# /rig/wan as a plain file holding the word "lan", a symlink flattened).
+lan() { nsenter --net=/var/run/netns/lan "$@"; }
+wan() { nsenter --net=/var/run/netns/wan "$@"; }
 step() { echo "-- $*"; }
 fail() {
 	echo "FAIL: $*"

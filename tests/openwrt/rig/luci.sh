@@ -16,11 +16,11 @@ router_with_wan
 step "$mode: install hydradns and luci-app-hydradns"
 case "$mode" in
 opkg)
-	opkg install "$PKGS"/luci-base_*_all.ipk "$PKGS"/hydradns_*-1_x86_64.ipk "$PKGS"/luci-app-hydradns_*_all.ipk \
+	opkg install "$PKGS"/luci-base_*_all.ipk "$PKGS"/hydradns_*-3_x86_64.ipk "$PKGS"/luci-app-hydradns_*_all.ipk \
 		> /tmp/install.out 2>&1 || fail "opkg install: $(cat /tmp/install.out)"
 	;;
 apk)
-	apk add --initdb --allow-untrusted "$PKGS"/luci-base-*_noarch.apk "$PKGS"/hydradns-*-r1_x86_64.apk \
+	apk add --initdb --allow-untrusted "$PKGS"/luci-base-*_noarch.apk "$PKGS"/hydradns-*-r3_x86_64.apk \
 		"$PKGS"/luci-app-hydradns-*_noarch.apk > /tmp/install.out 2>&1 || fail "apk add: $(cat /tmp/install.out)"
 	apk info -e luci-app-hydradns > /dev/null || fail "not installed: $(apk info)"
 	;;

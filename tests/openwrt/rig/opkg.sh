@@ -14,7 +14,7 @@ start_wan_resolver 127.0.0.2:53
 dnsmasq_pid=$(pid_of dnsmasq)
 
 step "opkg install"
-opkg install "$PKGS"/hydradns_*-1_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
+opkg install "$PKGS"/hydradns_*-3_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
 [ -L /etc/rc.d/S18hydradns ] && [ -L /etc/rc.d/K85hydradns ] || fail "not enabled: $(ls /etc/rc.d)"
 check_daemon
 
@@ -39,21 +39,21 @@ gid=$(id -g hydradns)
 [ "$uid" != "$(id -u dnsmasq)" ] || fail "dnsmasq's uid"
 [ "$(ls -ld /etc/hydradns | awk '{ print $3 }')" = hydradns ] || fail "/etc/hydradns is not the daemon's"
 
-step "upstream mode: dnsmasq forwards to us, once restarted"
-[ "$(uci -q get 'dhcp.@dnsmasq[0].server')" = "127.0.0.1#5353" ] || fail "dnsmasq's server: $(uci -q get 'dhcp.@dnsmasq[0].server')"
-[ "$(uci -q get 'dhcp.@dnsmasq[0].noresolv')" = 1 ] || fail "noresolv"
-# dnsmasq names each query's client (tests/clients.rs reads what it sends).
-[ "$(uci -q get 'dhcp.@dnsmasq[0].addsubnet')" = 32,128 ] || fail "addsubnet"
-[ "$(uci -q get 'dhcp.@dnsmasq[0].addmac')" = 1 ] || fail "addmac"
-# What OpenWrt's dnsmasq init script made of them, in the file dnsmasq reads.
-cat /var/etc/dnsmasq.conf.* | grep -qx 'add-subnet=32,128' || fail "dnsmasq runs without add-subnet"
-cat /var/etc/dnsmasq.conf.* | grep -qx 'add-mac' || fail "dnsmasq runs without add-mac"
+step "upstream mode: dnsmasq forwards to us, once restarted, and nothing is committed"
+[ "$(dhcp_sum)" = "$original" ] || fail "/etc/config/dhcp was written: $(diff /tmp/dhcp.original /etc/config/dhcp)"
+# A file in the conf-dir dnsmasq's init script gives its instance, on tmpfs.
+conf=$(ls /tmp/dnsmasq*.d/hydradns.conf 2>/dev/null)
+[ -n "$conf" ] || fail "no hydradns.conf in dnsmasq's conf-dir: $(ls -d /tmp/dnsmasq*)"
+grep -q "^conf-dir=${conf%/*}\$" /var/etc/dnsmasq.conf.* || fail "dnsmasq does not read ${conf%/*}: $(grep conf-dir /var/etc/dnsmasq.conf.*)"
+for line in no-resolv server=127.0.0.1#5353 add-subnet=32,128 strip-subnet add-mac strip-mac; do
+	grep -qx "$line" "$conf" || fail "$conf lacks $line: $(cat "$conf")"
+done
 [ "$(pid_of dnsmasq)" != "$dnsmasq_pid" ] || fail "dnsmasq was not restarted for its new settings"
+grep -q '127.0.0.1#5353' /proc/"$(pid_of dnsmasq)"/cmdline /var/etc/dnsmasq.conf.* && fail "our server is in dnsmasq's own config"
 logread -e hydradns | grep -q 'from built-in fallback' || fail "expected the fallback before the WAN is up"
-# What the init script restores into dnsmasq's settings is root's alone.
-[ "$(ls -l /etc/hydradns-dnsmasq.backup | awk '{ print $1 $3 }')" = "-rw-r--r--root" ] ||
-	fail "the backup: $(ls -l /etc/hydradns-dnsmasq.backup)"
-[ "$(ls -ld /etc | awk '{ print $1 $3 }')" = "drwxr-xr-x""root" ] || fail "/etc: $(ls -ld /etc)"
+[ ! -e /etc/hydradns-dnsmasq.backup ] || fail "a backup of dnsmasq's settings was written"
+[ "$(ls -l /var/run/hydradns.dnsmasq | awk '{ print $1 $3 }')" = "-rw-r--r--root" ] ||
+	fail "where our file is, is not root's: $(ls -l /var/run/hydradns.dnsmasq)"
 
 step "the WAN comes up: its resolver is used, without a reload"
 pid=$(pid_of hydradns)
@@ -199,24 +199,26 @@ cp /tmp/hydradns.conf /etc/config/hydradns
 check_daemon
 
 step "a broken config at start: not started, said with file:line, dnsmasq on its own"
+dnsmasq_pid=$(pid_of dnsmasq)
 uci set hydradns.main.cache_size=many
 uci commit hydradns
 /etc/init.d/hydradns restart
 wait_until 10 in_log "hydradns: /etc/config/hydradns has errors, not applied: /etc/config/hydradns:[0-9]*: option 'cache_size'" ||
 	fail "not logged: $(logread | tail -n 5)"
 wait_until 10 stopped hydradns || fail "running with a broken config"
-[ "$(dhcp_sum)" = "$original" ] || fail "dnsmasq left forwarding to nothing"
+[ ! -e "$conf" ] || fail "dnsmasq left forwarding to nothing"
+[ "$(pid_of dnsmasq)" != "$dnsmasq_pid" ] || fail "dnsmasq not restarted on its own settings"
 wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "dnsmasq does not answer on its own"
 cp /tmp/hydradns.conf /etc/config/hydradns
 /etc/init.d/hydradns restart
 check_daemon
-wait_for 10 1 uci -q get 'dhcp.@dnsmasq[0].noresolv' || fail "upstream mode again"
+wait_until 10 grep -qx no-resolv "$conf" || fail "upstream mode again"
 
 step "opkg remove: dnsmasq's settings back byte for byte"
 opkg remove hydradns > /tmp/opkg.out 2>&1 || fail "opkg remove: $(cat /tmp/opkg.out)"
 wait_until 10 stopped hydradns || fail "still running after removal"
 [ "$(dhcp_sum)" = "$original" ] || fail "dhcp differs: $(diff /tmp/dhcp.original /etc/config/dhcp)"
-[ ! -f /etc/hydradns-dnsmasq.backup ] || fail "backup left behind"
+[ ! -e "$conf" ] || fail "our file left in dnsmasq's conf-dir"
 wait_until 10 running dnsmasq || fail "dnsmasq down"
 wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "dnsmasq does not answer on its own"
 echo "PASS opkg"

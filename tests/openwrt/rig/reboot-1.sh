@@ -6,7 +6,7 @@
 
 uci_written_dhcp
 cp /etc/config/dhcp /etc/dhcp.original
-opkg install "$PKGS"/hydradns_*-1_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
+opkg install "$PKGS"/hydradns_*-3_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
 check_daemon
 uci add_list hydradns.@blocklist[1].domain=blocked.example
 uci set hydradns.main.dnsmasq_mode='replace'

@@ -7,11 +7,11 @@
 . /rig/mnt/lib.sh
 
 router_with_wan
-opkg install "$PKGS"/hydradns_*-1_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
+opkg install "$PKGS"/hydradns_*-3_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
 check_daemon
 block_with_uci kept.example
 
 step "opkg upgrade"
-upgrade_checked opkg install "$PKGS"/hydradns_*-2_x86_64.ipk
-opkg list-installed | grep -q '^hydradns - .*-2$' || fail "not upgraded: $(opkg list-installed | grep hydradns)"
+upgrade_checked opkg install "$PKGS"/hydradns_*-4_x86_64.ipk
+opkg list-installed | grep -q '^hydradns - .*-4$' || fail "not upgraded: $(opkg list-installed | grep hydradns)"
 echo "PASS upgrade-opkg"

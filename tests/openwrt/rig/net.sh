@@ -1,0 +1,177 @@
+#!/bin/sh
+# shellcheck disable=SC2015  # A && B || fail is meant: fail when either is false
+# Force DNS and fail-open on the rig's network (run.sh --net: netifd, fw4,
+# dnsmasq's DHCP to a LAN client, a WAN with the ISP's resolver and a
+# "public resolver" on 203.0.113.53 / 2001:db8:3::53). The package as
+# shipped (force_dns 1, upstream mode): a LAN device asking a public resolver
+# directly gets the gateway's answer, logged under its DHCP name; DNS over
+# TLS/QUIC is refused; exemptions; stop, start, force_dns 0; the daemon
+# hung, then its port taken: dnsmasq answers on its own within 30 s and
+# back; /etc/config/dhcp and /etc/config/firewall never written.
+# PKG_INSTALL names the package manager: opkg (default) or apk.
+# shellcheck source=tests/openwrt/rig/lib.sh
+. /rig/mnt/lib.sh
+
+# The first answer a LAN client gets for NAME (A, or TYPE) from SERVER, over
+# UDP (or +tcp).
+lan_ask() {
+	lan dig +short +time=2 +tries=1 ${4:+"$4"} "@$2" "$1" "${3:-A}" 2>/dev/null | head -n 1
+}
+# Canonical ruleset: counters and handles change by themselves.
+ruleset() { nft list ruleset | sed 's/counter packets [0-9]* bytes [0-9]*/counter/'; }
+our_rules() { nft list table inet fw4 | grep -c 'ubus:hydradns'; }
+rules_at_least() { [ "$(our_rules)" -ge "$1" ]; }
+no_rules() { [ "$(our_rules)" = 0 ]; }
+rules_diff() { ruleset > /tmp/ruleset.now; echo "$stock" | diff - /tmp/ruleset.now | head -n 20; }
+refused_853() {
+	lan dig +tcp +time=2 +tries=1 -p 853 "@$1" x.example A 2>&1 | grep -qi "connection refused"
+}
+firewall_sum() { sha256sum /etc/config/firewall | cut -d' ' -f1; }
+unchanged_configs() {
+	[ "$(dhcp_sum)" = "$original" ] || fail "/etc/config/dhcp was written ($1): $(diff /tmp/dhcp.original /etc/config/dhcp)"
+	[ "$(firewall_sum)" = "$firewall" ] || fail "/etc/config/firewall was written ($1)"
+}
+
+# The ISP's resolver (what netifd put in resolv.conf.auto) answers every name
+# with a public address (the rebind protections drop documentation ones); the
+# "public resolver" answers 203.0.113.99 and logs what reaches it.
+wan dnsmasq --no-resolv --no-hosts --user=root --listen-address=198.51.100.1 --bind-interfaces \
+	--address=/#/93.184.215.14 --pid-file=/tmp/isp.pid || fail "ISP resolver"
+wan dnsmasq --no-resolv --no-hosts --user=root --listen-address=203.0.113.53,2001:db8:3::53 --bind-interfaces \
+	--address=/#/203.0.113.99 --address=/#/2001:db8:3::99 --log-queries --log-facility=/tmp/pub.log --pid-file=/tmp/pub.pid ||
+	fail "public resolver"
+# A TCP listener on the public host's port 853 (plain DNS is enough to see a connect).
+wan dnsmasq --no-resolv --no-hosts --user=root --listen-address=203.0.113.53,2001:db8:3::53 --bind-interfaces \
+	--port=853 --address=/#/203.0.113.99 --pid-file=/tmp/dot.pid || fail "port 853"
+
+uci_written_dhcp
+original=$(dhcp_sum)
+cp /etc/config/dhcp /tmp/dhcp.original
+firewall=$(firewall_sum)
+stock=$(ruleset)
+
+step "a LAN device gets its address from dnsmasq, with its name"
+lan udhcpc -i eth0 -x hostname:kids-tablet -q -n -t 10 -T 1 > /dev/null 2>&1 || fail "no DHCP lease"
+lease=$(awk '$4 == "kids-tablet" { print $3 }' /tmp/dhcp.leases)
+mac=$(awk '$4 == "kids-tablet" { print $2 }' /tmp/dhcp.leases)
+[ -n "$lease" ] || fail "no lease for kids-tablet: $(cat /tmp/dhcp.leases)"
+[ "$(lan_ask kids-tablet.lan 192.0.2.1)" = "$lease" ] || fail "the router's dnsmasq does not know kids-tablet.lan"
+
+step "install (${PKG_INSTALL:-opkg}): force_dns on as shipped"
+case "${PKG_INSTALL:-opkg}" in
+	opkg) opkg install "$PKGS"/hydradns_*-3_x86_64.ipk > /tmp/install.out 2>&1 ;;
+	apk) apk add --initdb --allow-untrusted "$PKGS"/hydradns-*-r3_x86_64.apk > /tmp/install.out 2>&1 ;;
+esac || fail "install: $(cat /tmp/install.out)"
+check_daemon
+uci add_list hydradns.@blocklist[1].domain=blocked.example
+
+uci commit hydradns
+reload_config
+wait_for 15 0.0.0.0 ask blocked.example 127.0.0.1 || fail "blocked.example not blocked through dnsmasq"
+wait_until 15 rules_at_least 4 || fail "no force-DNS rules in fw4: $(nft list table inet fw4 | grep -i hydradns)"
+unchanged_configs "install"
+grep -q '^server=127.0.0.1#5353$' /tmp/dnsmasq*.d/hydradns.conf || fail "no file in dnsmasq's conf-dir: $(ls /tmp/dnsmasq*.d)"
+grep -qx 'strip-subnet' /var/etc/dnsmasq.conf.* /tmp/dnsmasq*.d/hydradns.conf 2>/dev/null || fail "strip-subnet"
+
+step "a device asking a public resolver directly gets the gateway's answer (UDP, TCP, IPv4, IPv6)"
+: > /tmp/pub.log
+[ "$(lan_ask blocked.example 203.0.113.53)" = 0.0.0.0 ] || fail "UDP to 203.0.113.53 not redirected: $(lan dig @203.0.113.53 blocked.example)"
+[ "$(lan_ask blocked.example 203.0.113.53 A +tcp)" = 0.0.0.0 ] || fail "TCP to 203.0.113.53"
+[ "$(lan_ask blocked.example 2001:db8:3::53 AAAA)" = :: ] || fail "UDP to [2001:db8:3::53]"
+[ "$(lan_ask blocked.example 2001:db8:3::53 AAAA +tcp)" = :: ] || fail "TCP to [2001:db8:3::53]"
+[ "$(lan_ask wan.example 203.0.113.53)" = 93.184.215.14 ] || fail "an allowed name through the gateway"
+grep -q 'query\[' /tmp/pub.log && fail "the public resolver saw queries: $(cat /tmp/pub.log)"
+out=$(hydradns log --client kids-tablet --domain blocked.example)
+echo "$out" | grep -q "kids-tablet" || fail "not logged under its DHCP name: $out / $(hydradns log --limit 5)"
+
+step "DNS over TLS and QUIC (port 853) is refused"
+refused_853 203.0.113.53 || fail "TCP to 203.0.113.53:853 not refused"
+refused_853 2001:db8:3::53 || fail "TCP to [2001:db8:3::53]:853 not refused"
+
+step "an exempt device reaches the public resolver (by address, then by MAC)"
+uci add_list hydradns.main.force_dns_exempt="$lease"
+uci commit hydradns
+reload_config
+wait_for 15 203.0.113.99 lan_ask blocked.example 203.0.113.53 || fail "the exempt address is still redirected"
+[ "$(lan_ask blocked.example 2001:db8:3::53 AAAA)" = :: ] || fail "its IPv6 address was not exempt"
+uci delete hydradns.main.force_dns_exempt
+uci add_list hydradns.main.force_dns_exempt="$mac"
+uci commit hydradns
+reload_config
+wait_for 15 2001:db8:3::99 lan_ask blocked.example 2001:db8:3::53 AAAA || fail "the exempt MAC is still redirected (IPv6)"
+[ "$(lan_ask blocked.example 203.0.113.53)" = 203.0.113.99 ] || fail "the exempt MAC is still redirected (IPv4)"
+lan dig +tcp +short +time=2 +tries=1 -p 853 @203.0.113.53 x.example A | grep -qx 203.0.113.99 || fail "an exempt device's 853"
+uci delete hydradns.main.force_dns_exempt
+uci commit hydradns
+reload_config
+wait_for 15 0.0.0.0 lan_ask blocked.example 203.0.113.53 || fail "exemption not lifted"
+unchanged_configs "exemptions"
+
+step "stop removes every rule, start brings them back"
+/etc/init.d/hydradns stop
+wait_until 15 no_rules || fail "rules left after stop: $(nft list table inet fw4 | grep hydradns)"
+wait_for 15 "$stock" ruleset || fail "ruleset after stop differs from stock: $(rules_diff)"
+wait_for 15 203.0.113.99 lan_ask blocked.example 203.0.113.53 || fail "after stop: not straight to the public resolver"
+[ "$(lan_ask wan.example 192.0.2.1)" = 93.184.215.14 ] || fail "after stop: dnsmasq does not answer on its own"
+ls /tmp/dnsmasq*.d/hydradns.conf > /dev/null 2>&1 && fail "our file stayed in dnsmasq's conf-dir"
+/etc/init.d/hydradns start
+check_daemon
+wait_until 15 rules_at_least 4 || fail "no rules after start"
+wait_for 15 0.0.0.0 lan_ask blocked.example 203.0.113.53 || fail "after start: not redirected"
+unchanged_configs "stop and start"
+
+step "force_dns 0: fw4's ruleset as stock"
+uci set hydradns.main.force_dns=0
+uci commit hydradns
+reload_config
+wait_for 15 "$stock" ruleset || fail "force_dns 0: $(rules_diff)"
+[ "$(lan_ask blocked.example 203.0.113.53)" = 203.0.113.99 ] || fail "force_dns 0 still redirects"
+wait_for 15 0.0.0.0 ask blocked.example 192.0.2.1 || fail "force_dns 0: the router itself stopped filtering"
+uci set hydradns.main.force_dns=1
+uci commit hydradns
+reload_config
+wait_for 15 0.0.0.0 lan_ask blocked.example 203.0.113.53 || fail "force_dns 1 again"
+
+step "the daemon hangs (SIGSTOP): dnsmasq answers on its own within 30 s, and says so"
+pid=$(pid_of hydradns)
+kill -STOP "$pid"
+started=$(date +%s)
+# A device keeps asking, as devices do.
+wait_for 30 93.184.215.14 lan_ask blocked.example 192.0.2.1 || fail "no DNS 30 s after the daemon hung: $(logread | tail -n 20)"
+echo "answered (unfiltered) after $(($(date +%s) - started)) s"
+in_log 'hydradns.*DNS is unfiltered' || fail "no 'unfiltered' line in the log"
+out=$(hydradns status)
+echo "$out" | grep -q "^DNS          UNFILTERED since" || fail "status does not say so: $out"
+[ "$(lan_ask wan.example 203.0.113.53)" = 93.184.215.14 ] || fail "redirected queries unanswered while unfiltered"
+kill -CONT "$pid"
+started=$(date +%s)
+wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "not filtered again 30 s after SIGCONT"
+echo "filtered again after $(($(date +%s) - started)) s"
+in_log 'hydradns.*DNS is filtered again' || fail "no 'filtered again' line in the log"
+[ "$(pid_of hydradns)" = "$pid" ] || fail "the daemon was restarted"
+unchanged_configs "fail-open"
+
+step "its port is taken and it cannot start: dnsmasq answers within 30 s; the port freed, filtered again"
+dnsmasq --conf-file=/dev/null --port=5353 --listen-address=127.0.0.1 --bind-interfaces --no-resolv --no-hosts \
+	--address=/#/127.0.0.9 --user=root --pid-file=/tmp/squatter.pid 2> /dev/null &
+kill -9 "$pid"
+wait_until 5 [ -s /tmp/squatter.pid ]
+started=$(date +%s)
+wait_for 30 93.184.215.14 lan_ask blocked.example 192.0.2.1 || fail "no DNS 30 s after the port was taken"
+echo "answered (unfiltered) after $(($(date +%s) - started)) s"
+kill "$(cat /tmp/squatter.pid)"
+started=$(date +%s)
+wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "not filtered again 30 s after the port was freed"
+echo "filtered again after $(($(date +%s) - started)) s"
+check_daemon
+unchanged_configs "port taken"
+
+step "removal: rules gone, dnsmasq on its own, configs as they were"
+case "${PKG_INSTALL:-opkg}" in
+	opkg) opkg remove hydradns > /tmp/remove.out 2>&1 ;;
+	apk) apk del hydradns > /tmp/remove.out 2>&1 ;;
+esac || fail "remove: $(cat /tmp/remove.out)"
+wait_for 15 "$stock" ruleset || fail "ruleset after removal differs from stock: $(rules_diff)"
+wait_for 15 93.184.215.14 lan_ask blocked.example 192.0.2.1 || fail "dnsmasq does not answer after removal"
+unchanged_configs "removal"
+echo "PASS ${PASS_NAME:-net}"
