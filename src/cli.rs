@@ -282,6 +282,7 @@ fn watchdog(args: Args) -> ExitCode {
         hook: args.hook.unwrap_or_else(|| crate::watchdog::HOOK.into()),
         state: args.state.unwrap_or_else(|| crate::watchdog::STATE_FILE.into()),
         fail_open: cfg.router.fail_open,
+        ours: cfg.sockets_file(),
     })
 }
 

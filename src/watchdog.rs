@@ -24,20 +24,24 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// How often the socket table is read. The failure is acted on after
-/// [`FAILS`] ticks and the recovery after [`PASSES`]: a hung daemon under
-/// traffic is seen within 15 s and dnsmasq restarted on its own within
-/// 20 s, inside the 30 s the network may go without DNS; a crash that
-/// procd respawns 5 s later is not.
+/// How often the socket table is read on a healthy router.
 pub const TICK: Duration = Duration::from_secs(5);
-/// Failed ticks in a row before failing open: 3 spans at least 10 s, over
-/// procd's 5 s respawn delay and the daemon's start.
-pub const FAILS: u32 = 3;
-/// Answered probes in a row before forwarding to the daemon again.
+/// How often once something looks wrong, or while failed open: 2/5 of
+/// [`TICK`] (2 s), so a failure is confirmed, and a recovery seen, quickly.
+const FAST: u32 = 5;
+/// How long the daemon must fail, checked at least twice, before DNS fails
+/// open: 9/5 of [`TICK`] (9 s), longer than procd's 5 s respawn delay and
+/// the daemon's start, so one crash that procd mends does not switch
+/// dnsmasq twice. A hung daemon under traffic is seen at the next tick (5 s
+/// at most), confirmed 9 s later, and dnsmasq answers on its own about
+/// 17 s after the hang (rig: tests/openwrt/rig/net.sh), inside the 30 s
+/// the network may go without DNS.
+const SPAN: u32 = 9;
+/// Answers in a row, [`TICK`] * 2/5 apart, before forwarding to it again.
 pub const PASSES: u32 = 2;
 /// How long one probe waits for its answer; a loaded daemon answers a
 /// local query in milliseconds.
-const PROBE_WAIT: Duration = Duration::from_millis(1500);
+const PROBE_WAIT: Duration = Duration::from_secs(1);
 /// Where the init script's `unfiltered` is told why, and `status` reads
 /// since when (root's, on tmpfs: a reboot starts filtered).
 pub const STATE_FILE: &str = "/var/run/hydradns.unfiltered";
@@ -58,6 +62,10 @@ pub struct Settings {
     pub state: PathBuf,
     /// `fail_open`: false only logs (the owner prefers no DNS to unfiltered DNS).
     pub fail_open: bool,
+    /// Where the daemon lists its UDP sockets' inodes
+    /// ([`crate::config::Config::sockets_file`]): a socket on the port that
+    /// is not one of them is another program's, not the daemon.
+    pub ours: Option<PathBuf>,
 }
 
 /// What the watchdog believes, and what it has seen in a row.
@@ -65,20 +73,21 @@ pub struct Settings {
 struct Watch {
     /// dnsmasq answers on its own.
     open: bool,
-    /// Ticks in a row the daemon failed (while forwarding to it).
-    failed: u32,
+    /// Since when the daemon fails (while forwarding to it), and how many
+    /// checks in a row it failed.
+    failing: Option<(Instant, u32)>,
     /// Probes in a row it answered (while failed open).
     passed: u32,
 }
 
-/// What one tick found.
+/// What one check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Seen {
     Answers,
     Fails(String),
 }
 
-/// What to do after a tick.
+/// What to do after a check.
 #[derive(Debug, PartialEq, Eq)]
 enum Act {
     Nothing,
@@ -87,14 +96,17 @@ enum Act {
 }
 
 impl Watch {
+    /// Takes in what a check at `now` found; `span`: how long a failure
+    /// must last before DNS fails open.
     #[inline(never)]
-    fn step(&mut self, seen: Seen) -> Act {
+    fn step(&mut self, seen: Seen, now: Instant, span: Duration) -> Act {
         match (self.open, seen) {
-            (false, Seen::Answers) => self.failed = 0,
+            (false, Seen::Answers) => self.failing = None,
             (false, Seen::Fails(why)) => {
-                self.failed += 1;
-                if self.failed >= FAILS {
-                    (self.open, self.failed, self.passed) = (true, 0, 0);
+                let (since, n) = self.failing.get_or_insert((now, 0));
+                *n += 1;
+                if *n >= 2 && now.duration_since(*since) >= span {
+                    *self = Watch { open: true, ..Watch::default() };
                     return Act::Open(why);
                 }
             }
@@ -102,12 +114,17 @@ impl Watch {
             (true, Seen::Answers) => {
                 self.passed += 1;
                 if self.passed >= PASSES {
-                    (self.open, self.failed, self.passed) = (false, 0, 0);
+                    *self = Watch::default();
                     return Act::Close;
                 }
             }
         }
         Act::Nothing
+    }
+
+    /// How long to sleep before the next check.
+    fn wait(&self, tick: Duration) -> Duration {
+        if self.open || self.failing.is_some() { tick * 2 / FAST } else { tick }
     }
 }
 
@@ -122,10 +139,11 @@ pub fn run(s: &Settings) -> ! {
         s.tick.as_millis(),
         if w.open { "; DNS is unfiltered (failed open before this start)" } else { "" }
     );
+    let span = s.tick * SPAN / 5;
     loop {
-        std::thread::sleep(s.tick);
-        let seen = match (w.open, queued(s.probe)) {
-            (_, None) => Seen::Fails(format!("nothing listens on {}", s.probe)),
+        std::thread::sleep(w.wait(s.tick));
+        let seen = match (w.open, queued(s.probe, s.ours.as_deref())) {
+            (_, None) => Seen::Fails(format!("it does not listen on {}", s.probe)),
             // Nothing waits unread: it keeps up (or nobody asks).
             (false, Some(0)) => Seen::Answers,
             _ => {
@@ -136,7 +154,7 @@ pub fn run(s: &Settings) -> ! {
                 }
             }
         };
-        match w.step(seen) {
+        match w.step(seen, Instant::now(), span) {
             Act::Nothing => {}
             Act::Open(why) if s.fail_open => {
                 let text = format!("{}: {why}", crate::sys::unix_now());
@@ -184,25 +202,31 @@ pub fn unfiltered(state: &Path) -> Option<(u64, String)> {
     Some((since.trim().parse().ok()?, why.trim().to_string()))
 }
 
-/// Bytes waiting unread in the receive queues of the UDP sockets bound to
-/// `addr` (or to the wildcard address on its port); `None` when none is.
+/// Bytes waiting unread in the receive queues of the daemon's UDP sockets
+/// bound to `addr` (or to the wildcard address on its port): those whose
+/// inodes the `ours` file lists, any without one. `None` when none is.
 /// Not inlined, as the rest of this module: it runs every 5 s, and size is
 /// what counts here (the aarch64 binary's budget, scripts/build-release.sh).
 #[inline(never)]
-fn queued(addr: SocketAddr) -> Option<u64> {
+fn queued(addr: SocketAddr, ours: Option<&Path>) -> Option<u64> {
     let table = if addr.is_ipv4() { "/proc/net/udp" } else { "/proc/net/udp6" };
-    queued_in(&std::fs::read_to_string(table).ok()?, addr)
+    let ours = ours.and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+    queued_in(&std::fs::read_to_string(table).ok()?, addr, &ours)
 }
 
-/// [`queued`] of one table's text.
-fn queued_in(table: &str, addr: SocketAddr) -> Option<u64> {
+/// [`queued`] of one table's text; `ours`: the daemon's inodes, space
+/// separated (empty: any socket).
+fn queued_in(table: &str, addr: SocketAddr, ours: &str) -> Option<u64> {
     let mut found = None;
     for line in table.lines().skip(1) {
-        // sl local_address rem_address st tx_queue:rx_queue ...
+        // sl local_address rem_address st tx_queue:rx_queue tr:tm retrnsmt uid timeout inode ...
         let mut fields = line.split_whitespace();
-        let (Some(local), Some(queues)) = (fields.nth(1), fields.nth(2)) else { continue };
+        let (Some(local), Some(queues), Some(inode)) = (fields.nth(1), fields.nth(2), fields.nth(4)) else { continue };
         let Some(bound) = local_address(local) else { continue };
         if bound.port() != addr.port() || !(bound.ip() == addr.ip() || bound.ip().is_unspecified()) {
+            continue;
+        }
+        if !ours.is_empty() && !ours.split_whitespace().any(|o| o == inode) {
             continue;
         }
         let rx = queues.split_once(':').and_then(|(_, rx)| u64::from_str_radix(rx, 16).ok()).unwrap_or(0);
@@ -233,7 +257,8 @@ fn local_address(text: &str) -> Option<SocketAddr> {
 }
 
 /// Asks the daemon a query it answers without the network (EDNS version 1:
-/// BADVERS), twice; Ok on any answer of ours.
+/// BADVERS); Ok on any answer of ours. One try: the next check, 2 s
+/// later, is the retry.
 #[inline(never)]
 fn probe(addr: SocketAddr, id: u16) -> io::Result<()> {
     let local: SocketAddr =
@@ -246,25 +271,18 @@ fn probe(addr: SocketAddr, id: u16) -> io::Result<()> {
     let version = q.len() - 5;
     q[version] = 1;
     let mut buf = [0u8; 512];
-    let mut last = io::Error::new(io::ErrorKind::TimedOut, "no answer");
-    for _ in 0..2 {
-        sock.send(&q)?;
-        let deadline = Instant::now() + PROBE_WAIT;
-        while Instant::now() < deadline {
-            match sock.recv(&mut buf) {
-                Ok(n) if n >= 2 && buf[..2] == id.to_be_bytes() => return Ok(()),
-                Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                    last =
-                        io::Error::new(io::ErrorKind::TimedOut, format!("no answer in {} ms", PROBE_WAIT.as_millis()));
-                    break;
-                }
-                // ECONNREFUSED: nothing bound there (an ICMP port unreachable).
-                Err(e) => return Err(e),
-            }
+    sock.send(&q)?;
+    let deadline = Instant::now() + PROBE_WAIT;
+    while Instant::now() < deadline {
+        match sock.recv(&mut buf) {
+            Ok(n) if n >= 2 && buf[..2] == id.to_be_bytes() => return Ok(()),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => break,
+            // ECONNREFUSED: nothing bound there (an ICMP port unreachable).
+            Err(e) => return Err(e),
         }
     }
-    Err(last)
+    Err(io::Error::new(io::ErrorKind::TimedOut, format!("no answer in {} ms", PROBE_WAIT.as_millis())))
 }
 
 #[cfg(test)]
@@ -273,24 +291,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn acts_after_three_failures_and_two_answers_in_a_row() {
-        let mut w = Watch::default();
+    fn fails_open_after_a_failure_that_lasts_and_back_after_two_answers() {
+        let span = Duration::from_secs(9);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
         let fail = || Seen::Fails("x".into());
-        assert_eq!(w.step(fail()), Act::Nothing);
-        assert_eq!(w.step(fail()), Act::Nothing);
-        // A crash procd respawns: the next tick finds it back.
-        assert_eq!(w.step(Seen::Answers), Act::Nothing);
-        assert_eq!(w.step(fail()), Act::Nothing);
-        assert_eq!(w.step(fail()), Act::Nothing);
-        assert_eq!(w.step(fail()), Act::Open("x".into()));
+        let mut w = Watch::default();
+        assert_eq!(w.wait(TICK), TICK);
+        assert_eq!(w.step(fail(), at(0), span), Act::Nothing);
+        assert_eq!(w.wait(TICK), Duration::from_secs(2), "checked again soon");
+        assert_eq!(w.step(fail(), at(2), span), Act::Nothing);
+        // A crash procd respawns: back within its 5 s.
+        assert_eq!(w.step(Seen::Answers, at(6), span), Act::Nothing);
+        assert_eq!(w.wait(TICK), TICK);
+        assert_eq!(w.step(fail(), at(20), span), Act::Nothing);
+        assert_eq!(w.step(fail(), at(28), span), Act::Nothing, "8 s of failing is not yet 9");
+        assert_eq!(w.step(fail(), at(29), span), Act::Open("x".into()));
         assert!(w.open);
-        assert_eq!(w.step(fail()), Act::Nothing);
-        assert_eq!(w.step(Seen::Answers), Act::Nothing);
+        assert_eq!(w.wait(TICK), Duration::from_secs(2));
+        assert_eq!(w.step(Seen::Answers, at(31), span), Act::Nothing);
         // One answer then a failure: not back yet.
-        assert_eq!(w.step(fail()), Act::Nothing);
-        assert_eq!(w.step(Seen::Answers), Act::Nothing);
-        assert_eq!(w.step(Seen::Answers), Act::Close);
+        assert_eq!(w.step(fail(), at(33), span), Act::Nothing);
+        assert_eq!(w.step(Seen::Answers, at(35), span), Act::Nothing);
+        assert_eq!(w.step(Seen::Answers, at(37), span), Act::Close);
         assert_eq!(w, Watch::default());
+        // One check that fails long after another is not a lasting failure.
+        let mut w = Watch::default();
+        assert_eq!(w.step(fail(), at(0), Duration::ZERO), Act::Nothing, "twice at least");
     }
 
     #[test]
@@ -301,10 +328,13 @@ mod tests {
             \x20 12: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 99 2 0000000000000000 5\n\
             \x20 13: 0200007F:1F90 00000000:0000 07 00000000:00000010 00:00000000 00000000     0        0 98 2 0000000000000000 5\n";
         let at = |s: &str| s.parse::<SocketAddr>().unwrap();
-        assert_eq!(queued_in(table, at("127.0.0.1:5353")), Some(0x340), "two workers' sockets");
-        assert_eq!(queued_in(table, at("127.0.0.1:53")), Some(0), "the wildcard on port 53");
-        assert_eq!(queued_in(table, at("127.0.0.1:8080")), None, "127.0.0.2 is another address");
-        assert_eq!(queued_in(table, at("127.0.0.1:5354")), None);
+        assert_eq!(queued_in(table, at("127.0.0.1:5353"), ""), Some(0x340), "two workers' sockets");
+        assert_eq!(queued_in(table, at("127.0.0.1:5353"), "4242 4243"), Some(0x340));
+        assert_eq!(queued_in(table, at("127.0.0.1:5353"), "4243 7"), Some(0x340), "one of them ours");
+        assert_eq!(queued_in(table, at("127.0.0.1:5353"), "4244 4245"), None, "another program's");
+        assert_eq!(queued_in(table, at("127.0.0.1:53"), ""), Some(0), "the wildcard on port 53");
+        assert_eq!(queued_in(table, at("127.0.0.1:8080"), ""), None, "127.0.0.2 is another address");
+        assert_eq!(queued_in(table, at("127.0.0.1:5354"), ""), None);
     }
 
     #[test]
@@ -326,16 +356,16 @@ mod tests {
         // What the kernel says of a socket this test binds.
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = sock.local_addr().unwrap();
-        assert_eq!(queued(addr), Some(0));
+        assert_eq!(queued(addr, None), Some(0));
         UdpSocket::bind("127.0.0.1:0").unwrap().send_to(b"hello", addr).unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        assert!(queued(addr).unwrap() > 0, "a datagram waits unread");
-        // Nobody reads it: no answer (one probe of two tries).
+        assert!(queued(addr, None).unwrap() > 0, "a datagram waits unread");
+        // Nobody reads it: no answer.
         let started = Instant::now();
         assert!(probe(addr, 7).is_err());
         assert!(started.elapsed() >= PROBE_WAIT);
         drop(sock);
-        assert_eq!(queued(addr), None);
+        assert_eq!(queued(addr, None), None);
         assert_eq!(probe(addr, 8).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
     }
 

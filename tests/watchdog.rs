@@ -28,7 +28,14 @@ impl Watchdog {
         let hook = dir.file("hook.sh", &format!("#!/bin/sh\necho \"$@\" >> '{}'\n", calls.display()));
         std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         // The daemon's config names port 0; the watchdog's names the port it got.
-        let conf = dir.file("watchdog.conf", &format!("config hydradns 'main'\n\tlist listen '{}'\n{extra}", gw.addr));
+        let conf = dir.file(
+            "watchdog.conf",
+            &format!(
+                "config hydradns 'main'\n\tlist listen '{}'\n\toption control_socket '{}'\n{extra}",
+                gw.addr,
+                gw.control_socket().display()
+            ),
+        );
         let state = dir.0.join("unfiltered");
         let child = hydradns()
             .args(["watchdog", "-c", conf.to_str().unwrap(), "--interval", "200ms", "--log", "stderr"])
@@ -117,9 +124,11 @@ fn a_daemon_that_is_gone_fails_dns_open_unless_told_not_to() {
     let (status, _dir) = gw.stop_keeping_dir();
     assert!(status.success());
     let _other_dir = other.kill_keeping_dir();
+    // Another program takes the port (and never answers): not the daemon.
+    let _squatter = UdpSocket::bind(addr).unwrap();
     wait_for("unfiltered", Duration::from_secs(20), || open.calls() == "unfiltered\n");
     let state = std::fs::read_to_string(&open.state).unwrap();
-    assert!(state.contains(&format!("nothing listens on {addr}")), "{state}");
+    assert!(state.contains(&format!("it does not listen on {addr}")), "{state}");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(closed.calls(), "", "fail_open 0 switches nothing");
     assert!(!closed.state.exists());

@@ -668,6 +668,13 @@ impl Config {
             .map(|l| SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), l.port()))
     }
 
+    /// Where the daemon writes the inode numbers of its UDP sockets, beside
+    /// the control socket, so the watchdog can tell them from another
+    /// program's on the same port. `None` without a control socket.
+    pub fn sockets_file(&self) -> Option<PathBuf> {
+        (!self.control_socket.as_os_str().is_empty()).then(|| self.control_socket.with_file_name("udp-sockets"))
+    }
+
     /// Where the daemon answers the queries that matter, for the watchdog:
     /// dnsmasq's forwarding target in `upstream` mode, else the first listen
     /// address on port 53 (or the first at all), a wildcard one asked on loopback.

@@ -184,6 +184,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     // snapshot for them (see `Engine::learning`).
     let (leases, ethers) = (cfg.leases_file.clone(), cfg.ethers_file.clone());
     let textfile = cfg.metrics_textfile.clone();
+    let sockets_file = cfg.sockets_file();
     let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), logger));
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();
     let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
@@ -234,6 +235,13 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     }
     for l in &listeners {
         log::info!("listening on {} (udp, tcp)", l.addr);
+    }
+    // For the watchdog: which sockets on our ports are ours.
+    if let Some(path) = sockets_file {
+        let text: Vec<String> = udp_inodes.iter().map(u64::to_string).collect();
+        if let Err(e) = crate::sys::write_atomic(&path, text.join(" ").as_bytes()) {
+            log::warn!("{}: {e}; the watchdog cannot tell our sockets from another program's", path.display());
+        }
     }
     log::info!("ready with {workers} workers");
     // Downloads and rebuilds happen on their own thread, never here or on a worker.
