@@ -26,6 +26,7 @@ rules_diff() { ruleset > /tmp/ruleset.now; echo "$stock" | diff - /tmp/ruleset.n
 refused_853() {
 	lan dig +tcp +time=2 +tries=1 -p 853 "@$1" x.example A 2>&1 | grep -qi "connection refused"
 }
+stopped_listening() { ! netstat -lnu | grep -q '127.0.0.1:5353 '; }
 firewall_sum() { sha256sum /etc/config/firewall | cut -d' ' -f1; }
 unchanged_configs() {
 	[ "$(dhcp_sum)" = "$original" ] || fail "/etc/config/dhcp was written ($1): $(diff /tmp/dhcp.original /etc/config/dhcp)"
@@ -152,10 +153,11 @@ in_log 'hydradns.*DNS is filtered again' || fail "no 'filtered again' line in th
 unchanged_configs "fail-open"
 
 step "its port is taken and it cannot start: dnsmasq answers within 30 s; the port freed, filtered again"
-dnsmasq --conf-file=/dev/null --port=5353 --listen-address=127.0.0.1 --bind-interfaces --no-resolv --no-hosts \
-	--address=/#/127.0.0.9 --user=root --pid-file=/tmp/squatter.pid 2> /dev/null &
+# Another program takes 127.0.0.1:5353 in the 5 s before procd respawns it.
 kill -9 "$pid"
-wait_until 5 [ -s /tmp/squatter.pid ]
+wait_until 5 stopped_listening
+dnsmasq --conf-file=/dev/null --port=5353 --listen-address=127.0.0.1 --bind-interfaces --no-resolv --no-hosts \
+	--address=/#/127.0.0.9 --user=root --pid-file=/tmp/squatter.pid || fail "could not take the port"
 started=$(date +%s)
 wait_for 30 93.184.215.14 lan_ask blocked.example 192.0.2.1 || fail "no DNS 30 s after the port was taken"
 echo "answered (unfiltered) after $(($(date +%s) - started)) s"
