@@ -40,9 +40,12 @@ wait_for() {
 	done
 }
 
-# The pid procd gives for a service's first instance (empty when not running).
+# The pid procd gives for a service's first instance (empty when not running);
+# hydradns's daemon, not its watchdog.
 pid_of() {
-	ubus call service list "{\"name\":\"$1\"}" 2>/dev/null | jsonfilter -e "@['$1'].instances[*].pid" | head -n 1
+	local which='[*]'
+	[ "$1" != hydradns ] || which=.instance1
+	ubus call service list "{\"name\":\"$1\"}" 2>/dev/null | jsonfilter -e "@['$1'].instances$which.pid" | head -n 1
 }
 running() { [ -n "$(pid_of "$1")" ]; }
 stopped() { [ -z "$(pid_of "$1")" ]; }
