@@ -57,8 +57,10 @@ function classOf(proto) {
 }
 
 // A fresh world: `replies` maps "object.method" to a function of the call's
-// named arguments returning the reply (or throwing).
-function world(replies, uciData) {
+// named arguments returning the reply (or throwing); `uciData` is UCI's
+// view, config → sections; `hosts` the [MAC, name] pairs LuCI's host hints
+// know (network.getHostHints()).
+function world(replies, uciData, hosts) {
 	const calls = [], notes = [], polls = [], applied = [];
 	const rpc = {
 		declare(d) {
@@ -92,6 +94,9 @@ function world(replies, uciData) {
 		changes: { apply(checked) { applied.push(checked); } }
 	};
 	const dom = { content(node, children) { node.children = flat(children); return node; } };
+	const network = {
+		getHostHints() { return Promise.resolve({ getMACHints: () => (hosts || []).slice() }); }
+	};
 	const poll = { add(fn, interval) { polls.push({ fn, interval }); } };
 	const form = makeForm();
 	const L = {
@@ -107,7 +112,8 @@ function world(replies, uciData) {
 	const mocks = {
 		baseclass: { extend: (p) => classOf(p) },
 		view: { extend: (p) => classOf(p) },
-		rpc, uci, ui, dom, poll, form
+		rpc, uci, ui, dom, poll, form, network,
+		'tools.widgets': { ZoneSelect: 'ZoneSelect' }
 	};
 	const loaded = {};
 	function load(name) {
@@ -131,10 +137,14 @@ function world(replies, uciData) {
 function makeForm() {
 	const maps = [];
 	function Section(map, kind, type, title) {
-		this.kind = kind; this.type = type; this.title = title; this.options = [];
-		this.tab = () => {};
-		this.option = (cls, name, title) => { const o = { cls, name, title, values: [], value(v) { this.values.push(v); } }; this.options.push(o); return o; };
-		this.taboption = (tab, cls, name, title) => this.option(cls, name, title);
+		this.kind = kind; this.type = type; this.title = title; this.options = []; this.tabs = [];
+		this.tab = (name, title) => { this.tabs.push({ name, title }); };
+		this.option = (cls, name, title, description) => {
+			const o = { cls, name, title, description, values: [], value(v, label) { this.values.push(v); (this.labels ||= {})[v] = label; } };
+			this.options.push(o);
+			return o;
+		};
+		this.taboption = (tab, cls, name, title, description) => Object.assign(this.option(cls, name, title, description), { tab });
 	}
 	function Map(config, title, descr) {
 		this.config = config; this.title = title; this.sections = []; maps.push(this);

@@ -170,6 +170,52 @@ test('settings and lists offer only options the daemon documents, and flags keep
 	}
 });
 
+test('settings: force DNS has its own tab, with the parser\'s defaults; fail-open is in General', async () => {
+	const w = world({}, { hydradns: [ { '.type': 'hydradns', '.name': 'main', '.anonymous': false, enabled: '1' } ] },
+		[ [ '02:00:5e:10:00:01', 'kids-tablet' ] ]);
+	const v = w.load('view.hydradns.settings');
+	await v.render(await v.load());
+	const s = w.form.maps[0].sections[0];
+	assert.ok(s.tabs.some((t) => t.name === 'forcedns' && t.title === 'Force DNS'));
+	const opt = (name) => s.options.find((o) => o.name === name);
+	assert.deepEqual(s.options.filter((o) => o.tab === 'forcedns').map((o) => o.name),
+		[ 'force_dns', 'force_dns_zone', 'force_dns_port', 'force_dns_exempt' ]);
+	assert.equal(opt('fail_open').tab, 'general');
+
+	// Flags: the parser's defaults (force_dns off, fail_open on), always written.
+	assert.deepEqual([ opt('force_dns').cls, opt('force_dns').default, opt('force_dns').rmempty ], [ 'Flag', '0', false ]);
+	assert.deepEqual([ opt('fail_open').cls, opt('fail_open').default, opt('fail_open').rmempty ], [ 'Flag', '1', false ]);
+	assert.match(opt('force_dns').description, /port 53.*answered by the router.*port 853.*refused so they fall back/);
+	assert.match(opt('fail_open').description, /dnsmasq answers on its own, unfiltered, within 30 s/);
+
+	// Lists: missing, they show the parser's default, which LuCI then sees
+	// as unchanged and does not write; present, what the file says.
+	const zone = opt('force_dns_zone'), port = opt('force_dns_port'), ex = opt('force_dns_exempt');
+	assert.deepEqual([ zone.cls, zone.multiple, zone.rmempty ], [ 'ZoneSelect', true, false ], 'the firewall\'s zones, as LuCI offers them');
+	assert.deepEqual([ ...zone.cfgvalue('main') ], [ 'lan' ]);
+	assert.deepEqual([ ...port.cfgvalue('main') ], [ '53', '853' ]);
+	w.uci.data.hydradns[0].force_dns_port = [ '53' ];
+	w.uci.data.hydradns[0].force_dns_zone = [ 'lan', 'guest' ];
+	assert.deepEqual([ ...port.cfgvalue('main') ], [ '53' ]);
+	assert.deepEqual([ ...zone.cfgvalue('main') ], [ 'lan', 'guest' ]);
+	assert.equal(ex.cfgvalue, undefined, 'no default: none exempt');
+
+	// Checked in the browser as the parser checks them.
+	for (const good of [ '53', '853', '53 853 5353', '65535' ])
+		assert.equal(port.validate('main', good), true, good);
+	for (const bad of [ '0', '65536', 'dns', '53,853', '-1' ])
+		assert.notEqual(port.validate('main', bad), true, bad);
+	for (const good of [ '', '192.168.1.2', '192.168.1.0/28', '10.0.0.0/8', '2001:db8::7', '2001:db8::/64', 'fe80::1',
+		'::ffff:192.0.2.1', '2001:db8:0:0:0:0:0:1', '02:00:5e:10:00:01', '02-00-5E-10-00-01', ' 192.168.1.2 ' ])
+		assert.equal(ex.validate('main', good), true, good);
+	for (const bad of [ 'laptop', '192.168.1.256', '192.168.1.2/33', '192.168.01.2', '2001:db8::/129', '2001:db8::7::1',
+		'2001:db8:0:0:0:0:0:0:1', '12345::', '02:00:5e:10:00', '02:00:5e:10:00:01:02', '192.168.1.2; reboot', '192.168.1.0/255.255.255.0' ])
+		assert.match(ex.validate('main', bad), /an IPv4 or IPv6 address, a network/, bad);
+	// The router's devices offered by MAC, with their names.
+	assert.deepEqual(ex.values, [ '02:00:5e:10:00:01' ]);
+	assert.equal(ex.labels['02:00:5e:10:00:01'], '02:00:5e:10:00:01 (kids-tablet)');
+});
+
 test('every method the pages call is in the ACL and the plugin; writes need the write ACL', () => {
 	const acl = JSON.parse(fs.readFileSync(path.join(APP, 'root/usr/share/rpcd/acl.d/luci-app-hydradns.json'), 'utf8'))['luci-app-hydradns'];
 	const read = acl.read.ubus['luci.hydradns'], write = acl.write.ubus['luci.hydradns'];
@@ -179,8 +225,10 @@ test('every method the pages call is in the ACL and the plugin; writes need the 
 	for (const f of fs.readdirSync(path.join(APP, 'htdocs/luci-static/resources'), { recursive: true }).filter((f) => f.endsWith('.js'))) {
 		const src = fs.readFileSync(path.join(APP, 'htdocs/luci-static/resources', f), 'utf8');
 		for (const m of src.matchAll(/rpc\.declare\(\{\s*object:\s*'([^']+)',\s*method:\s*'([^']+)'/g)) {
-			assert.equal(m[1], 'luci.hydradns', f);
-			declared.push(m[2]);
+			if (m[1] == 'luci.hydradns')
+				declared.push(m[2]);
+			else	// LuCI's own objects (the router's clock): read, by name.
+				assert.ok((acl.read.ubus[m[1]] || []).includes(m[2]), `${f}: ${m[1]}.${m[2]} is not in the read ACL`);
 		}
 	}
 	assert.ok(declared.length >= 9);
@@ -190,7 +238,10 @@ test('every method the pages call is in the ACL and the plugin; writes need the 
 	}
 	assert.deepEqual([ ...read, ...write ].sort(), [ ...listed ].sort(), 'the ACL names exactly the plugin\'s methods');
 	assert.deepEqual(read.sort(), [ 'check_config', 'log', 'status', 'top' ], 'read: the methods without side effects');
-	assert.deepEqual(acl.read.uci, [ 'hydradns' ]);
+	assert.deepEqual(Object.keys(acl.write.ubus), [ 'luci.hydradns' ], 'nothing of LuCI\'s own to write');
+	// The firewall's zones, offered for force_dns_zone; the LAN's devices for its exemptions.
+	assert.deepEqual(acl.read.uci, [ 'hydradns', 'firewall' ]);
+	assert.deepEqual(acl.read.ubus['luci-rpc'], [ 'getHostHints' ]);
 	assert.deepEqual(acl.write.uci, [ 'hydradns' ]);
 	const menu = JSON.parse(fs.readFileSync(path.join(APP, 'root/usr/share/luci/menu.d/luci-app-hydradns.json'), 'utf8'));
 	for (const [ p, node ] of Object.entries(menu))

@@ -2,6 +2,8 @@
 'require view';
 'require form';
 'require uci';
+'require network';
+'require tools.widgets as widgets';
 'require hydradns.api as api';
 
 // Settings: the main options, the query log, devices (client rules),
@@ -10,8 +12,68 @@
 // their option written (rmempty false) and their defaults are the daemon's:
 // LuCI would otherwise delete an option equal to the form's default, and
 // the shipped config's dnsmasq_mode 'upstream' is not the daemon's default.
+// Lists whose absence means a default (force DNS's ports and zones) show
+// that default and are written only when changed: an untouched form leaves
+// the file as it was.
 
 var DAYS = [ 'sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat' ];
+
+// What the daemon's parser takes (src/config/router.rs), checked here so a
+// typo is caught in the browser, before check-config: a port from 1 to
+// 65535 (several, space-separated, in one entry), and an IPv4 or IPv6
+// address, optionally /prefix, or a MAC address.
+function ports(v) {
+	var words = String(v).trim().split(/\s+/);
+	return words.every(function(w) { return /^\d{1,5}$/.test(w) && +w >= 1 && +w <= 65535; })
+		? true : _('a port from 1 to 65535');
+}
+
+function ipv4(a) {
+	return /^((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/.test(a);
+}
+
+function ipv6(a) {
+	var halves = a.split('::');
+	if (halves.length > 2)
+		return false;
+	var groups = 0, ok = halves.every(function(h, i) {
+		if (h == '')
+			return true;
+		var parts = h.split(':');
+		return parts.every(function(p, j) {
+			// The last 32 bits may be written as IPv4 (::ffff:192.0.2.1).
+			if (i == halves.length - 1 && j == parts.length - 1 && ipv4(p)) {
+				groups += 2;
+				return true;
+			}
+			groups++;
+			return /^[0-9a-fA-F]{1,4}$/.test(p);
+		});
+	});
+	return ok && (halves.length == 2 ? groups <= 7 : groups == 8);
+}
+
+function exempt(v) {
+	v = String(v).trim();
+	if (/^[0-9a-fA-F]{2}([:-][0-9a-fA-F]{2}){5}$/.test(v))
+		return true;
+	var m = /^([^/]+)(?:\/(\d{1,3}))?$/.exec(v);
+	if (m && ipv4(m[1]) && (m[2] == null || +m[2] <= 32))
+		return true;
+	if (m && ipv6(m[1]) && (m[2] == null || +m[2] <= 128))
+		return true;
+	return _('an IPv4 or IPv6 address, a network (CIDR such as 192.168.1.0/28) or a MAC address');
+}
+
+// A list option of `config hydradns 'main'` whose absence means `dflt`:
+// shown as such, and (its form value equal to this) not written unless
+// changed.
+function listDefault(o, name, dflt) {
+	o.cfgvalue = function(section_id) {
+		var v = uci.get('hydradns', section_id, name);
+		return v != null ? v : dflt.slice();
+	};
+}
 
 function blockModes(o) {
 	o.value('null', _('0.0.0.0 and :: (null)'));
@@ -21,10 +83,16 @@ function blockModes(o) {
 
 return view.extend({
 	load: function() {
-		return uci.load('hydradns');
+		return Promise.all([
+			uci.load('hydradns'),
+			// The router's devices (DHCP leases, neighbours) as choices for
+			// the exemptions; none where LuCI cannot tell.
+			L.resolveDefault(network.getHostHints(), null)
+		]);
 	},
 
-	render: function() {
+	render: function(data) {
+		var hosts = data && data[1];
 		var m = new form.Map('hydradns', _('HydraDNS: settings'),
 			_('Every option is described in docs/configuration.md. Save & Apply checks the whole configuration with "hydradns check-config" first; a reload keeps the cache.'));
 		var s, o;
@@ -35,6 +103,7 @@ return view.extend({
 		s.tab('general', _('General'));
 		s.tab('blocking', _('Blocking'));
 		s.tab('access', _('Access'));
+		s.tab('forcedns', _('Force DNS'));
 		s.tab('upstream', _('Upstream and cache'));
 		s.tab('monitoring', _('Monitoring'));
 
@@ -48,6 +117,10 @@ return view.extend({
 		o.value('replace');
 		o.value('off');
 		o.default = 'off';
+		o = s.taboption('general', form.Flag, 'fail_open', _('Fail open'),
+			_('When HydraDNS does not answer (crashed, hung), dnsmasq answers on its own, unfiltered, within 30 s, and the Overview says so. Off: no DNS until HydraDNS answers again.'));
+		o.rmempty = false;
+		o.default = '1';
 		o = s.taboption('general', form.DynamicList, 'listen', _('Listen on'));
 		o.datatype = 'string';
 		o.placeholder = '127.0.0.1:5353';
@@ -77,6 +150,29 @@ return view.extend({
 		o = s.taboption('access', form.Value, 'ratelimit', _('Queries per second per client'), _('0: no limit'));
 		o.datatype = 'uinteger';
 		o.placeholder = '0';
+
+		o = s.taboption('forcedns', form.Flag, 'force_dns', _('Force DNS'),
+			_('Devices asking another DNS server (port 53, such as 8.8.8.8) are answered by the router, filtered and logged under their name; DNS over TLS or QUIC (port 853) is refused so they fall back to plain DNS.'));
+		o.rmempty = false;
+		o.default = '0';
+		o = s.taboption('forcedns', widgets.ZoneSelect, 'force_dns_zone', _('Zones'),
+			_('The firewall zones whose devices are held to the router\'s DNS'));
+		o.multiple = true;
+		o.rmempty = false;
+		listDefault(o, 'force_dns_zone', [ 'lan' ]);
+		o = s.taboption('forcedns', form.DynamicList, 'force_dns_port', _('Ports'),
+			_('53 is answered by the router; every other port listed (853: DNS over TLS and QUIC) is refused'));
+		o.rmempty = false;
+		o.validate = function(section_id, v) { return !v || ports(v); };
+		listDefault(o, 'force_dns_port', [ '53', '853' ]);
+		o = s.taboption('forcedns', form.DynamicList, 'force_dns_exempt', _('Devices left alone'),
+			_('By IPv4 or IPv6 address, network (CIDR) or MAC: a DNS server of your own on the LAN, a laptop you test from'));
+		o.placeholder = '192.168.1.2';
+		o.validate = function(section_id, v) { return !v || exempt(v); };
+		if (hosts)
+			hosts.getMACHints(false).forEach(function(h) {
+				o.value(h[0], '%s (%s)'.format(h[0], h[1]));
+			});
 
 		o = s.taboption('upstream', form.DynamicList, 'upstream', _('Upstream resolvers'),
 			_('IP[:PORT], tls://NAME[:PORT][#IP] for DNS over TLS or https://NAME[:PORT]/PATH[#IP] for DNS over HTTPS (the certificate must carry NAME); none: the WAN\'s, from the resolv file'));
