@@ -71,6 +71,63 @@ test('the Status → Overview box shows the figures and links to the pages', asy
 	assert.equal(text(byId(down.render(await down.load()), 'hydradns-overview-state')), 'Not running');
 });
 
+test('while DNS is failed open the overview warns, since when on the router\'s clock and why; filtered, no warning', async () => {
+	const st = fixture('status.json');
+	assert.equal(st.unfiltered_since, 0, 'the binary\'s JSON has the field, 0 while filtered');
+	let w = statusWorld(st);
+	let v = w.load('view.hydradns.status');
+	let page = v.render(await v.load());
+	assert.equal(byId(page, 'hydradns-unfiltered'), undefined);
+	assert.ok(!/DNS is unfiltered/.test(text(page)));
+	assert.ok(!w.calls.some((c) => c.object === 'system'), 'the router\'s clock is not asked while filtered');
+
+	// 2026-12-04 11:03:00 UTC, the router an hour east of UTC (its procd's
+	// localtime), the browser wherever it is.
+	const since = 1796382180;
+	const down = Object.assign(fixture('status.json'), {
+		now: since + 125, unfiltered_since: since,
+		unfiltered_reason: 'it does not answer on 127.0.0.1:5353: no answer in 1.5s'
+	});
+	w = statusWorld(down, { 'system.info': () => ({ localtime: since + 125 + 3600 + 1, uptime: 99 }) });
+	v = w.load('view.hydradns.status');
+	page = v.render(await v.load());
+	const banner = byId(page, 'hydradns-unfiltered');
+	assert.equal(banner.attrs.class, 'alert-message warning');
+	assert.equal(text(banner), 'DNS is unfiltered since 12:03 (2m 5s ago): the gateway does not answer (it does not answer on 127.0.0.1:5353: no answer in 1.5s). dnsmasq answers every device on its own, without block lists; filtering resumes within 30 s of HydraDNS answering again.');
+	assert.equal(page.children[2].children[0], banner, 'the warning comes first');
+	assert.equal(text(byId(page, 'hydradns-state')), 'Running', 'the daemon may be back before the watchdog has seen two answers');
+
+	// A day later: the date too. Stopped (crashed, not respawned): still warned.
+	const stopped = { schema: 1, running: false, now: since + 86400, error: 'cannot reach the gateway', lists: [], unfiltered_since: since, unfiltered_reason: 'nothing listens on 127.0.0.1:5353' };
+	v.fill(Object.assign(stopped, { utc_offset: 3600 }));
+	assert.match(text(byId(v.box, 'hydradns-unfiltered')), /^DNS is unfiltered since 2026-12-04 12:03 \(1d 0h ago\): the gateway does not answer \(nothing listens on 127\.0\.0\.1:5353\)/);
+	assert.equal(text(byId(v.box, 'hydradns-state')), 'Not running');
+
+	// A login that may not read the router's clock: how long, not since when.
+	w = statusWorld(down, { 'system.info': () => { throw new Error('Access denied'); } });
+	const box = w.load('view.status.include.75_hydradns');
+	const node = box.render(await box.load());
+	assert.match(text(byId(node, 'hydradns-overview-unfiltered')), /^DNS has been unfiltered for 2m 5s: the gateway does not answer \(it does not answer on/);
+	assert.equal(node.children[0], byId(node, 'hydradns-overview-unfiltered'), 'the box\'s warning comes first');
+	down.unfiltered_since = 0;
+	assert.equal(byId(box.render(await box.load()), 'hydradns-overview-unfiltered'), undefined, 'filtered again: no warning');
+});
+
+test('the overview says whether force DNS is on, for which zones, how many devices exempt, and what fail-open does', async () => {
+	const show = async (main) => {
+		const w = world({ 'luci.hydradns.status': () => fixture('status.json') },
+			{ hydradns: [ Object.assign({ '.type': 'hydradns', '.name': 'main' }, main) ] });
+		const v = w.load('view.hydradns.status');
+		const page = v.render(await v.load());
+		return [ text(byId(page, 'hydradns-force-dns')), text(byId(page, 'hydradns-fail-open')) ];
+	};
+	assert.deepEqual(await show({}), [ 'off', 'dnsmasq answers on its own, unfiltered (fail open)' ], 'the parser\'s defaults');
+	assert.deepEqual(await show({ force_dns: '1' }), [ 'on (lan)', 'dnsmasq answers on its own, unfiltered (fail open)' ]);
+	assert.deepEqual(await show({ force_dns: '1', force_dns_zone: [ 'lan', 'guest' ], force_dns_exempt: [ '192.168.1.2', '02:00:5e:10:00:01' ], fail_open: '0' }),
+		[ 'on (lan, guest), 2 devices exempt', 'the network has no DNS until it answers again' ]);
+	assert.deepEqual((await show({ force_dns: 'yes', force_dns_exempt: '192.168.1.2' }))[0], 'on (lan), 1 device exempt');
+});
+
 test('a stopped gateway says so and why, and still lists the lists', async () => {
 	const w = statusWorld({ schema: 1, running: false, error: 'connecting to /var/run/hydradns/control.sock: No such file or directory', lists: [ { name: 'ads', kind: 'blocklist', entries: 7, files: [ '/etc/hydradns/ads.txt' ] } ] });
 	const v = w.load('view.hydradns.status');

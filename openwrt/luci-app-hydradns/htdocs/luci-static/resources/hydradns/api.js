@@ -23,6 +23,13 @@ var callResume = rpc.declare({ object: 'luci.hydradns', method: 'resume', params
 var callUpdate = rpc.declare({ object: 'luci.hydradns', method: 'update' });
 var callAllow = rpc.declare({ object: 'luci.hydradns', method: 'allow', params: [ 'domain' ] });
 var callBlock = rpc.declare({ object: 'luci.hydradns', method: 'block', params: [ 'domain' ] });
+// procd's clock in the router's time zone: what LuCI's System box shows as
+// Local Time. Asked only while a time of day is to be shown.
+var callSystemInfo = rpc.declare({ object: 'system', method: 'info' });
+
+// The router's offset from UTC in seconds, once learnt; null before, or when
+// this login may not ask (the pages then say how long ago instead).
+var utcOffset = null;
 
 // A reply the plugin refused, or JSON of a schema this page does not know,
 // becomes a rejected promise with a message a person can read.
@@ -52,7 +59,23 @@ return baseclass.extend({
 	SCHEMA: SCHEMA,
 	FOREVER: FOREVER,
 
-	status: function() { return callStatus().then(checked); },
+	// `hydradns status --json`, with `utc_offset` (this page's, not the
+	// binary's) while DNS is unfiltered, so that its start can be shown in
+	// the router's local time.
+	status: function() {
+		return callStatus().then(checked).then(function(st) {
+			if (!st.unfiltered_since || utcOffset != null)
+				return Object.assign(st, { utc_offset: utcOffset });
+			return callSystemInfo().then(function(info) {
+				// Both clocks read within a second or two of each other, and
+				// every time zone is a whole number of quarter hours off UTC.
+				if (info && info.localtime > 0)
+					utcOffset = Math.round((info.localtime - st.now) / 900) * 900;
+			}).catch(function() {}).then(function() {
+				return Object.assign(st, { utc_offset: utcOffset });
+			});
+		});
+	},
 	log: function(limit, domain, client, blocked) {
 		return callLog(limit || 100, domain || '', client || '', blocked ? 1 : 0).then(entries);
 	},
@@ -108,6 +131,35 @@ return baseclass.extend({
 		if (until - now > 365 * 86400)
 			return _('until resumed');
 		return _('%s left').format(this.duration(until - now));
+	},
+
+	// Unix seconds `t` as a time of day on the router's clock ("12:03"), with
+	// the date when it is not the router's today; null when the router's
+	// time zone is not known.
+	clock: function(t, st) {
+		if (st.utc_offset == null)
+			return null;
+		var two = function(n) { return (n < 10 ? '0' : '') + n; };
+		var d = new Date((t + st.utc_offset) * 1000), today = new Date((st.now + st.utc_offset) * 1000);
+		var day = function(x) { return '%d-%s-%s'.format(x.getUTCFullYear(), two(x.getUTCMonth() + 1), two(x.getUTCDate())); };
+		var hm = two(d.getUTCHours()) + ':' + two(d.getUTCMinutes());
+		return day(d) == day(today) ? hm : day(d) + ' ' + hm;
+	},
+
+	// The warning the pages show while the watchdog has failed DNS open
+	// (dnsmasq answers on its own, unfiltered: docs/operation.md, "When the
+	// gateway fails"); null while DNS is filtered.
+	unfiltered: function(st, id) {
+		if (!st.unfiltered_since)
+			return null;
+		var at = this.clock(st.unfiltered_since, st), ago = this.duration(st.now - st.unfiltered_since);
+		return E('div', { 'class': 'alert-message warning', 'id': id }, [
+			E('strong', {}, at
+				? _('DNS is unfiltered since %s (%s ago)').format(at, ago)
+				: _('DNS has been unfiltered for %s').format(ago)),
+			': ', _('the gateway does not answer (%s).').format(st.unfiltered_reason || _('no reason given')), ' ',
+			_('dnsmasq answers every device on its own, without block lists; filtering resumes within 30 s of HydraDNS answering again.')
+		]);
 	},
 
 	// The sections of a config (uci.js's view, staged changes included) as

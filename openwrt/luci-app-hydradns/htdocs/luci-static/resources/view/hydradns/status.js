@@ -3,16 +3,22 @@
 'require dom';
 'require poll';
 'require ui';
+'require uci';
 'require hydradns.api as api';
 
 // Overview: is the gateway running, what it answered and how, its
 // upstreams and lists, and the pause buttons. Refreshed every 5 seconds
 // from `hydradns status --json` (cheap while it runs: the counts come from
-// the gateway, not from reading the lists).
+// the gateway, not from reading the lists). Above them, while the watchdog
+// has failed DNS open, a warning that says since when and why; force DNS
+// and fail-open are read from UCI once, at load.
 
 return view.extend({
 	load: function() {
-		return api.status().catch(function(e) { return { running: false, error: e.message, lists: [] }; });
+		return Promise.all([
+			api.status().catch(function(e) { return { running: false, error: e.message, lists: [] }; }),
+			L.resolveDefault(uci.load('hydradns'))
+		]).then(function(r) { return r[0]; });
 	},
 
 	render: function(st) {
@@ -32,9 +38,29 @@ return view.extend({
 	},
 
 	fill: function(st) {
-		dom.content(this.box, st.running && st.stats
+		dom.content(this.box, [ api.unfiltered(st, 'hydradns-unfiltered') ].concat(st.running && st.stats
 			? [ this.summary(st), this.blocking(st), this.upstreams(st), this.lists(st) ]
-			: [ this.stopped(st), this.lists(st) ]);
+			: [ this.stopped(st), this.lists(st) ]));
+	},
+
+	// Force DNS and fail-open as configured in `config hydradns 'main'`
+	// (docs/configuration.md): a missing option is the parser's default.
+	router: function() {
+		var main = uci.sections('hydradns', 'hydradns')[0] || {};
+		var on = function(v, dflt) { return v == null ? dflt : [ '1', 'yes', 'on', 'true', 'enabled' ].indexOf(v) >= 0; };
+		var many = function(v) { return v == null ? [] : Array.isArray(v) ? v : [ v ]; };
+		var zones = many(main.force_dns_zone), exempt = many(main.force_dns_exempt).length, force = _('off');
+		if (on(main.force_dns, false)) {
+			force = _('on (%s)').format((zones.length ? zones : [ 'lan' ]).join(', '));
+			if (exempt > 0)
+				force += ', ' + (exempt == 1 ? _('1 device exempt') : _('%d devices exempt').format(exempt));
+		}
+		return [
+			api.field(_('Force DNS'), 'hydradns-force-dns', force),
+			api.field(_('If HydraDNS stops answering'), 'hydradns-fail-open', on(main.fail_open, true)
+				? _('dnsmasq answers on its own, unfiltered (fail open)')
+				: _('the network has no DNS until it answers again'))
+		];
 	},
 
 	stopped: function(st) {
@@ -43,7 +69,7 @@ return view.extend({
 			E('table', { 'class': 'table' }, [
 				api.field(_('State'), 'hydradns-state', E('strong', {}, _('Not running'))),
 				api.field(_('Why'), 'hydradns-error', st.error || '–')
-			]),
+			].concat(this.router())),
 			E('p', {}, _('Start it with "/etc/init.d/hydradns start", or under System → Startup; "logread -e hydradns" says why it stopped.'))
 		]);
 	},
@@ -65,7 +91,7 @@ return view.extend({
 				api.field(_('Query log'), 'hydradns-querylog', log.enabled
 					? _('on: %d written, %d dropped').format(log.written, log.dropped + (log.lost || 0))
 					: _('off'))
-			])
+			].concat(this.router()))
 		]);
 	},
 

@@ -4,7 +4,8 @@
 
 // A HydraDNS box on LuCI's Status → Overview, beside System and Memory:
 // the figures a router owner glances at, polled with the rest of that page,
-// and a link to the HydraDNS pages.
+// and a link to the HydraDNS pages. While the watchdog has failed DNS open,
+// the warning comes first, whether the daemon runs or not.
 
 return baseclass.extend({
 	title: _('HydraDNS'),
@@ -33,6 +34,7 @@ return baseclass.extend({
 			];
 		}
 		return E('div', {}, [
+			api.unfiltered(st, 'hydradns-overview-unfiltered'),
 			E('table', { 'class': 'table' }, fields.map(function(f) {
 				return api.field(f[1], 'hydradns-overview-' + f[0], f[2]);
 			})),
