@@ -4,7 +4,11 @@ it): the rpcd plugin through LuCI's /ubus JSON-RPC with logged-in sessions,
 then the pages in Debian's headless Chromium. Exits 1 on the first check
 that fails, saying which; screenshots go to PREFIX-*.png.
 
-    tests/openwrt/luci-check.py --port P --prefix target/artifacts/luci-opkg
+    tests/openwrt/luci-check.py --port P --prefix target/artifacts/luci-opkg --rig OUT/root/rig
+
+RIG is the rig's /rig seen from here: a file `unfiltered` put there is
+moved to /var/run/hydradns.unfiltered (the watchdog's state file) by
+tests/openwrt/rig/luci.sh, and a file `filtered` has it removed.
 """
 import argparse
 import importlib.util
@@ -107,7 +111,14 @@ def load_chrome():
     return mod.Chrome
 
 
-def browser_checks(base, ubus, root, prefix):
+def rig_says(rig, name, text=""):
+    """Leaves `name` in the rig's /rig for tests/openwrt/rig/luci.sh, whole."""
+    tmp = pathlib.Path(rig) / f".{name}.tmp"
+    tmp.write_text(text)
+    tmp.rename(pathlib.Path(rig) / name)
+
+
+def browser_checks(base, ubus, root, prefix, rig):
     chrome = load_chrome()("/usr/bin/chromium", 1280, 1100)
     c = chrome
     try:
@@ -122,6 +133,14 @@ def browser_checks(base, ubus, root, prefix):
             path = f"{prefix}-{name}.png"
             pathlib.Path(path).write_bytes(png)
             print("screenshot:", path)
+
+        def phone_shot(name):
+            """The page as a phone shows it (390 CSS px wide), then back to the desktop."""
+            c.call("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+            time.sleep(1)
+            shot(name)
+            c.call("Emulation.clearDeviceMetricsOverride")
+            time.sleep(0.5)
 
         def text(sel):
             return c.js(f"(function(){{var e=document.querySelector({json.dumps(sel)});return e?e.innerText.trim():null}})()")
@@ -202,6 +221,87 @@ def browser_checks(base, ubus, root, prefix):
                    for ch in staged), f"nothing else of the file changed: {staged}")
         _, cfg = ubus.call(root, "uci", "get", {"config": "hydradns", "section": "main", "option": "upstream_timeout"})
         expect((cfg or {}).get("value") == "2s", f"nothing applied: {cfg}")
+        # Reverted as LuCI's "Revert" button does (rpcd's uci revert is not in a login's ACL).
+        status = c.js("L.Request.post(L.url('admin/uci/revert'), null, {query: {sid: L.env.sessionid, token: L.env.token}}).then(function(r){return r.status})")
+        code, changes = ubus.call(c.js("L.env.sessionid"), "uci", "changes", {"config": "hydradns"})
+        expect(status == 200 and not (changes or {}).get("changes"), f"the refused edit reverted: {status} {changes}")
+
+        # Force DNS: its tab, the parser's defaults shown, an exemption
+        # checked in the browser and saved through check-config into UCI.
+        goto("settings", ".cbi-tabmenu li[data-tab=forcedns]")
+        c.js("document.querySelector('.cbi-tabmenu li[data-tab=forcedns] a').click()")
+        tab = "document.querySelector('.cbi-section-node-tabbed > [data-tab=forcedns]')"
+        expect(c.wait_for(f"{tab}.offsetParent !== null", 10), "the Force DNS tab opens")
+        shown = c.js(f"{tab}.innerText")
+        for label in ("Force DNS", "Zones", "Ports", "Devices left alone", "answered by the router", "853"):
+            expect(label in shown, f"the Force DNS tab shows {label}: {shown[:400]}")
+        checked = c.js("document.querySelector('[id=\"cbid.hydradns.main.force_dns\"] input[type=checkbox]').checked")
+        expect(checked is True, f"force DNS on, as the shipped config says: {checked}")
+        ports = c.js("Array.from(document.querySelectorAll('[id=\"cbid.hydradns.main.force_dns_port\"] .item input')).map(function(i){return i.value})")
+        expect(ports == ["53", "853"], f"ports: the parser's default shown: {ports}")
+        zones = c.js("L.dom.callClassMethod(document.getElementById('cbid.hydradns.main.force_dns_zone'), 'getValue')")
+        expect(zones == ["lan"], f"zones: the parser's default shown: {zones}")
+        zone_choices = c.js("Array.from(document.querySelectorAll('[id=\"cbid.hydradns.main.force_dns_zone\"] li[data-value]')).map(function(l){return l.getAttribute('data-value')})")
+        expect({"lan", "wan", "guest"} <= set(zone_choices or []), f"zones offered from the firewall's config: {zone_choices}")
+        failopen = c.js("document.querySelector('[id=\"cbid.hydradns.main.fail_open\"] input[type=checkbox]').checked")
+        expect(failopen is True, f"fail open on (General): {failopen}")
+
+        def exempt(value):
+            return c.js(f"""(function(){{var i=document.getElementById('widget.cbid.hydradns.main.force_dns_exempt');
+                i.value={json.dumps(value)};i.dispatchEvent(new Event('keyup',{{bubbles:true}}));i.dispatchEvent(new Event('blur',{{bubbles:true}}));
+                return i.classList.contains('cbi-input-invalid')}})()""")
+        expect(exempt("laptop") is True, "an exemption that is no address is marked invalid in the browser")
+        expect(exempt("192.0.2.7") is False, "an address is valid")
+        c.js("document.getElementById('widget.cbid.hydradns.main.force_dns_exempt').nextElementSibling.click()")
+        expect(c.wait_for("Array.from(document.querySelectorAll('[id=\"cbid.hydradns.main.force_dns_exempt\"] .item input')).some(function(i){return i.value=='192.0.2.7'})", 5),
+               "the exemption is added to the list")
+        # Faded in (bootstrap's .25 s transition) before it is shot.
+        c.wait_for(f"getComputedStyle({tab}).opacity == '1'", 5)
+        time.sleep(1)
+        shot("settings-forcedns")
+        phone_shot("settings-forcedns-390")
+        c.js("document.querySelector('.cbi-page-actions .cbi-button-apply').click()")
+
+        def committed(option):
+            _, r = ubus.call(root, "uci", "get", {"config": "hydradns", "section": "main", "option": option})
+            return (r or {}).get("value")
+        for _ in range(120):
+            if "192.0.2.7" in (committed("force_dns_exempt") or []):
+                break
+            time.sleep(0.25)
+        expect("192.0.2.7" in (committed("force_dns_exempt") or []), f"Save & Apply: the exemption in UCI: {committed('force_dns_exempt')}")
+        expect(committed("force_dns_port") is None and committed("force_dns_zone") is None,
+               f"untouched defaults not written: {committed('force_dns_port')} {committed('force_dns_zone')}")
+
+        # The Overview: force DNS as configured, then the warning while the
+        # watchdog's state file says DNS is unfiltered. The browser is put
+        # far from the router's time zone: the time shown must be the router's.
+        c.call("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kathmandu"})
+        goto("status", "#hydradns-force-dns")
+        expect(text("#hydradns-force-dns") == "on (lan), 1 device exempt", f"overview: force DNS: {text('#hydradns-force-dns')}")
+        expect(c.js("!document.getElementById('hydradns-unfiltered')"), "no unfiltered warning while filtered")
+        since = int(time.time()) - 125
+        rig_says(rig, "unfiltered", f"{since}: nothing listens on 127.0.0.1:5353\n")
+        expect(c.wait_for("!!document.getElementById('hydradns-unfiltered')", 20), "the unfiltered warning appears (next poll)")
+        _, info = ubus.call(root, "system", "info")
+        _, st = ubus.call(root, "luci.hydradns", "status")
+        expect(st["unfiltered_since"] == since, f"status --json: unfiltered_since: {st.get('unfiltered_since')}")
+        offset = round((info["localtime"] - st["now"]) / 900) * 900
+        hm = time.strftime("%H:%M", time.gmtime(since + offset))
+        banner = text("#hydradns-unfiltered")
+        expect(banner.startswith(f"DNS is unfiltered since {hm} (") and "(nothing listens on 127.0.0.1:5353)" in banner,
+               f"the warning: since {hm} on the router's clock, and why: {banner}")
+        expect(c.js("document.getElementById('hydradns-unfiltered').parentNode.firstElementChild.id") == "hydradns-unfiltered",
+               "the warning comes first")
+        shot("status-unfiltered")
+        phone_shot("status-unfiltered-390")
+        c.call("Page.navigate", {"url": f"{base}/cgi-bin/luci/admin/status/overview"})
+        expect(c.wait_for("!!document.querySelector('#hydradns-overview-unfiltered')", 30), "the Status → Overview box warns too")
+        expect(text("#hydradns-overview-unfiltered").startswith(f"DNS is unfiltered since {hm}"), f"the box's warning: {text('#hydradns-overview-unfiltered')}")
+        shot("overview-unfiltered")
+        rig_says(rig, "filtered")
+        expect(c.wait_for("!document.querySelector('#hydradns-overview-unfiltered') && !!document.querySelector('#hydradns-overview-queries')", 30),
+               "filtered again: the warning goes")
     finally:
         c.close()
 
@@ -210,6 +310,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--prefix", required=True)
+    ap.add_argument("--rig", required=True, help="the rig's /rig, as seen from here")
     a = ap.parse_args()
     base = f"http://127.0.0.1:{a.port}"
     ubus = Ubus(base)
@@ -225,7 +326,7 @@ def main():
             time.sleep(0.5)
     try:
         root = plugin_checks(ubus)
-        browser_checks(base, ubus, root, a.prefix)
+        browser_checks(base, ubus, root, a.prefix, a.rig)
     except Failed as e:
         print("FAIL:", e)
         return 1

@@ -6,7 +6,8 @@
 # drives it from here: the rpcd plugin through /ubus with logged-in sessions
 # (and calls outside the ACL refused), and the pages in headless Chromium
 # (tests/openwrt/luci-check.py: live numbers, pause, allow, a config the
-# daemon refuses). Screenshots go to ARTIFACTS (default target/artifacts).
+# daemon refuses, force DNS's settings, the warning while DNS is failed
+# open). Screenshots go to ARTIFACTS (default target/artifacts).
 # Needs root; installs Debian's chromium if missing.
 #   tests/openwrt/luci.sh BINARY           BINARY: the static x86_64 build
 set -euo pipefail
@@ -68,7 +69,7 @@ for mode in opkg apk; do
 		sleep 0.5
 	done
 	verdict=fail
-	if [ $ready = 1 ] && python3 tests/openwrt/luci-check.py --port "$port" --prefix "$artifacts/luci-$mode" \
+	if [ $ready = 1 ] && python3 tests/openwrt/luci-check.py --port "$port" --prefix "$artifacts/luci-$mode" --rig "$out/root/rig" \
 		> "$work/$mode.check" 2>&1; then
 		verdict=pass
 	fi

@@ -51,12 +51,19 @@ uci commit rpcd
 killall -HUP rpcd
 wait_until 10 sh -c 'ubus list luci.hydradns' || fail "rpcd did not come back"
 
+step "$mode: firewall zones for force DNS's zone list"
+# This image has no fw4; LuCI offers the zones of /etc/config/firewall.
+[ -f /etc/config/firewall ] || printf "config zone\n\toption name '%s'\n\n" lan wan guest > /etc/config/firewall
+
 touch /rig/ready
 echo "-- ready: the host drives LuCI now"
 i=0
 until [ -f /rig/stop ]; do
 	i=$((i + 1))
 	[ $i -le 600 ] || fail "the host never finished"
+	# The host's stand-in for the watchdog failing DNS open, and back.
+	[ ! -f /rig/unfiltered ] || mv /rig/unfiltered /var/run/hydradns.unfiltered
+	[ ! -f /rig/filtered ] || rm -f /rig/filtered /var/run/hydradns.unfiltered
 	sleep 0.5
 done
 
@@ -68,6 +75,15 @@ hydradns check -c /etc/config/hydradns ads.example | grep -q 'allowed' ||
 	fail "ads.example not allowed: $(hydradns check -c /etc/config/hydradns ads.example)"
 not_blocked() { [ "$(ask ads.example 127.0.0.1)" != 0.0.0.0 ]; }
 wait_until 10 not_blocked || fail "ads.example still blocked"
+# Force DNS's tab: the exemption saved through check-config; the defaults
+# the form showed but nobody changed are not written.
+[ "$(uci -q get hydradns.main.force_dns_exempt)" = 192.0.2.7 ] ||
+	fail "force_dns_exempt: $(uci -q get hydradns.main.force_dns_exempt)"
+[ -z "$(uci -q get hydradns.main.force_dns_port)$(uci -q get hydradns.main.force_dns_zone)" ] ||
+	fail "defaults written: $(uci show hydradns.main)"
+hydradns check-config -c /etc/config/hydradns > /dev/null || fail "check-config: $(hydradns check-config -c /etc/config/hydradns)"
+# The browser's part ends with the file gone.
+[ ! -f /var/run/hydradns.unfiltered ] || fail "/var/run/hydradns.unfiltered left"
 # The plugin's temporary files are gone (/tmp is RAM on a router).
 [ -z "$(ls /tmp/tmp.* /tmp/hydradns-check.* 2> /dev/null)" ] || fail "left in /tmp: $(ls /tmp)"
 # The browser's pause is still running.
