@@ -124,7 +124,10 @@ for s in "${scenarios[@]}"; do
 		fi
 	done
 	[ "$result" = pass ] || failed=1
+	# What a scenario measured (net.sh: how long the LAN went without DNS).
+	grep -E '^(answered|filtered again) .* after [0-9]+ s$' "$work/$name.log" | sed "s/^/$name: /" >> "$work/measured" || true
 	printf '| %s | %s | %d |\n' "$name" "$result" $((SECONDS - started)) >> "$work/table"
 done
 cat "$work/table"
+[ ! -s "$work/measured" ] || { echo; cat "$work/measured"; }
 exit $failed

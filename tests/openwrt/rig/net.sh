@@ -85,6 +85,29 @@ grep -q 'query\[' /tmp/pub.log && fail "the public resolver saw queries: $(cat /
 out=$(hydradns log --client kids-tablet --domain blocked.example)
 echo "$out" | grep -q "kids-tablet" || fail "not logged under its DHCP name: $out / $(hydradns log --limit 5)"
 
+step "a device naming itself another (its own Client Subnet and MAC options) is still itself"
+# 192.0.2.200 is in a group whose list blocks forged.example; the tablet is not.
+uci set hydradns.kids=group
+uci add hydradns client > /dev/null
+uci set hydradns.@client[-1].name=other-device
+uci add_list hydradns.@client[-1].match=192.0.2.200
+uci add_list hydradns.@client[-1].match=02:00:5e:00:00:c8
+uci add_list hydradns.@client[-1].group=kids
+uci add hydradns blocklist > /dev/null
+uci set hydradns.@blocklist[-1].name=kids_list
+uci add_list hydradns.@blocklist[-1].domain=forged.example
+uci add_list hydradns.@blocklist[-1].group=kids
+uci commit hydradns
+reload_config
+wait_until 15 in_log 'hydradns.*list .kids_list' || fail "the kids' list not loaded"
+for server in 192.0.2.1 203.0.113.53; do
+	out=$(lan dig +short +time=2 +tries=1 +subnet=192.0.2.200/32 +ednsopt=65001:02005e0000c8 "@$server" forged.example A)
+	[ "$out" = 93.184.215.14 ] || fail "a device naming itself 192.0.2.200 got the other device's lists from $server: '$out'"
+done
+out=$(hydradns log --domain forged.example)
+echo "$out" | grep -q "kids-tablet ($lease " || fail "not logged as itself: $out"
+echo "$out" | grep -q "192.0.2.200\|other-device" && fail "logged as the device it named: $out"
+
 step "DNS over TLS and QUIC (port 853) is refused"
 refused_853 203.0.113.53 || fail "TCP to 203.0.113.53:853 not refused"
 refused_853 2001:db8:3::53 || fail "TCP to [2001:db8:3::53]:853 not refused"
