@@ -29,14 +29,17 @@ pub const TICK: Duration = Duration::from_secs(5);
 /// How often once something looks wrong, or while failed open: 2/5 of
 /// [`TICK`] (2 s), so a failure is confirmed, and a recovery seen, quickly.
 const FAST: u32 = 5;
-/// How long the daemon must fail, checked at least twice, before DNS fails
-/// open: 9/5 of [`TICK`] (9 s), longer than procd's 5 s respawn delay and
-/// the daemon's start, so one crash that procd mends does not switch
-/// dnsmasq twice. A hung daemon under traffic is seen at the next tick (5 s
-/// at most), confirmed 9 s later, and dnsmasq answers on its own about
-/// 17 s after the hang (rig: tests/openwrt/rig/net.sh), inside the 30 s
-/// the network may go without DNS.
+/// How long a daemon that does not listen must stay so, checked at least
+/// twice, before DNS fails open: 9/5 of [`TICK`] (9 s), longer than procd's
+/// 5 s respawn delay and the daemon's start, so one crash that procd mends
+/// does not switch dnsmasq twice.
 const SPAN: u32 = 9;
+/// The same for a daemon that listens but leaves queries unanswered: 4/5 of
+/// [`TICK`] (4 s; procd does not mend a hang). A hung daemon under traffic
+/// is seen at the next tick (5 s at most) and confirmed two checks later;
+/// with 9 s here the LAN went 17-24 s without DNS on the rig
+/// (tests/openwrt/rig/net.sh, CI load), too near the 30 s allowed.
+const SPAN_HUNG: u32 = 4;
 /// Answers in a row, [`TICK`] * 2/5 apart, before forwarding to it again.
 pub const PASSES: u32 = 2;
 /// How long one probe waits for its answer; a loaded daemon answers a
@@ -84,7 +87,8 @@ struct Watch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Seen {
     Answers,
-    Fails(String),
+    /// Why, and how long such a failure must last ([`SPAN`], [`SPAN_HUNG`]).
+    Fails(String, Duration),
 }
 
 /// What to do after a check.
@@ -96,13 +100,12 @@ enum Act {
 }
 
 impl Watch {
-    /// Takes in what a check at `now` found; `span`: how long a failure
-    /// must last before DNS fails open.
+    /// Takes in what a check at `now` found.
     #[inline(never)]
-    fn step(&mut self, seen: Seen, now: Instant, span: Duration) -> Act {
+    fn step(&mut self, seen: Seen, now: Instant) -> Act {
         match (self.open, seen) {
             (false, Seen::Answers) => self.failing = None,
-            (false, Seen::Fails(why)) => {
+            (false, Seen::Fails(why, span)) => {
                 let (since, n) = self.failing.get_or_insert((now, 0));
                 *n += 1;
                 if *n >= 2 && now.duration_since(*since) >= span {
@@ -110,7 +113,7 @@ impl Watch {
                     return Act::Open(why);
                 }
             }
-            (true, Seen::Fails(_)) => self.passed = 0,
+            (true, Seen::Fails(..)) => self.passed = 0,
             (true, Seen::Answers) => {
                 self.passed += 1;
                 if self.passed >= PASSES {
@@ -139,22 +142,22 @@ pub fn run(s: &Settings) -> ! {
         s.tick.as_millis(),
         if w.open { "; DNS is unfiltered (failed open before this start)" } else { "" }
     );
-    let span = s.tick * SPAN / 5;
+    let (span, span_hung) = (s.tick * SPAN / 5, s.tick * SPAN_HUNG / 5);
     loop {
         std::thread::sleep(w.wait(s.tick));
         let seen = match (w.open, queued(s.probe, s.ours.as_deref())) {
-            (_, None) => Seen::Fails(format!("it does not listen on {}", s.probe)),
+            (_, None) => Seen::Fails(format!("it does not listen on {}", s.probe), span),
             // Nothing waits unread: it keeps up (or nobody asks).
             (false, Some(0)) => Seen::Answers,
             _ => {
                 id = id.wrapping_add(1);
                 match probe(s.probe, id) {
                     Ok(()) => Seen::Answers,
-                    Err(e) => Seen::Fails(format!("it does not answer on {}: {e}", s.probe)),
+                    Err(e) => Seen::Fails(format!("it does not answer on {}: {e}", s.probe), span_hung),
                 }
             }
         };
-        match w.step(seen, Instant::now(), span) {
+        match w.step(seen, Instant::now()) {
             Act::Nothing => {}
             Act::Open(why) if s.fail_open => {
                 let text = format!("{}: {why}", crate::sys::unix_now());
@@ -292,32 +295,36 @@ mod tests {
 
     #[test]
     fn fails_open_after_a_failure_that_lasts_and_back_after_two_answers() {
-        let span = Duration::from_secs(9);
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
-        let fail = || Seen::Fails("x".into());
+        let gone = || Seen::Fails("gone".into(), Duration::from_secs(9));
+        let hung = || Seen::Fails("hung".into(), Duration::from_secs(4));
         let mut w = Watch::default();
         assert_eq!(w.wait(TICK), TICK);
-        assert_eq!(w.step(fail(), at(0), span), Act::Nothing);
+        assert_eq!(w.step(gone(), at(0)), Act::Nothing);
         assert_eq!(w.wait(TICK), Duration::from_secs(2), "checked again soon");
-        assert_eq!(w.step(fail(), at(2), span), Act::Nothing);
+        assert_eq!(w.step(gone(), at(2)), Act::Nothing);
         // A crash procd respawns: back within its 5 s.
-        assert_eq!(w.step(Seen::Answers, at(6), span), Act::Nothing);
+        assert_eq!(w.step(Seen::Answers, at(6)), Act::Nothing);
         assert_eq!(w.wait(TICK), TICK);
-        assert_eq!(w.step(fail(), at(20), span), Act::Nothing);
-        assert_eq!(w.step(fail(), at(28), span), Act::Nothing, "8 s of failing is not yet 9");
-        assert_eq!(w.step(fail(), at(29), span), Act::Open("x".into()));
+        assert_eq!(w.step(gone(), at(20)), Act::Nothing);
+        assert_eq!(w.step(gone(), at(28)), Act::Nothing, "8 s of not listening is not yet 9");
+        assert_eq!(w.step(gone(), at(29)), Act::Open("gone".into()));
         assert!(w.open);
         assert_eq!(w.wait(TICK), Duration::from_secs(2));
-        assert_eq!(w.step(Seen::Answers, at(31), span), Act::Nothing);
+        assert_eq!(w.step(Seen::Answers, at(31)), Act::Nothing);
         // One answer then a failure: not back yet.
-        assert_eq!(w.step(fail(), at(33), span), Act::Nothing);
-        assert_eq!(w.step(Seen::Answers, at(35), span), Act::Nothing);
-        assert_eq!(w.step(Seen::Answers, at(37), span), Act::Close);
+        assert_eq!(w.step(hung(), at(33)), Act::Nothing);
+        assert_eq!(w.step(Seen::Answers, at(35)), Act::Nothing);
+        assert_eq!(w.step(Seen::Answers, at(37)), Act::Close);
         assert_eq!(w, Watch::default());
-        // One check that fails long after another is not a lasting failure.
+        // A hang is confirmed sooner: 4 s over two checks at least.
+        assert_eq!(w.step(hung(), at(40)), Act::Nothing);
+        assert_eq!(w.step(hung(), at(43)), Act::Nothing);
+        assert_eq!(w.step(hung(), at(46)), Act::Open("hung".into()));
         let mut w = Watch::default();
-        assert_eq!(w.step(fail(), at(0), Duration::ZERO), Act::Nothing, "twice at least");
+        let now = Seen::Fails("x".into(), Duration::ZERO);
+        assert_eq!(w.step(now, at(0)), Act::Nothing, "twice at least");
     }
 
     #[test]

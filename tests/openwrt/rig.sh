@@ -125,7 +125,7 @@ for s in "${scenarios[@]}"; do
 	done
 	[ "$result" = pass ] || failed=1
 	# What a scenario measured (net.sh: how long the LAN went without DNS).
-	grep -E '^(answered|filtered again) .* after [0-9]+ s$' "$work/$name.log" | sed "s/^/$name: /" >> "$work/measured" || true
+	grep -E '^(answered \(unfiltered\)|filtered again) after [0-9]+ s$' "$work/$name.log" | sed "s/^/$name: /" >> "$work/measured" || true
 	printf '| %s | %s | %d |\n' "$name" "$result" $((SECONDS - started)) >> "$work/table"
 done
 cat "$work/table"

@@ -55,15 +55,25 @@ step "$mode: firewall zones for force DNS's zone list"
 # This image has no fw4; LuCI offers the zones of /etc/config/firewall.
 [ -f /etc/config/firewall ] || printf "config zone\n\toption name '%s'\n\n" lan wan guest > /etc/config/firewall
 
+watchdog_pid() { ubus call service list '{"name":"hydradns"}' | jsonfilter -e '@.hydradns.instances.watchdog.pid'; }
 touch /rig/ready
 echo "-- ready: the host drives LuCI now"
 i=0
 until [ -f /rig/stop ]; do
 	i=$((i + 1))
 	[ $i -le 600 ] || fail "the host never finished"
-	# The host's stand-in for the watchdog failing DNS open, and back.
-	[ ! -f /rig/unfiltered ] || mv /rig/unfiltered /var/run/hydradns.unfiltered
-	[ ! -f /rig/filtered ] || rm -f /rig/filtered /var/run/hydradns.unfiltered
+	# The host's stand-in for the watchdog failing DNS open, and back. The
+	# real watchdog is frozen meanwhile: it would see the daemon answer and
+	# undo the stand-in (filtered, the state file removed) before the page
+	# next polls.
+	if [ -f /rig/unfiltered ]; then
+		kill -STOP "$(watchdog_pid)" 2> /dev/null
+		mv /rig/unfiltered /var/run/hydradns.unfiltered
+	fi
+	if [ -f /rig/filtered ]; then
+		rm -f /rig/filtered /var/run/hydradns.unfiltered
+		kill -CONT "$(watchdog_pid)" 2> /dev/null
+	fi
 	sleep 0.5
 done
 
