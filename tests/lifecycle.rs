@@ -247,20 +247,6 @@ fn unreadable_list_is_logged_and_the_rest_loads() {
     assert_eq!(udp(gw.addr, "still.example", A).ips(), ["0.0.0.0"]);
 }
 
-/// Context switches of all the process's threads so far.
-fn wake_ups(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
-        .flat_map(|s| {
-            s.lines()
-                .filter(|l| l.contains("ctxt_switches"))
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .collect::<Vec<_>>()
-        })
-        .sum()
-}
-
 /// A quiet house, a quiet gateway: with the query log on, a downloaded list
 /// and the summary line, as shipped, no thread wakes while no query comes
 /// (it was 50 a second: the log writer polled its queue, each receive

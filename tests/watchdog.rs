@@ -52,20 +52,6 @@ impl Watchdog {
     }
 }
 
-/// Context switches of all the process's threads so far.
-fn wake_ups(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
-        .flat_map(|s| {
-            s.lines()
-                .filter(|l| l.contains("ctxt_switches"))
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .collect::<Vec<_>>()
-        })
-        .sum()
-}
-
 /// Queries that wait in the daemon's socket: what a client does while no
 /// answer comes.
 fn knock(gw: &Gateway, n: u16) {
