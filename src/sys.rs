@@ -324,16 +324,36 @@ pub fn udp_drops(inodes: &[u64]) -> u64 {
 
 /// [`udp_drops`] of one table's text.
 fn udp_drops_in(table: &str, inodes: &[u64]) -> u64 {
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            // sl local rem st tx:rx tr:tm retrnsmt uid timeout inode ref pointer drops
-            let inode: u64 = fields.get(9)?.parse().ok()?;
-            inodes.contains(&inode).then(|| fields.last()?.parse::<u64>().ok())?
-        })
-        .sum()
+    udp_entries(table).filter(|e| inodes.contains(&e.inode)).map(|e| e.drops).sum()
+}
+
+/// One socket of /proc/net/udp or udp6, the fields read here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpEntry<'a> {
+    /// `0100007F:14E9`: the address as the kernel prints it (see
+    /// `watchdog::local_address`).
+    pub local: &'a str,
+    /// Bytes waiting unread in its receive queue.
+    pub rx_queue: u64,
+    /// Its inode number, as `fstat` gives it.
+    pub inode: u64,
+    /// Datagrams the kernel dropped for it.
+    pub drops: u64,
+}
+
+/// The sockets of one /proc/net/udp(6) table's text; a line that does not
+/// fit is left out.
+pub fn udp_entries(table: &str) -> impl Iterator<Item = UdpEntry<'_>> {
+    table.lines().skip(1).filter_map(|line| {
+        // sl local rem st tx:rx tr:tm retrnsmt uid timeout inode ref pointer drops
+        let mut f = line.split_whitespace();
+        let local = f.nth(1)?;
+        let queues = f.nth(2)?;
+        let inode = f.nth(4)?.parse().ok()?;
+        let drops = f.last()?.parse().ok()?;
+        let rx_queue = u64::from_str_radix(queues.split_once(':')?.1, 16).ok()?;
+        Some(UdpEntry { local, rx_queue, inode, drops })
+    })
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub struct Settings {
     pub probe: SocketAddr,
     /// [`TICK`], shorter in tests.
     pub tick: Duration,
-    /// Run with `unfiltered REASON` and `filtered`.
+    /// Run with `unfiltered` (after [`Settings::state`] says why) and `filtered`.
     pub hook: PathBuf,
     /// [`STATE_FILE`].
     pub state: PathBuf,
@@ -221,19 +221,15 @@ fn queued(addr: SocketAddr, ours: Option<&Path>) -> Option<u64> {
 /// separated (empty: any socket).
 fn queued_in(table: &str, addr: SocketAddr, ours: &str) -> Option<u64> {
     let mut found = None;
-    for line in table.lines().skip(1) {
-        // sl local_address rem_address st tx_queue:rx_queue tr:tm retrnsmt uid timeout inode ...
-        let mut fields = line.split_whitespace();
-        let (Some(local), Some(queues), Some(inode)) = (fields.nth(1), fields.nth(2), fields.nth(4)) else { continue };
-        let Some(bound) = local_address(local) else { continue };
+    for e in crate::sys::udp_entries(table) {
+        let Some(bound) = local_address(e.local) else { continue };
         if bound.port() != addr.port() || !(bound.ip() == addr.ip() || bound.ip().is_unspecified()) {
             continue;
         }
-        if !ours.is_empty() && !ours.split_whitespace().any(|o| o == inode) {
+        if !ours.is_empty() && !ours.split_whitespace().any(|o| o.parse() == Ok(e.inode)) {
             continue;
         }
-        let rx = queues.split_once(':').and_then(|(_, rx)| u64::from_str_radix(rx, 16).ok()).unwrap_or(0);
-        found = Some(found.unwrap_or(0) + rx);
+        found = Some(found.unwrap_or(0) + e.rx_queue);
     }
     found
 }
