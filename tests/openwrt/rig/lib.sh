@@ -100,17 +100,23 @@ dhcp_sum() { sha256sum /etc/config/dhcp | cut -d' ' -f1; }
 # The daemon is up, answers on 127.0.0.1:5353 (blocked names from the
 # shipped config's inline list, added by the scenario), and runs unprivileged.
 check_daemon() {
-	local pid status uid
+	local pid="" status uid
 	wait_until 10 running hydradns || fail "hydradns is not running: $(ubus call service list '{"name":"hydradns"}')"
-	pid=$(pid_of hydradns)
-	wait_until 10 grep -q '^Uid:' "/proc/$pid/status" || fail "no process $pid"
 	uid=$(id -u hydradns)
-	# It binds its sockets as root, then drops to the user: wait for that.
-	wait_until 10 grep -q "^Uid:	$uid	$uid	$uid	$uid\$" "/proc/$pid/status" ||
-		fail "not running as hydradns ($uid): $(grep Uid "/proc/$pid/status")"
+	# It binds its sockets as root, then drops to the user: wait for that,
+	# in the process that stays (an install or upgrade may restart it once
+	# more: pid_of is asked again each time).
+	wait_until 10 dropped_to "$uid" ||
+		fail "not running as hydradns ($uid): pid '$pid' $(grep Uid "/proc/$pid/status" 2> /dev/null)"
 	status=$(cat "/proc/$pid/status")
 	echo "$status" | grep -q '^CapEff:	0000000000000000$' || fail "has capabilities: $(echo "$status" | grep Cap)"
 	wait_until 10 in_log "hydradns\[$pid\]: ready with" || fail "no 'ready' from $pid in the log"
+}
+
+# The daemon's pid, in the caller's $pid, once its process runs as UID.
+dropped_to() {
+	pid=$(pid_of hydradns)
+	[ -n "$pid" ] && grep -q "^Uid:	$1	$1	$1	$1\$" "/proc/$pid/status"
 }
 
 # A factory-fresh router whose WAN is up: dnsmasq's settings noted in
