@@ -4,11 +4,11 @@
 
 use std::net::IpAddr;
 
-/// The ranges allowed when the config names none: the private ranges,
-/// carrier-grade NAT, loopback, link-local and unique-local IPv6 — what a
-/// home or office LAN uses. (OpenWrt's dnsmasq answers only local subnets by
-/// default, `localservice`; this is the address-based equivalent.)
-pub const DEFAULT_ALLOWED: &[&str] = &[
+/// The private ranges, carrier-grade NAT, loopback, link-local and
+/// unique-local IPv6 — what a home or office LAN uses: never the answer for
+/// a public name (rebinding), and who may ask when the networks this machine
+/// is on cannot be read (see `localnet`).
+pub const PRIVATE: &[&str] = &[
     "10.0.0.0/8",
     "172.16.0.0/12",
     "192.168.0.0/16",
@@ -23,7 +23,7 @@ pub const DEFAULT_ALLOWED: &[&str] = &[
 /// The LAN ranges plus "this network" (`0.0.0.0/8`, `::`): what an upstream
 /// answer for a public name must not contain (DNS rebinding protection).
 pub fn rebind_ranges() -> AccessList {
-    let mut l = AccessList::default();
+    let mut l = AccessList::private();
     for c in ["0.0.0.0/8", "::/128"] {
         let _ = l.add(c);
     }
@@ -60,21 +60,20 @@ pub struct AccessList {
     v6: Vec<(u128, u128)>,
 }
 
-impl Default for AccessList {
-    fn default() -> Self {
-        let mut l = AccessList::empty();
-        for c in DEFAULT_ALLOWED {
-            // The built-in ranges parse; a failure would only shrink the list.
-            let _ = l.add(c);
-        }
-        l
-    }
-}
-
 impl AccessList {
     /// A list that allows no one.
     pub fn empty() -> AccessList {
         AccessList { v4: Vec::new(), v6: Vec::new() }
+    }
+
+    /// The [`PRIVATE`] ranges.
+    pub fn private() -> AccessList {
+        let mut l = AccessList::empty();
+        for c in PRIVATE {
+            // The built-in ranges parse; a failure would only shrink the list.
+            let _ = l.add(c);
+        }
+        l
     }
 
     /// 127.0.0.0/8 and ::1: this machine.
@@ -89,6 +88,12 @@ impl AccessList {
             Some((a, p)) => (a.trim().parse::<IpAddr>().ok()?, Some(p.trim().parse::<u32>().ok()?)),
             None => (cidr.trim().parse::<IpAddr>().ok()?, None),
         };
+        self.add_network(addr, prefix)
+    }
+
+    /// Adds `addr`'s network of `prefix` bits (the address alone without
+    /// one); `None` if the prefix is too long.
+    pub fn add_network(&mut self, addr: IpAddr, prefix: Option<u32>) -> Option<()> {
         match addr {
             IpAddr::V4(a) => {
                 let p = prefix.unwrap_or(32);
@@ -110,6 +115,15 @@ impl AccessList {
         Some(())
     }
 
+    /// Each range once, in order: two lists of the same ranges compare equal.
+    pub fn sorted(mut self) -> AccessList {
+        self.v4.sort_unstable();
+        self.v4.dedup();
+        self.v6.sort_unstable();
+        self.v6.dedup();
+        self
+    }
+
     /// Is `ip` inside one of the ranges? IPv4-mapped IPv6 addresses count as IPv4.
     #[inline]
     pub fn allows(&self, ip: IpAddr) -> bool {
@@ -126,6 +140,18 @@ impl AccessList {
     }
 }
 
+/// The ranges as `network/prefix`, comma-separated, for the log.
+impl std::fmt::Display for AccessList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v4 = self.v4.iter().map(|&(net, mask)| (IpAddr::from(std::net::Ipv4Addr::from(net)), mask.count_ones()));
+        let v6 = self.v6.iter().map(|&(net, mask)| (IpAddr::from(std::net::Ipv6Addr::from(net)), mask.count_ones()));
+        for (i, (net, prefix)) in v4.chain(v6).enumerate() {
+            write!(f, "{}{net}/{prefix}", if i == 0 { "" } else { ", " })?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,8 +161,8 @@ mod tests {
     }
 
     #[test]
-    fn defaults_allow_the_lan_and_nothing_public() {
-        let l = AccessList::default();
+    fn private_ranges_are_the_lan_and_nothing_public() {
+        let l = AccessList::private();
         for a in [
             "192.168.1.20",
             "10.1.2.3",
@@ -199,5 +225,21 @@ mod tests {
         all.add("::/0").unwrap();
         assert!(all.allows(ip("8.8.8.8")) && all.allows(ip("2001:db8::1")));
         assert!(!AccessList::empty().allows(ip("127.0.0.1")));
+    }
+
+    #[test]
+    fn sorted_lists_compare_and_print_their_ranges() {
+        let mut a = AccessList::empty();
+        let mut b = AccessList::empty();
+        for c in ["2001:db8:1::/64", "192.0.2.9/24", "127.0.0.0/8"] {
+            a.add(c).unwrap();
+        }
+        for c in ["127.0.0.1/8", "2001:db8:1::5/64", "192.0.2.0/24", "192.0.2.0/24"] {
+            b.add(c).unwrap();
+        }
+        assert_ne!(a, b);
+        let (a, b) = (a.sorted(), b.sorted());
+        assert_eq!(a, b);
+        assert_eq!(a.to_string(), "127.0.0.0/8, 192.0.2.0/24, 2001:db8:1::/64");
     }
 }

@@ -143,3 +143,114 @@ fn a_client_over_its_rate_is_refused_and_counted() {
     assert!(ask_from("127.0.0.2:0", gw.addr, "first.example").is_some());
     assert!(ask_from("127.0.0.2:0", gw.addr, "second.example").is_none());
 }
+
+/// Two network namespaces of the test's own joined by a veth pair: the
+/// gateway's (`srv`) and a LAN client's (`cli`). Deleted when dropped.
+struct Lan {
+    srv: String,
+    cli: String,
+    /// The gateway's end of the link.
+    link: String,
+}
+
+impl Lan {
+    /// The link and addresses below, or `None` without root and `ip`.
+    /// `srv`: 192.0.2.1/24 and 2001:db8:1::1/64 (a LAN on a global prefix).
+    /// `cli`: .2 and ::2 on them, and two addresses on no network of the
+    /// gateway's, routed back to it: 10.9.9.2 (private) and 2001:db8:2::2.
+    fn new() -> Option<Lan> {
+        if !is_root() {
+            return None;
+        }
+        let tag = std::process::id();
+        let lan = Lan { srv: format!("hd-srv-{tag}"), cli: format!("hd-cli-{tag}"), link: format!("hdv0-{tag}") };
+        let (s, c) = (&lan.srv, &lan.cli);
+        let script = format!(
+            "ip netns add {s} && ip netns add {c} && \
+             ip -n {s} link set lo up && ip -n {c} link set lo up && \
+             ip link add hdv0-{tag} netns {s} type veth peer name hdv1-{tag} netns {c} && \
+             ip -n {s} link set hdv0-{tag} up && ip -n {c} link set hdv1-{tag} up && \
+             ip -n {s} addr add 192.0.2.1/24 dev hdv0-{tag} && \
+             ip -n {s} addr add 2001:db8:1::1/64 dev hdv0-{tag} nodad && \
+             ip -n {c} addr add 192.0.2.2/24 dev hdv1-{tag} && \
+             ip -n {c} addr add 10.9.9.2/32 dev hdv1-{tag} && \
+             ip -n {c} addr add 2001:db8:1::2/64 dev hdv1-{tag} nodad && \
+             ip -n {c} addr add 2001:db8:2::2/128 dev hdv1-{tag} nodad && \
+             ip -n {s} route add 10.9.9.2/32 dev hdv0-{tag} && \
+             ip -n {s} route add 2001:db8:2::2/128 dev hdv0-{tag}"
+        );
+        let ok = std::process::Command::new("sh").args(["-c", &script]).status().is_ok_and(|s| s.success());
+        ok.then_some(lan)
+    }
+
+    /// Runs `ip …` in the gateway's namespace.
+    fn srv_ip(&self, args: &str) {
+        let ok = std::process::Command::new("sh")
+            .args(["-c", &format!("ip -n {} {args}", self.srv)])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "ip {args}");
+    }
+
+    /// Sends one query to `server` from `from` (an address of the client's)
+    /// and returns the answer's rcode, if one came.
+    fn ask_from(&self, from: &str, server: SocketAddr, name: &str) -> Option<RCODE> {
+        let (ns, from, name) = (format!("/run/netns/{}", self.cli), from.to_string(), name.to_string());
+        // A thread of its own moves into the client's namespace; its sockets stay there.
+        std::thread::spawn(move || {
+            let fd = std::fs::File::open(ns).unwrap();
+            rustix::thread::move_into_link_name_space(
+                std::os::fd::AsFd::as_fd(&fd),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .unwrap();
+            let s = UdpSocket::bind(SocketAddr::new(from.parse().unwrap(), 0)).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
+            s.send_to(&build_query(78, &name, A, None), server).unwrap();
+            let mut buf = [0u8; 1500];
+            let n = s.recv(&mut buf).ok()?;
+            Some(Reply::parse(buf[..n].to_vec()).rcode)
+        })
+        .join()
+        .unwrap()
+    }
+}
+
+impl Drop for Lan {
+    fn drop(&mut self) {
+        for ns in [&self.srv, &self.cli] {
+            let _ = std::process::Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+#[test]
+fn by_default_the_networks_of_the_gateways_interfaces_are_served_and_followed() {
+    let Some(lan) = Lan::new() else {
+        eprintln!("skipped: needs root and ip");
+        return;
+    };
+    let text = "config hydradns 'main'\n\tlist listen '192.0.2.1:53'\n\tlist listen '[2001:db8:1::1]:53'\n\
+                \tlist upstream '127.0.0.1:9'\n\
+                config record\n\toption name 'nas.home'\n\tlist ip '192.0.2.10'\n";
+    let dir = TempDir::new();
+    let config = dir.file("hydradns.conf", &Gateway::localize(text, &dir.0));
+    let mut cmd = std::process::Command::new("ip");
+    let bin = hydradns();
+    cmd.args(["netns", "exec", &lan.srv]).arg(bin.get_program()).args(bin.get_args());
+    let gw = Gateway::start_command(dir, config, cmd);
+    let (v4, v6): (SocketAddr, SocketAddr) = ("192.0.2.1:53".parse().unwrap(), "[2001:db8:1::1]:53".parse().unwrap());
+
+    // On the gateway's networks: served, a global IPv6 prefix as much as RFC 1918.
+    assert_eq!(lan.ask_from("192.0.2.2", v4, "nas.home"), Some(RCODE::NoError), "{}", gw.log());
+    assert_eq!(lan.ask_from("2001:db8:1::2", v6, "nas.home"), Some(RCODE::NoError), "{}", gw.log());
+    // From networks it is not on: refused, a private address too.
+    assert_eq!(lan.ask_from("10.9.9.2", v4, "nas.home"), Some(RCODE::Refused));
+    assert_eq!(lan.ask_from("2001:db8:2::2", v6, "nas.home"), Some(RCODE::Refused));
+    assert_eq!(gw.stats()["denied"], 2);
+
+    // A new prefix on the gateway's link is served without a reload.
+    lan.srv_ip(&format!("addr add 2001:db8:2::1/64 dev {} nodad", lan.link));
+    assert!(gw.wait_log("networks changed", Duration::from_secs(10)), "{}", gw.log());
+    assert_eq!(lan.ask_from("2001:db8:2::2", v6, "nas.home"), Some(RCODE::NoError), "{}", gw.log());
+}

@@ -9,24 +9,18 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use rustix::net::netlink::SocketAddrNetlink;
-use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketType};
+use crate::netlink;
 
 const RTM_NEWNEIGH: u16 = 28;
 const RTM_GETNEIGH: u16 = 30;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_DUMP: u16 = 0x300;
 const NDA_DST: u16 = 1;
 const NDA_LLADDR: u16 = 2;
 /// `NUD_INCOMPLETE | NUD_FAILED | NUD_NOARP`: no usable hardware address.
 const NUD_UNUSABLE: u16 = 0x01 | 0x20 | 0x40;
-/// `struct nlmsghdr` and `struct ndmsg`.
-const HEADER: usize = 16;
+/// `struct ndmsg`.
 const NDMSG: usize = 12;
-/// Replies read before giving up: a router's table fits in a few.
-const MAX_READS: usize = 256;
+/// `AF_INET6` as `ndm_family` holds it.
+const AF_INET6: u8 = 10;
 
 /// Every IPv6 neighbour with a usable Ethernet address. Empty if the kernel
 /// cannot be asked (no netlink in a jail): clients are then known by address.
@@ -35,70 +29,31 @@ pub fn ipv6() -> Vec<(IpAddr, [u8; 6])> {
 }
 
 fn dump() -> std::io::Result<Vec<(IpAddr, [u8; 6])>> {
-    // Protocol 0, NETLINK_ROUTE (rustix takes `None` for it).
-    let fd = rustix::net::socket(AddressFamily::NETLINK, SocketType::RAW, None)?;
-    let mut req = [0u8; HEADER + NDMSG];
-    req[0..4].copy_from_slice(&((HEADER + NDMSG) as u32).to_ne_bytes());
-    req[4..6].copy_from_slice(&RTM_GETNEIGH.to_ne_bytes());
-    req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    req[HEADER] = libc_af_inet6();
-    rustix::net::sendto(&fd, &req, SendFlags::empty(), &SocketAddrNetlink::new(0, 0))?;
     let mut out = Vec::new();
-    let mut buf = vec![0u8; 32 * 1024];
-    for _ in 0..MAX_READS {
-        let (n, _) = rustix::net::recv(&fd, &mut buf[..], RecvFlags::empty())?;
-        if n == 0 || parse(&buf[..n.min(buf.len())], &mut out) {
-            return Ok(out);
-        }
-    }
+    netlink::dump(RTM_GETNEIGH, NDMSG, AF_INET6, |kind, body| neighbour(kind, body, &mut out))?;
     Ok(out)
 }
 
-/// `AF_INET6` as `ndm_family` holds it.
-fn libc_af_inet6() -> u8 {
-    AddressFamily::INET6.as_raw() as u8
-}
-
-/// Adds the neighbours in one read of a dump's replies to `out`; true when
-/// the dump is over (its done message, or an error).
-pub fn parse(mut buf: &[u8], out: &mut Vec<(IpAddr, [u8; 6])>) -> bool {
-    let u16_at = |b: &[u8], at: usize| b.get(at..at + 2).map(|s| u16::from_ne_bytes([s[0], s[1]]));
-    while buf.len() >= HEADER {
-        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        let Some(kind) = u16_at(buf, 4) else { return true };
-        if len < HEADER || len > buf.len() {
-            return true;
-        }
-        let msg = &buf[..len];
-        match kind {
-            NLMSG_DONE | NLMSG_ERROR => return true,
-            RTM_NEWNEIGH if msg.len() >= HEADER + NDMSG => {
-                let state = u16_at(msg, HEADER + 8).unwrap_or(0);
-                let (mut ip, mut mac) = (None, None);
-                let mut attrs = &msg[HEADER + NDMSG..];
-                while let (Some(alen), Some(atype)) = (u16_at(attrs, 0), u16_at(attrs, 2)) {
-                    let alen = alen as usize;
-                    let Some(data) = attrs.get(4..alen.max(4)) else { break };
-                    match (atype, data.len()) {
-                        (NDA_DST, 16) => ip = <[u8; 16]>::try_from(data).ok().map(Ipv6Addr::from),
-                        (NDA_LLADDR, 6) => mac = <[u8; 6]>::try_from(data).ok(),
-                        _ => {}
-                    }
-                    let next = (alen.max(4) + 3) & !3;
-                    attrs = attrs.get(next..).unwrap_or_default();
-                }
-                if let (Some(ip), Some(mac), true) = (ip, mac, state & NUD_UNUSABLE == 0) {
-                    if mac != [0; 6] {
-                        out.push((IpAddr::V6(ip), mac));
-                    }
-                }
-            }
+/// Adds the neighbour one message of a dump describes to `out`, if it has
+/// a usable Ethernet address.
+fn neighbour(kind: u16, body: &[u8], out: &mut Vec<(IpAddr, [u8; 6])>) {
+    if kind != RTM_NEWNEIGH || body.len() < NDMSG {
+        return;
+    }
+    let state = u16::from_ne_bytes([body[8], body[9]]);
+    let (mut ip, mut mac) = (None, None);
+    for (kind, data) in netlink::attributes(&body[NDMSG..]) {
+        match (kind, data.len()) {
+            (NDA_DST, 16) => ip = <[u8; 16]>::try_from(data).ok().map(Ipv6Addr::from),
+            (NDA_LLADDR, 6) => mac = <[u8; 6]>::try_from(data).ok(),
             _ => {}
         }
-        buf = buf.get((len + 3) & !3..).unwrap_or_default();
     }
-    false
+    if let (Some(ip), Some(mac), true) = (ip, mac, state & NUD_UNUSABLE == 0) {
+        if mac != [0; 6] {
+            out.push((IpAddr::V6(ip), mac));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -106,12 +61,12 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// One `RTM_NEWNEIGH` as the kernel writes it: header, ndmsg, NDA_DST, NDA_LLADDR.
+    /// The body of one `RTM_NEWNEIGH` as the kernel writes it: ndmsg,
+    /// NDA_DST, NDA_LLADDR.
     fn neigh(ip: &str, mac: [u8; 6], state: u16) -> Vec<u8> {
-        let mut m = vec![0u8; HEADER + NDMSG];
-        m[4..6].copy_from_slice(&RTM_NEWNEIGH.to_ne_bytes());
-        m[HEADER] = 10;
-        m[HEADER + 8..HEADER + 10].copy_from_slice(&state.to_ne_bytes());
+        let mut m = vec![0u8; NDMSG];
+        m[0] = AF_INET6;
+        m[8..10].copy_from_slice(&state.to_ne_bytes());
         m.extend_from_slice(&20u16.to_ne_bytes());
         m.extend_from_slice(&NDA_DST.to_ne_bytes());
         m.extend_from_slice(&ip.parse::<Ipv6Addr>().unwrap().octets());
@@ -119,32 +74,29 @@ mod tests {
         m.extend_from_slice(&NDA_LLADDR.to_ne_bytes());
         m.extend_from_slice(&mac);
         m.extend_from_slice(&[0, 0]);
-        let len = m.len() as u32;
-        m[0..4].copy_from_slice(&len.to_ne_bytes());
         m
     }
 
     #[test]
-    fn a_dump_reads_usable_entries_until_done() {
-        let mut buf = neigh("fd00::50", [2, 0, 0x5e, 0x10, 0, 1], 0x02);
-        buf.extend(neigh("fd00::51", [2, 0, 0x5e, 0x10, 0, 2], 0x01));
-        buf.extend(neigh("fe80::1", [2, 0, 0x5e, 0x10, 0, 3], 0x04));
+    fn usable_entries_are_read() {
         let mut out = Vec::new();
-        assert!(!parse(&buf, &mut out), "no done message yet");
+        neighbour(RTM_NEWNEIGH, &neigh("fd00::50", [2, 0, 0x5e, 0x10, 0, 1], 0x02), &mut out);
+        neighbour(RTM_NEWNEIGH, &neigh("fd00::51", [2, 0, 0x5e, 0x10, 0, 2], 0x01), &mut out);
+        neighbour(RTM_NEWNEIGH, &neigh("fe80::1", [2, 0, 0x5e, 0x10, 0, 3], 0x04), &mut out);
+        neighbour(RTM_GETNEIGH, &neigh("fe80::2", [2, 0, 0x5e, 0x10, 0, 4], 0x04), &mut out);
         let want: Vec<(IpAddr, [u8; 6])> = vec![
             ("fd00::50".parse().unwrap(), [2, 0, 0x5e, 0x10, 0, 1]),
             ("fe80::1".parse().unwrap(), [2, 0, 0x5e, 0x10, 0, 3]),
         ];
-        assert_eq!(out, want, "an incomplete entry is left out");
-        let mut done = vec![0u8; 20];
-        done[0..4].copy_from_slice(&20u32.to_ne_bytes());
-        done[4..6].copy_from_slice(&NLMSG_DONE.to_ne_bytes());
-        assert!(parse(&done, &mut out));
-        // Cut short or lying about lengths: stops, no panic.
+        assert_eq!(out, want, "an incomplete entry and another message are left out");
+        // Cut short: no panic, and only a whole entry (the last padding is
+        // not needed) is read.
         let whole = neigh("fd00::52", [2, 0, 0x5e, 0x10, 0, 4], 0x02);
         for cut in 0..whole.len() {
-            parse(&whole[..cut], &mut out);
+            neighbour(RTM_NEWNEIGH, &whole[..cut], &mut out);
         }
+        let whole_entry: (IpAddr, [u8; 6]) = ("fd00::52".parse().unwrap(), [2, 0, 0x5e, 0x10, 0, 4]);
+        assert!(out[2..].iter().all(|e| *e == whole_entry), "{out:?}");
     }
 
     /// Run by the test below inside a network namespace it made, with one

@@ -297,7 +297,9 @@ pub struct Config {
     pub ca_file: PathBuf,
     /// Block answers whose CNAME chain passes through a blocked name.
     pub cname_inspection: bool,
-    /// Clients allowed to ask (`allow_client`); the private ranges by default.
+    /// Clients allowed to ask (`allow_client`); by default loopback and the
+    /// networks of this machine's interfaces, as read when the config was
+    /// (see `localnet`; the server follows their changes).
     pub allow_client: crate::access::AccessList,
     /// `allow_client` was given. Without it, a client a trusted forwarder
     /// names is not checked against the defaults: the forwarder (dnsmasq,
@@ -435,7 +437,7 @@ impl Config {
             download_timeout: Duration::from_secs(120),
             ca_file: PathBuf::new(),
             cname_inspection: true,
-            allow_client: crate::access::AccessList::default(),
+            allow_client: crate::localnet::allowed_by_default(),
             allow_client_given: false,
             trusted_proxy: crate::access::AccessList::loopback(),
             deny_action: crate::access::DenyAction::Refuse,

@@ -10,11 +10,6 @@ cp /etc/config/dhcp /etc/dhcp.factory
 opkg install "$PKGS"/hydradns_*-3_x86_64.ipk > /tmp/install.out 2>&1 || fail "opkg install: $(cat /tmp/install.out)"
 check_daemon
 uci add_list hydradns.@blocklist[1].domain=blocked.example
-# In replace mode LAN devices ask HydraDNS directly, and the rig's LAN is on
-# documentation addresses, outside allow_client's private ranges.
-for net in 192.0.2.0/24 2001:db8:1::/64 127.0.0.0/8 ::1; do
-	uci add_list hydradns.main.allow_client="$net"
-done
 uci commit hydradns
 reload_config
 boot_checks

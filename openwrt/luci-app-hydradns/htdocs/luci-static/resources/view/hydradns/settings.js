@@ -142,7 +142,7 @@ return view.extend({
 		o = s.taboption('blocking', form.Value, 'refresh_interval', _('List refresh interval'));
 		o.placeholder = '6h';
 
-		o = s.taboption('access', form.DynamicList, 'allow_client', _('Clients allowed'), _('addresses or networks; none: the private ranges'));
+		o = s.taboption('access', form.DynamicList, 'allow_client', _('Clients allowed'), _('addresses or networks; none: the networks of the router\'s interfaces'));
 		o = s.taboption('access', form.ListValue, 'deny_action', _('Other clients get'));
 		o.rmempty = false;
 		o.value('refuse', _('REFUSED'));
