@@ -42,6 +42,14 @@ const SPAN: u32 = 9;
 const SPAN_HUNG: u32 = 4;
 /// Answers in a row, [`TICK`] * 2/5 apart, before forwarding to it again.
 pub const PASSES: u32 = 2;
+/// A daemon that fails again within this long of being forwarded to again
+/// is flapping (a crash a few seconds after each start): each such failure
+/// doubles the answers it must give before the next switch back, so the
+/// LAN is not without DNS for [`SPAN`] at every crash, nor dnsmasq
+/// restarted twice a minute.
+const FLAPPING: Duration = Duration::from_secs(600);
+/// The most answers in a row ever asked for: 5 minutes of them at 2 s.
+const MAX_PASSES: u32 = 150;
 /// How long one probe waits for its answer; a loaded daemon answers a
 /// local query in milliseconds.
 const PROBE_WAIT: Duration = Duration::from_secs(1);
@@ -81,6 +89,10 @@ struct Watch {
     failing: Option<(Instant, u32)>,
     /// Probes in a row it answered (while failed open).
     passed: u32,
+    /// When DNS was last switched back to the daemon.
+    closed: Option<Instant>,
+    /// Failures in a row that came within [`FLAPPING`] of a switch back.
+    strikes: u32,
 }
 
 /// What one check found.
@@ -109,20 +121,28 @@ impl Watch {
                 let (since, n) = self.failing.get_or_insert((now, 0));
                 *n += 1;
                 if *n >= 2 && now.duration_since(*since) >= span {
-                    *self = Watch { open: true, ..Watch::default() };
+                    let again = self.closed.is_some_and(|c| now.duration_since(c) < FLAPPING);
+                    let strikes = if again { self.strikes + 1 } else { 0 };
+                    *self = Watch { open: true, strikes, ..Watch::default() };
                     return Act::Open(why);
                 }
             }
             (true, Seen::Fails(..)) => self.passed = 0,
             (true, Seen::Answers) => {
                 self.passed += 1;
-                if self.passed >= PASSES {
-                    *self = Watch::default();
+                if self.passed >= self.passes() {
+                    *self = Watch { closed: Some(now), strikes: self.strikes, ..Watch::default() };
                     return Act::Close;
                 }
             }
         }
         Act::Nothing
+    }
+
+    /// Answers in a row needed to switch back: [`PASSES`], doubled for
+    /// each strike.
+    fn passes(&self) -> u32 {
+        PASSES.checked_shl(self.strikes).unwrap_or(MAX_PASSES).min(MAX_PASSES)
     }
 
     /// How long to sleep before the next check.
@@ -165,6 +185,14 @@ pub fn run(s: &Settings) -> ! {
                     log::error!("watchdog: cannot write {}: {e}", s.state.display());
                 }
                 log::error!("DNS is unfiltered: the gateway does not answer ({why}); dnsmasq answers on its own");
+                if w.strikes > 0 {
+                    log::warn!(
+                        "watchdog: the gateway failed again within {} min of coming back: DNS is filtered again \
+                         after {} s of answers",
+                        FLAPPING.as_secs() / 60,
+                        (s.tick * 2 / FAST).as_secs() * u64::from(w.passes())
+                    );
+                }
                 hook(&s.hook, &["unfiltered"]);
                 since = Instant::now();
             }
@@ -313,7 +341,7 @@ mod tests {
         assert_eq!(w.step(hung(), at(33)), Act::Nothing);
         assert_eq!(w.step(Seen::Answers, at(35)), Act::Nothing);
         assert_eq!(w.step(Seen::Answers, at(37)), Act::Close);
-        assert_eq!(w, Watch::default());
+        assert_eq!(w, Watch { closed: Some(at(37)), ..Watch::default() });
         // A hang is confirmed sooner: 4 s over two checks at least.
         assert_eq!(w.step(hung(), at(40)), Act::Nothing);
         assert_eq!(w.step(hung(), at(43)), Act::Nothing);
@@ -321,6 +349,42 @@ mod tests {
         let mut w = Watch::default();
         let now = Seen::Fails("x".into(), Duration::ZERO);
         assert_eq!(w.step(now, at(0)), Act::Nothing, "twice at least");
+    }
+
+    #[test]
+    fn a_daemon_that_fails_soon_after_each_start_waits_longer_each_time() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let gone = || Seen::Fails("gone".into(), Duration::from_secs(9));
+        let mut w = Watch::default();
+        let mut t = 0;
+        // Fails for 10 s, then answers until switched back; returns the answers it took.
+        let cycle = |w: &mut Watch, t: &mut u64| {
+            assert_eq!(w.step(gone(), at(*t)), Act::Nothing);
+            assert!(matches!(w.step(gone(), at(*t + 10)), Act::Open(_)));
+            let mut n = 0;
+            loop {
+                *t += 2;
+                n += 1;
+                if w.step(Seen::Answers, at(*t + 10)) == Act::Close {
+                    *t += 10;
+                    return n;
+                }
+            }
+        };
+        assert_eq!(cycle(&mut w, &mut t), 2);
+        t += 30;
+        assert_eq!(cycle(&mut w, &mut t), 4, "failed 30 s after coming back");
+        t += 30;
+        assert_eq!(cycle(&mut w, &mut t), 8);
+        for _ in 0..6 {
+            t += 30;
+            cycle(&mut w, &mut t);
+        }
+        assert_eq!(w.passes(), MAX_PASSES, "5 minutes at most");
+        // Up for longer than FLAPPING: forgiven.
+        t += FLAPPING.as_secs() + 1;
+        assert_eq!(cycle(&mut w, &mut t), 2);
     }
 
     #[test]

@@ -678,15 +678,21 @@ impl Config {
     }
 
     /// Where the daemon answers the queries that matter, for the watchdog:
-    /// dnsmasq's forwarding target in `upstream` mode, else the first listen
-    /// address on port 53 (or the first at all), a wildcard one asked on loopback.
+    /// dnsmasq's forwarding target in `upstream` mode, else a listen address
+    /// on port 53 (or the first at all), a wildcard one asked on loopback.
+    /// Never 127.0.0.1 when there is another: that is the router's own
+    /// resolver, which failing open in replace mode sends to dnsmasq
+    /// (the init script's `router_lookups`), so a probe there would see
+    /// dnsmasq answer for a daemon that does not.
     pub fn probe_addr(&self) -> SocketAddr {
         if let (DnsmasqMode::Upstream, Some(s)) = (self.dnsmasq_mode, self.dnsmasq_server()) {
             return s;
         }
-        let l = self.listen.iter().find(|l| l.port() == 53).or(self.listen.first()).copied().unwrap_or(DEFAULT_LISTEN);
+        let own = |l: &&SocketAddr| l.ip() != IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let dns = || self.listen.iter().filter(|l| l.port() == 53);
+        let l = dns().find(own).or(dns().next()).or(self.listen.first()).copied().unwrap_or(DEFAULT_LISTEN);
         match l.ip() {
-            IpAddr::V4(a) if a.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), l.port()),
+            IpAddr::V4(a) if a.is_unspecified() => SocketAddr::new(Ipv4Addr::new(127, 0, 0, 2).into(), l.port()),
             IpAddr::V6(a) if a.is_unspecified() => SocketAddr::new(Ipv6Addr::LOCALHOST.into(), l.port()),
             _ => l,
         }
@@ -1398,8 +1404,15 @@ config mystery
             "127.0.0.1:5300".parse().unwrap()
         );
         let replace = "\toption dnsmasq_mode 'replace'\n\tlist listen '192.0.2.1:5353'\n";
-        assert_eq!(probe(&format!("{replace}\tlist listen '0.0.0.0:53'\n")), "127.0.0.1:53".parse().unwrap());
+        assert_eq!(probe(&format!("{replace}\tlist listen '0.0.0.0:53'\n")), "127.0.0.2:53".parse().unwrap());
         assert_eq!(probe(&format!("{replace}\tlist listen '[::]:53'\n")), "[::1]:53".parse().unwrap());
+        let lan = "\tlist listen '127.0.0.1:53'\n\tlist listen '192.168.1.1:53'\n";
+        assert_eq!(
+            probe(&format!("{replace}{lan}")),
+            "192.168.1.1:53".parse().unwrap(),
+            "not the router's own resolver"
+        );
+        assert_eq!(probe(&format!("{replace}\tlist listen '127.0.0.1:53'\n")), "127.0.0.1:53".parse().unwrap());
     }
 
     #[test]

@@ -107,6 +107,28 @@ done
 out=$(hydradns log --domain forged.example)
 echo "$out" | grep -q "kids-tablet ($lease " || fail "not logged as itself: $out"
 echo "$out" | grep -q "192.0.2.200\|other-device" && fail "logged as the device it named: $out"
+# Naming itself the router (127.0.0.1, which is never rate-limited when it
+# asks for itself) does not lift its rate limit either.
+uci set hydradns.main.ratelimit=5
+uci set hydradns.main.ratelimit_action=refuse
+uci commit hydradns
+reload_config
+limited=0
+# Rounds of 20 new names at once, until the reload has applied the limit.
+for round in 1 2 3 4 5 6 7 8 9 10; do
+	# shellcheck disable=SC2016  # expanded by the inner shell
+	lan sh -c 'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+		dig +short +time=1 +tries=1 +subnet=127.0.0.1/32 +ednsopt=65001:000000000001 @192.0.2.1 "r$1-$i.example" A &
+	done; wait' sh "$round" > /dev/null 2>&1
+	limited=$(hydradns stats --json | jsonfilter -e '@.counters.ratelimited')
+	[ "${limited:-0}" -gt 0 ] && break
+done
+[ "${limited:-0}" -gt 0 ] || fail "200 queries naming 127.0.0.1 through dnsmasq were never rate-limited"
+echo "rate-limited as itself: $limited of 200 at most"
+uci delete hydradns.main.ratelimit
+uci delete hydradns.main.ratelimit_action
+uci commit hydradns
+reload_config
 
 step "DNS over TLS and QUIC (port 853) is refused"
 refused_853 203.0.113.53 || fail "TCP to 203.0.113.53:853 not refused"
@@ -190,6 +212,38 @@ wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "not filtered agai
 echo "filtered again after $(($(date +%s) - started)) s"
 check_daemon
 unchanged_configs "port taken"
+
+step "replace mode hangs: dnsmasq answers the LAN and the router itself within 30 s; back"
+uci set hydradns.main.dnsmasq_mode=replace
+uci delete hydradns.main.listen
+uci add_list hydradns.main.listen='0.0.0.0:53'
+uci commit hydradns
+reload_config
+wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "replace mode: the LAN not answered by HydraDNS"
+wait_for 15 0.0.0.0 ask blocked.example 127.0.0.1 || fail "replace mode: the router not answered by HydraDNS"
+wait_for 15 0.0.0.0 lan_ask blocked.example 203.0.113.53 || fail "replace mode: force DNS"
+check_daemon
+kill -STOP "$pid"
+started=$(date +%s)
+wait_for 30 93.184.215.14 lan_ask blocked.example 192.0.2.1 || fail "replace mode: no DNS 30 s after the daemon hung"
+echo "answered (unfiltered) after $(($(date +%s) - started)) s"
+[ "$(lan_ask wan.example 203.0.113.53)" = 93.184.215.14 ] || fail "replace mode: redirected queries unanswered while unfiltered"
+# The router's own lookups (resolv.conf: 127.0.0.1, ::1) reach dnsmasq too.
+[ "$(ask blocked.example 127.0.0.1)" = 93.184.215.14 ] || fail "replace mode: the router's own lookups unanswered while unfiltered"
+nslookup blocked.example > /dev/null 2>&1 || fail "replace mode: the router's resolver fails while unfiltered"
+kill -CONT "$pid"
+started=$(date +%s)
+wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "replace mode: not filtered again 30 s after SIGCONT"
+echo "filtered again after $(($(date +%s) - started)) s"
+wait_for 15 0.0.0.0 ask blocked.example 127.0.0.1 || fail "replace mode: the router's lookups not filtered again"
+nft list table inet hydradns_unfiltered > /dev/null 2>&1 && fail "the router's redirect stayed after filtered again"
+uci set hydradns.main.dnsmasq_mode=upstream
+uci delete hydradns.main.listen
+uci add_list hydradns.main.listen='127.0.0.1:5353'
+uci commit hydradns
+reload_config
+wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "back in upstream mode"
+unchanged_configs "replace mode"
 
 step "removal: rules gone, dnsmasq on its own, configs as they were"
 case "${PKG_INSTALL:-opkg}" in
