@@ -53,10 +53,18 @@ QUERIES = {"mix": "the redline's mix (25 % blocked, 65 % cache hits, 10 % new na
            "misses": "new names only, all sent upstream"}
 
 
-def threads(pid):
-    """Per thread: (name, context switches, of them preempted, CPU ns) so
-    far. A thread that ends takes its counts with it; the servers here keep
-    theirs for life."""
+def threads(s):
+    """Per thread of the server and its companions (HydraDNS's watchdog):
+    (name, context switches, of them preempted, CPU ns) so far. A thread
+    that ends takes its counts with it; the servers here keep theirs for
+    life."""
+    out = {}
+    for pid in s.pids():
+        out.update(threads_of(pid))
+    return out
+
+
+def threads_of(pid):
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -97,11 +105,11 @@ def committed(s):
     and would otherwise be paid for in the next one. The request's own work
     on the other threads (the control socket) is left out: a router's
     gateway does it only when someone reads the log."""
-    now = threads(s.proc.pid)
+    now = threads(s)
     if not s.name.endswith("+log"):
         return now
     redline.commit_log(s.bin, s.stats_conf)
-    after = threads(s.proc.pid)
+    after = threads(s)
     return {t: (after.get(t, v) if v[0] == "hydradns-log" else v) for t, v in now.items()}
 
 
@@ -119,11 +127,11 @@ def measure(args, servers, sc, log):
                 redline.commit_log(s.bin, s.stats_conf)
         # Let the warm-up's log batch, list work and socket sweeps finish.
         time.sleep(args.settle)
-        before = {s.name: threads(s.proc.pid) for s in servers}
+        before = {s.name: threads(s) for s in servers}
         time.sleep(args.idle_secs)
         idle = {}
         for s in servers:
-            ctx, cpu, per = delta(before[s.name], threads(s.proc.pid))
+            ctx, cpu, per = delta(before[s.name], threads(s))
             if args.threads:
                 print(f"  idle {s.name}: " + ", ".join(f"{n} {c / args.idle_secs:.2f}/s {ns / 1e6:.1f} ms"
                                                      for n, (c, _, ns) in sorted(per.items()) if c), flush=True)
@@ -134,7 +142,7 @@ def measure(args, servers, sc, log):
                 # A file per round and rate: a miss must be a name no server has seen.
                 datafile = sc.files[f"{args.queries}{k * len(args.rates) + i}"]
                 for s in servers:
-                    q0, t0, st0 = queries(s), threads(s.proc.pid), redline.steal_secs()
+                    q0, t0, st0 = queries(s), threads(s), redline.steal_secs()
                     r = dnsperf(s.port, datafile, args.rate_secs, qps=qps, outstanding=100)
                     ctx, cpu, per = delta(t0, committed(s))
                     rates[(s.name, qps)]["stolen"] += redline.steal_secs() - st0
@@ -169,7 +177,8 @@ def table(args, idle, rates, elapsed):
          f"Every server up at once, {'pinned to CPU ' + args.cpus if args.cpus else 'not pinned'} (dnsperf and the "
          "benchmark's upstream on CPU 1); synthetic 100k list; "
          "HydraDNS with the OpenWrt package's settings (workers per core, stats line hourly, flash copy hourly, "
-         "list refresh every 6 h, query log on tmpfs). "
+         "list refresh every 6 h, query log on tmpfs) and its watchdog beside it, counted with it (`hydradns watchdog`: "
+         "fail_open, a look at the socket table every 5 s). "
          f"Idle: {args.idle_secs:g} s with no queries after a warm-up; wake-ups are the sum of all the server's "
          "threads' context switches, CPU their run time (schedstat). At a fixed rate: "
          f"{QUERIES[args.queries]} from dnsperf, "

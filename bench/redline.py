@@ -154,6 +154,10 @@ class Server:
         self.proc = None
         self.peak = 0
         self.cpus = "0"  # None: wherever the scheduler puts it
+        # Processes that run beside it as they do on a router (HydraDNS's
+        # watchdog), started once it answers; lowrate.py counts them with it.
+        self.companion_cmds = []
+        self.companions = []
 
     def start(self, log):
         t0 = time.monotonic()
@@ -165,6 +169,7 @@ class Server:
             self.stop()
             raise
         self.start_secs = t1 - t0
+        self.companions = [subprocess.Popen(pin + c, stdout=log, stderr=log) for c in self.companion_cmds]
         time.sleep(0.5)  # settle: background threads, freed build memory
         self.rss_loaded = proc_rss(self.proc.pid)
         self.peak = self.rss_loaded
@@ -173,7 +178,14 @@ class Server:
         if self.proc and self.proc.poll() is None:
             self.peak = max(self.peak, proc_rss(self.proc.pid))
 
+    def pids(self):
+        return [self.proc.pid] + [c.pid for c in self.companions]
+
     def stop(self):
+        for c in self.companions:
+            c.terminate()
+            c.wait()
+        self.companions = []
         if self.proc:
             self.proc.terminate()
             try:
@@ -498,6 +510,11 @@ config querylog 'querylog'
                 if groups:
                     f.write(open(os.path.join(os.path.dirname(__file__), "groups.conf")).read())
             s.cmd = [binary, "run", "--user", "root", "--log", "stderr", "-c", conf]
+            if shipped:
+                # The package runs the watchdog beside it (fail_open); its
+                # hook does nothing here, it should never be called.
+                s.companion_cmds = [[binary, "watchdog", "-c", conf, "--hook", "/bin/false",
+                                     "--state", os.path.join(work, f"{tag}-{name}.unfiltered"), "--log", "stderr"]]
             s.stats_conf = conf
             out[name] = s
 
