@@ -4,7 +4,7 @@
 //! ISP's global IPv6 prefix included), and a private address arriving from
 //! anywhere else is not. Read from the kernel over rtnetlink at start and
 //! reload, and again whenever it announces an address change
-//! ([`Watch`]), so a new DHCPv6 prefix or interface needs no reload.
+//! ([`follow`]), so a new DHCPv6 prefix or interface needs no reload.
 
 use std::io;
 use std::net::IpAddr;
@@ -74,19 +74,21 @@ fn network(kind: u16, body: &[u8]) -> Option<Network> {
     Some(((net, prefix), local.filter(|&l| l != net)))
 }
 
-/// Hears the kernel announce an address added or removed.
-pub struct Watch(netlink::Events);
-
-impl Watch {
-    pub fn new() -> io::Result<Watch> {
-        netlink::Events::new(RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR).map(Watch)
-    }
-
-    /// Returns once an address changed (or its lifetimes were renewed: the
-    /// caller compares before acting).
-    pub async fn changed(&self) -> io::Result<()> {
-        self.0.changed().await
-    }
+/// Calls `changed` on a thread of its own each time the kernel announces
+/// an address added, removed or renewed (the callee compares before
+/// acting), until the socket fails.
+pub fn follow(mut changed: impl FnMut() + Send + 'static) -> io::Result<()> {
+    let events = netlink::Events::new(RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR)?;
+    std::thread::Builder::new().name("hydradns-nets".into()).stack_size(64 << 10).spawn(move || {
+        loop {
+            if let Err(e) = events.wait() {
+                log::warn!("stopped following this machine's networks: {e}");
+                return;
+            }
+            changed();
+        }
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ use std::os::fd::OwnedFd;
 
 use rustix::net::netlink::SocketAddrNetlink;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
-use smol::Async;
 
 /// `struct nlmsghdr`.
 const HEADER: usize = 16;
@@ -86,43 +85,32 @@ pub fn attributes(mut attrs: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 }
 
 /// A socket that hears the kernel's announcements to some multicast groups
-/// (`RTMGRP_*`): asleep until one comes, so it costs an idle gateway no
-/// wake-up.
+/// (`RTMGRP_*`): its reader sleeps until one comes, so it costs an idle
+/// gateway no wake-up.
 pub struct Events {
-    fd: Async<OwnedFd>,
+    fd: OwnedFd,
 }
 
 impl Events {
     /// Joins `groups`, a mask of `RTMGRP_*` bits.
     pub fn new(groups: u32) -> io::Result<Events> {
-        let fd = rustix::net::socket_with(
-            AddressFamily::NETLINK,
-            SocketType::RAW,
-            SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
-            None,
-        )?;
+        let fd = rustix::net::socket_with(AddressFamily::NETLINK, SocketType::RAW, SocketFlags::CLOEXEC, None)?;
         rustix::net::bind(&fd, &SocketAddrNetlink::new(0, groups))?;
-        Ok(Events { fd: Async::new(fd)? })
+        Ok(Events { fd })
     }
 
-    /// Returns once something was announced, having read every waiting
-    /// message: the caller reads the table again rather than the messages,
+    /// Blocks until something is announced, then reads every message that
+    /// waits: the caller reads the table again rather than the messages,
     /// so an overflow (`ENOBUFS`, messages lost) is just one more change.
-    pub async fn changed(&self) -> io::Result<()> {
+    pub fn wait(&self) -> io::Result<()> {
         let mut buf = [0u8; 8192];
+        let mut flags = RecvFlags::empty();
         loop {
-            self.fd.readable().await?;
-            let mut heard = false;
-            loop {
-                match rustix::net::recv(self.fd.get_ref(), &mut buf[..], RecvFlags::DONTWAIT) {
-                    Ok(_) | Err(rustix::io::Errno::NOBUFS) => heard = true,
-                    Err(rustix::io::Errno::AGAIN) => break,
-                    Err(rustix::io::Errno::INTR) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            if heard {
-                return Ok(());
+            match rustix::net::recv(&self.fd, &mut buf[..], flags) {
+                Ok(_) | Err(rustix::io::Errno::NOBUFS) => flags = RecvFlags::DONTWAIT,
+                Err(rustix::io::Errno::AGAIN) => return Ok(()),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
             }
         }
     }

@@ -20,6 +20,7 @@ pub mod download;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -408,6 +409,11 @@ enum Command {
     /// The network changed (resolv_file rewritten, SIGUSR2 from the WAN's
     /// interface trigger): retry the downloads that failed.
     RetryFailed,
+    /// An address of this machine changed: who may ask by default may have
+    /// (see `localnet`). Done here, where snapshots are built, rather than
+    /// on the thread that hears the kernel: each thread that reads the
+    /// snapshot makes every cache insert's swap longer (`Engine::learning`).
+    Networks,
     /// Finish: the gateway is stopping.
     Stop,
 }
@@ -422,12 +428,16 @@ pub struct Lists {
 #[derive(Clone)]
 pub struct ListsHandle {
     tx: mpsc::Sender<Command>,
+    /// A [`Command::Networks`] waits: a burst of address changes queues one.
+    networks: Arc<AtomicBool>,
 }
 
 impl Lists {
     /// Starts the thread; it refreshes downloads when they are due.
     pub fn spawn(engine: Arc<Engine>) -> std::io::Result<Lists> {
         let (tx, rx) = mpsc::channel();
+        let networks = Arc::new(AtomicBool::new(false));
+        let pending = networks.clone();
         let thread = std::thread::Builder::new().name("hydradns-lists".into()).spawn(move || {
             // Rebuilding a million-name list takes a second of CPU: never at the workers' expense.
             crate::sys::lower_thread_priority();
@@ -445,6 +455,10 @@ impl Lists {
                     Ok(Command::RetryFailed) => {
                         refresh_and_swap(&engine, Which::Failed);
                     }
+                    Ok(Command::Networks) => {
+                        pending.store(false, Ordering::Relaxed);
+                        follow_networks(&engine);
+                    }
                     Err(RecvTimeoutError::Timeout) => {
                         if due.is_some() {
                             refresh_and_swap(&engine, Which::Due);
@@ -455,7 +469,7 @@ impl Lists {
                 due = next_refresh(&engine.snapshot.load().config);
             }
         })?;
-        Ok(Lists { handle: ListsHandle { tx }, thread: Some(thread) })
+        Ok(Lists { handle: ListsHandle { tx, networks }, thread: Some(thread) })
     }
 
     /// A handle for the signal loop and the control socket.
@@ -493,6 +507,13 @@ impl ListsHandle {
     /// whatever the thread is doing.
     pub fn retry_failed(&self) {
         let _ = self.tx.send(Command::RetryFailed);
+    }
+
+    /// An address of this machine changed (see [`Command::Networks`]).
+    pub fn networks_changed(&self) {
+        if !self.networks.swap(true, Ordering::Relaxed) {
+            let _ = self.tx.send(Command::Networks);
+        }
     }
 
     /// `hydradns update`: refresh now; the results arrive on the returned channel.
@@ -621,6 +642,24 @@ pub fn describe_with(cfg: &Config, count: bool) -> Vec<ListInfo> {
             }
         })
         .collect()
+}
+
+/// Serves the networks this machine is on now, when the config leaves who
+/// may ask to them. Renewed lifetimes wake us too; nothing changes then.
+fn follow_networks(engine: &Engine) {
+    engine.update(|old| {
+        if old.config.allow_client_given {
+            return None;
+        }
+        let now = crate::localnet::allowed_by_default();
+        if now == old.config.allow_client {
+            return None;
+        }
+        log::info!("this machine's networks changed; serving clients on {now}");
+        let mut cfg = (*old.config).clone();
+        cfg.allow_client = now;
+        Some(Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(old)))
+    });
 }
 
 #[cfg(test)]

@@ -82,8 +82,6 @@ enum Wake {
     Timer,
     /// `resolv_file` changed, or watching it failed.
     Resolv(std::io::Result<()>),
-    /// An address of this machine changed, or watching them failed.
-    Networks(std::io::Result<()>),
 }
 
 /// Runs the gateway until SIGTERM or SIGINT. Started as root, it runs as
@@ -116,14 +114,9 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
             None
         }
     };
-    // Who may ask by default follows this machine's networks: a new IPv6
-    // prefix on the LAN must not turn its devices away until a reload.
-    // Watched even with `allow_client` set, which a reload may take out.
     if !cfg.allow_client_given {
         log::info!("serving clients on this machine's networks: {}", cfg.allow_client);
     }
-    let mut networks =
-        localnet::Watch::new().map_err(|e| log::warn!("cannot follow this machine's networks: {e}")).ok();
     log::info!(
         "upstreams {} (from {})",
         cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
@@ -257,6 +250,13 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     log::info!("ready with {workers} workers");
     // Downloads and rebuilds happen on their own thread, never here or on a worker.
     let lists = Lists::spawn(engine.clone()).map_err(|e| format!("cannot start the lists thread: {e}"))?;
+    // Who may ask by default follows this machine's networks: a new IPv6
+    // prefix on the LAN must not turn its devices away until a reload.
+    // Followed even with `allow_client` set, which a reload may take out.
+    let handle = lists.handle();
+    if let Err(e) = localnet::follow(move || handle.networks_changed()) {
+        log::warn!("cannot follow this machine's networks: {e}");
+    }
     let mut counters = counters;
     counters.extend(udp_counters);
     let status =
@@ -289,13 +289,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
                     None => smol::future::pending().await,
                 }
             };
-            let addresses = async {
-                match &networks {
-                    Some(w) => Wake::Networks(w.changed().await),
-                    None => smol::future::pending().await,
-                }
-            };
-            let wake = signal.or(timer).or(network).or(addresses).await;
+            let wake = signal.or(timer).or(network).await;
             match wake {
                 Wake::Signal(Some(Ok(Signal::Hup))) => status.lists.reload(path.cloned()),
                 Wake::Signal(Some(Ok(Signal::Usr1))) => log_stats(&status),
@@ -312,11 +306,6 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
                 Wake::Resolv(Err(e)) => {
                     log::warn!("stopped watching {}: {e}", status.engine.snapshot.load().config.resolv_file.display());
                     resolv = None;
-                }
-                Wake::Networks(Ok(())) => follow_networks(&status.engine),
-                Wake::Networks(Err(e)) => {
-                    log::warn!("stopped following this machine's networks: {e}");
-                    networks = None;
                 }
                 Wake::Signal(Some(Err(e))) => log::warn!("signal error: {e}"),
                 Wake::Signal(_) => break,
@@ -378,24 +367,6 @@ fn look_at_devices(engine: &Engine, book: &mut NameBook) -> Duration {
         engine.learned.store(Arc::new(Learned::new(&snap.clients, book)));
     }
     CHECK_EVERY
-}
-
-/// Serves the networks this machine is on now, when the config leaves who
-/// may ask to them. Renewed lifetimes wake us too; nothing changes then.
-fn follow_networks(engine: &Engine) {
-    engine.update(|old| {
-        if old.config.allow_client_given {
-            return None;
-        }
-        let now = localnet::allowed_by_default();
-        if now == old.config.allow_client {
-            return None;
-        }
-        log::info!("this machine's networks changed; serving clients on {now}");
-        let mut cfg = (*old.config).clone();
-        cfg.allow_client = now;
-        Some(Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(old)))
-    });
 }
 
 /// Writes `metrics_textfile` to `path`, if set (false when not); a failure
