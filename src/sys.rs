@@ -91,6 +91,42 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Creates `dir` and its missing parents with mode 0700: the query log's
+/// directories hold every device's DNS history, which no other local account
+/// may list (issue 49). A directory that exists keeps its mode: it may be
+/// shared (`/tmp`), and only the files in it are ours to restrict.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+/// Makes sure `path` exists with mode 0600 (created empty if missing, its
+/// mode narrowed if wider), before SQLite opens it: SQLite would create it
+/// 0644, and gives its journal and WAL files the database's own mode.
+pub fn private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(dir) = path.parent() {
+        private_dir(dir)?;
+    }
+    let file = std::fs::OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(path)?;
+    let mode = file.metadata()?.permissions().mode();
+    if mode & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))?;
+    }
+    Ok(())
+}
+
+/// Bytes the calling thread has caused to be written to storage since it
+/// started: `write_bytes` of `/proc/thread-self/io`, which the kernel counts
+/// as page-cache pages are dirtied on a file system backed by a device
+/// (tmpfs counts nothing). A thread that writes only to flash measures its
+/// flash wear this way, file system metadata aside. `None` where the kernel
+/// does not say (no task I/O accounting).
+pub fn thread_write_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/io").ok()?;
+    text.lines().find_map(|l| l.strip_prefix("write_bytes:")).and_then(|v| v.trim().parse().ok())
+}
+
 /// One `sendmmsg` of `datagrams` on `sock`, each to its address in `peers`,
 /// or all to the socket's connected peer when `peers` is `None`; how many
 /// went. One datagram goes with a plain `send`/`sendto` and no allocation
@@ -259,6 +295,35 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn private_files_and_directories() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("hydradns-private-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let db = dir.join("a/b/q.db");
+        private_file(&db).unwrap();
+        assert_eq!((mode(&db), mode(&dir.join("a/b")), mode(&dir.join("a"))), (0o600, 0o700, 0o700));
+        // A file an older version left world-readable is narrowed, its content kept.
+        std::fs::write(&db, b"rows").unwrap();
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+        private_file(&db).unwrap();
+        assert_eq!((mode(&db), std::fs::read(&db).unwrap()), (0o600, b"rows".to_vec()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn this_threads_writes_are_counted() {
+        // Where the kernel keeps task I/O accounting, a write to a disk-backed
+        // file counts; a tmpfs-only machine may see 0, but never less than before.
+        let Some(before) = thread_write_bytes() else { return };
+        let p = std::env::current_dir().unwrap().join(format!("target/hydradns-io-{}", std::process::id()));
+        std::fs::write(&p, vec![1u8; 64 * 1024]).unwrap();
+        let after = thread_write_bytes().unwrap();
+        let _ = std::fs::remove_file(&p);
+        assert!(after >= before);
+    }
 
     #[test]
     fn atomic_write_replaces_whole_files() {

@@ -72,7 +72,7 @@ CREATE TABLE IF NOT EXISTS totals (outcome TEXT PRIMARY KEY, count INTEGER NOT N
 /// version wrote gains them in place and keeps its rows (they read NULL).
 const ADDED_COLUMNS: [(&str, &str); 2] = [("mac", "TEXT"), ("client_name", "TEXT")];
 
-fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     for (column, kind) in ADDED_COLUMNS {
         if !super::read::has_column(conn, column) {
             conn.execute_batch(&format!("ALTER TABLE queries ADD COLUMN {column} {kind}"))?;
@@ -141,9 +141,9 @@ struct Writer {
 
 /// Opens (creating if needed) the live database with the writer's settings.
 pub fn open(path: &Path, max_size: u64) -> rusqlite::Result<Connection> {
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
+    // 0600 in a 0700 directory: the log is every device's DNS history. A
+    // failure here is SQLite's to report, with the path, when it opens.
+    let _ = crate::sys::private_file(path);
     // Only the writer thread uses this connection: SQLite's own mutex is pure overhead.
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)?;
@@ -170,11 +170,11 @@ pub fn open(path: &Path, max_size: u64) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-fn code(e: &rusqlite::Error) -> Option<ErrorCode> {
+pub(super) fn code(e: &rusqlite::Error) -> Option<ErrorCode> {
     e.sqlite_error_code()
 }
 
-fn is_corrupt(e: &rusqlite::Error) -> bool {
+pub(super) fn is_corrupt(e: &rusqlite::Error) -> bool {
     matches!(code(e), Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase))
 }
 
@@ -543,7 +543,7 @@ fn insert(conn: &mut Connection, rows: &[Row], text: &str) -> rusqlite::Result<(
 }
 
 /// Deletes the oldest tenth of the entries (at least 100).
-fn delete_oldest_tenth(conn: &Connection) -> rusqlite::Result<usize> {
+pub(super) fn delete_oldest_tenth(conn: &Connection) -> rusqlite::Result<usize> {
     conn.execute(
         "DELETE FROM queries WHERE id <= (SELECT id FROM queries ORDER BY id
             LIMIT 1 OFFSET max(100, (SELECT count(*) FROM queries) / 10) - 1)",
