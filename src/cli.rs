@@ -594,7 +594,14 @@ fn stats_text(r: &Report) -> String {
         );
         let last =
             if q.last_flush_unix == 0 { "none yet".to_string() } else { read::iso8601(q.last_flush_unix * 1000) };
-        let _ = writeln!(o, "flash copy   {} written, {} failed, last {}", q.flushes, q.flush_errors, last);
+        let _ = writeln!(
+            o,
+            "flash copy   {} written, {} failed, last {}, {} KiB to flash since start",
+            q.flushes,
+            q.flush_errors,
+            last,
+            q.flash_bytes_written / 1024
+        );
     } else {
         let _ = writeln!(o, "query log    off");
     }

@@ -346,12 +346,15 @@ pub struct LogReport {
     pub queued: u64,
     /// Queue capacity.
     pub queue_size: u64,
-    /// Good copies to flash since start.
+    /// Flushes that wrote to flash since start (one with nothing new writes nothing).
     pub flushes: u64,
     /// Failed copies to flash since start.
     pub flush_errors: u64,
-    /// Unix time of the last good flash copy (0: none yet).
+    /// Unix time the flash copy was last known current (0: never).
     pub last_flush_unix: u64,
+    /// Bytes the query log wrote to flash since start (its flushes; issue 46).
+    #[nserde(default)]
+    pub flash_bytes_written: u64,
 }
 
 /// One list source's figures.

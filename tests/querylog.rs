@@ -198,41 +198,217 @@ fn wait_for(what: impl Fn() -> bool) -> bool {
     true
 }
 
+/// Adds `n` rows after the newest one of a live database the gateway may be
+/// writing (another connection, as `sqlite3` would), a millisecond apart.
+fn append_rows(path: &Path, n: usize) {
+    let mut conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    // Immediate: a read-then-write transaction could not take the write lock
+    // after the gateway's writer committed in between.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).unwrap();
+    {
+        let newest: i64 = tx.query_row("SELECT coalesce(max(id), 0) FROM queries", [], |r| r.get(0)).unwrap();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+        let from = (newest >> 12).max(now - 3_600_000) + 1;
+        let mut stmt = tx
+            .prepare("INSERT INTO queries (id, ts, client, name, qtype, outcome, rcode, latency_us) VALUES (?1, ?2, '10.0.0.9', ?3, 1, 'cached', 0, 7)")
+            .unwrap();
+        for i in 0..n as i64 {
+            stmt.execute(((from + i) << 12, from + i, format!("host{i}.appended.example"))).unwrap();
+        }
+    }
+    tx.commit().unwrap();
+}
+
+/// The flash copy opens, passes SQLite's check, and holds the oldest rows
+/// of the live database, none missing in between (a prefix); its row count.
+fn prefix_of_live(flash: &Path, live: &Path) -> Result<i64, String> {
+    // Read-write, as sqlite3 opens it: the first read rolls back the journal
+    // a cut flush left (a read-only connection may not).
+    let c = rusqlite::Connection::open(flash).map_err(|e| e.to_string())?;
+    let ok: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+    if ok != "ok" {
+        return Err(ok);
+    }
+    let tables: i64 = c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+    if tables == 0 {
+        // Cut while the very first flush created the tables: the empty file it started from.
+        return Ok(0);
+    }
+    let (n, newest): (i64, i64) = c
+        .query_row("SELECT count(*), coalesce(max(id), 0) FROM queries", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .map_err(|e| e.to_string())?;
+    let l = rusqlite::Connection::open(live).unwrap();
+    let below: i64 = l.query_row("SELECT count(*) FROM queries WHERE id <= ?1", [newest], |r| r.get(0)).unwrap();
+    if below != n {
+        return Err(format!("{n} rows on flash, {below} live rows up to its newest"));
+    }
+    Ok(n)
+}
+
+/// kill -9 while a flush is writing (its rollback journal exists), round
+/// after round, each with new rows to copy: the copy SQLite opens next is
+/// always whole, a prefix of the live rows; then a clean stop completes it
+/// and a reboot restores from it.
 #[test]
-fn sigkill_during_flash_copies_never_leaves_a_torn_file() {
+fn sigkill_during_flushes_never_leaves_a_torn_copy() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
     let dir = TempDir::new();
     let live = dir.0.join("live/queries.db");
     let flash = dir.0.join("flash/queries.db");
-    let tmp = PathBuf::from(format!("{}.tmp", flash.display()));
-    // A large log (20 MB) makes each copy take long enough to be cut in the middle.
+    let journal = PathBuf::from(format!("{}-journal", flash.display()));
+    // Many rows make each flush take long enough to be cut in the middle.
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
-    prefill(&live, 300_000, now);
+    prefill(&live, 200_000, now - 7_200_000);
     let text = Gateway::localize(
         &config(&[&up], &log_section("\toption flush_interval '1s'\n\toption max_size '256M'\n")),
         &dir.0,
     );
     let cfg = dir.file("hydradns.conf", &text);
+    let (mut before, mut rows, mut mid_flush) = (0, 200_000i64, 0);
     for round in 0..4 {
+        if round > 0 {
+            append_rows(&live, 50_000);
+            rows += 50_000;
+        }
         let mut child = common::hydradns()
             .args(["run", "--user", "root", "--log", "stderr", "-c", cfg.to_str().unwrap()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // A copy in progress shows as the temporary file. In the first round let
-        // one copy finish first, so later rounds have a good copy to lose.
-        assert!(wait_for(|| tmp.exists()), "round {round}: no copy started");
-        if round == 0 {
-            assert!(wait_for(|| !tmp.exists()), "first copy did not finish");
-            assert!(wait_for(|| tmp.exists()), "second copy did not start");
+        // A flush in progress shows as SQLite's journal beside the copy.
+        assert!(wait_for(|| journal.exists()), "round {round}: no flush started");
+        if round % 2 == 1 {
+            // Let this flush commit, then cut the next one: the copy has rows to lose.
+            assert!(wait_for(|| !journal.exists()), "round {round}: the flush did not end");
+            append_rows(&live, 50_000);
+            rows += 50_000;
+            assert!(wait_for(|| journal.exists()), "round {round}: no second flush");
+        } else {
+            // Somewhere later in the flush, or (rarely) just after it.
+            std::thread::sleep(Duration::from_millis(round * 60));
         }
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(tmp.exists(), "round {round}: the kill landed mid-copy");
-        let n = integrity_ok(&flash).unwrap_or_else(|e| panic!("round {round}: flash copy damaged: {e}"));
-        assert!(n >= 300_000, "round {round}: {n} rows");
+        mid_flush += usize::from(journal.exists());
+        let n = prefix_of_live(&flash, &live).unwrap_or_else(|e| panic!("round {round}: flash copy: {e}"));
+        assert!(n >= before, "round {round}: {n} rows, {before} before");
+        before = n;
     }
+    assert!(mid_flush >= 2, "{mid_flush} of the kills landed mid-flush");
+    assert!(before >= 200_000, "the committed flushes kept their rows: {before}");
+    let gw = Gateway::start_with(dir, cfg.clone());
+    assert!(gw.wait_log("query log copied to", Duration::from_secs(60)), "{}", gw.log());
+    let (status, dir) = gw.stop_keeping_dir();
+    assert!(status.success());
+    assert!(!journal.exists());
+    assert_eq!(prefix_of_live(&flash, &live).unwrap(), rows, "the last flush completes it");
+    // Reboot: tmpfs is empty again; the copy comes back whole.
+    for f in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{f}", live.display()));
+    }
+    let gw = Gateway::start_with(dir, cfg);
+    assert!(gw.log().contains("query log restored from"), "{}", gw.log());
+    assert_eq!(gw.report().querylog.written, 0);
+    let (_, _dir) = gw.stop_keeping_dir();
+    assert_eq!(integrity_ok(&live).unwrap(), rows);
+}
+
+/// The flash copy grows by the new rows only, and a flush with nothing new
+/// writes nothing: the copy's file is not touched, no bytes are counted.
+#[test]
+fn only_new_rows_reach_flash_and_an_idle_flush_writes_nothing() {
+    use std::os::unix::fs::MetadataExt;
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    let live = dir.0.join("live/queries.db");
+    let flash = dir.0.join("flash/queries.db");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    // About 1.5 MB of rows: the full copy a flush used to write every time.
+    prefill(&live, 20_000, now - 60_000);
+    let text = Gateway::localize(
+        &config(&[&up], &log_section("\toption flush_interval '1s'\n\toption batch_interval '50ms'\n")),
+        &dir.0,
+    );
+    let cfg = dir.file("hydradns.conf", &text);
+    let gw = Gateway::start_with(dir, cfg);
+    assert!(gw.wait_log("(20000 new rows", Duration::from_secs(20)), "{}", gw.log());
+    let first = gw.report().querylog;
+    assert_eq!((first.flushes, first.flush_errors), (1, 0));
+    let size = std::fs::metadata(&flash).unwrap().len();
+    assert!(size > 1_000_000, "{size}");
+    // Idle: three more intervals pass, and the copy is left alone.
+    let stamp = |p: &Path| std::fs::metadata(p).map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino())).unwrap();
+    let seen = stamp(&flash);
+    std::thread::sleep(Duration::from_millis(3500));
+    let idle = gw.report().querylog;
+    assert_eq!((idle.flushes, idle.flash_bytes_written), (1, first.flash_bytes_written), "{idle:?}");
+    assert!(idle.last_flush_unix >= first.last_flush_unix, "the idle flushes ran");
+    assert_eq!(stamp(&flash), seen, "the idle flushes did not touch the copy");
+    // Five queries: the next flush adds five rows, and a few pages, not the copy.
+    for i in 0..5 {
+        udp(gw.addr, &format!("new{i}.example"), A);
+    }
+    assert!(gw.wait_log("(5 new rows", Duration::from_secs(10)), "{}", gw.log());
+    let after = gw.report().querylog;
+    assert_eq!(after.flushes, 2);
+    let grew = std::fs::metadata(&flash).unwrap().len() - size;
+    assert!(grew <= 16 * 1024, "the copy grew by {grew} bytes for 5 rows");
+    // Where the kernel accounts writes (not on tmpfs), the second flush
+    // wrote a few pages and the journal: under a tenth of the first's.
+    let second = after.flash_bytes_written - first.flash_bytes_written;
+    assert!(second * 10 <= first.flash_bytes_written.max(1) || first.flash_bytes_written == 0, "{second} {first:?}");
+    assert_eq!(integrity_ok(&flash).unwrap(), 20_005);
+    assert_eq!(integrity_ok(&live).unwrap(), 20_005);
+}
+
+/// The query log is every device's DNS history: its files are 0600 and the
+/// directories it makes 0700, on tmpfs and on flash alike (issue 49).
+#[test]
+fn query_log_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw =
+        Gateway::start(&config(&[&up], &log_section("\toption flush_interval '1s'\n\toption batch_interval '20ms'\n")));
+    udp(gw.addr, "private.example", A);
+    assert!(gw.wait_log("query log copied to", Duration::from_secs(10)), "{}", gw.log());
+    let mode = |rel: &str| std::fs::metadata(gw.dir.0.join(rel)).unwrap().permissions().mode() & 0o777;
+    for file in ["live/queries.db", "live/queries.db-wal", "live/queries.db-shm", "flash/queries.db"] {
+        assert_eq!(mode(file), 0o600, "{file}");
+    }
+    for d in ["live", "flash"] {
+        assert_eq!(mode(d), 0o700, "{d}");
+    }
+}
+
+/// A flash copy that is not a database is renamed aside, logged, and a
+/// fresh copy started; DNS and the live log go on.
+#[test]
+fn a_corrupt_flash_copy_is_set_aside() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("flash")).unwrap();
+    let junk = vec![0x5a; 64 * 1024];
+    std::fs::write(dir.0.join("flash/queries.db"), &junk).unwrap();
+    let text = Gateway::localize(
+        &config(&[&up], &log_section("\toption flush_interval '1s'\n\toption batch_interval '20ms'\n")),
+        &dir.0,
+    );
+    let cfg = dir.file("hydradns.conf", &text);
+    let gw = Gateway::start_with(dir, cfg);
+    assert!(gw.log().contains("is unusable"), "a reboot's restore found it: {}", gw.log());
+    assert_eq!(udp(gw.addr, "after.example", A).rcode, RCODE::NoError);
+    assert!(gw.wait_log("query log copied to", Duration::from_secs(10)), "{}", gw.log());
+    assert_eq!(integrity_ok(&gw.dir.0.join("flash/queries.db")).unwrap(), 1);
+    let aside: Vec<_> = std::fs::read_dir(gw.dir.0.join("flash"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("queries.db.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "kept for inspection");
+    assert_eq!(std::fs::read(aside[0].path()).unwrap(), junk);
+    assert_eq!(gw.report().querylog.flush_errors, 0);
 }
 
 #[test]

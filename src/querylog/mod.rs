@@ -5,7 +5,8 @@
 //! push into one bounded queue (its slots are allocated once, at start);
 //! when the queue is full the entry is dropped and counted. One
 //! writer thread owns the database and commits batches (see [`writer`]); a
-//! flusher thread copies it to flash now and then (see [`flash`]). The CLI
+//! flusher thread adds the new rows to the copy on flash now and then (see
+//! [`flash`]). The CLI
 //! reads the same database (see [`read`]).
 //!
 //! The writer never parks on the queue: a parked receiver would make every
@@ -168,12 +169,15 @@ pub struct LogCounters {
     pub dropped: AtomicU64,
     /// Entries lost to database errors (full disk, read-only, corrupt).
     pub lost: AtomicU64,
-    /// Copies written to flash.
+    /// Flushes that wrote to flash (one with nothing new writes nothing and is not counted).
     pub flushes: AtomicU64,
     /// Copies to flash that failed (the previous copy stays).
     pub flush_errors: AtomicU64,
-    /// Unix time (s) of the last good flash copy; 0 if none yet.
+    /// Unix time (s) the flash copy was last known current; 0 if never.
     pub last_flush_unix: AtomicU64,
+    /// Bytes the flushes wrote to flash since start (the flusher thread's
+    /// `write_bytes`: data and SQLite's journal, not the file system's own metadata).
+    pub flash_bytes: AtomicU64,
 }
 
 /// The workers' handle: cheap to clone, never blocks.
@@ -236,11 +240,11 @@ pub struct QueryLog {
 }
 
 impl QueryLog {
-    /// Restores the flash copy if the live database is gone (after a reboot),
+    /// Restores the live database from the flash copy if it is gone (after a reboot),
     /// then starts the writer and the flusher. Database problems are logged
     /// and counted by the threads, never returned: DNS starts regardless.
     pub fn start(cfg: &QueryLogConfig, names: crate::client::names::NameBook) -> std::io::Result<QueryLog> {
-        match flash::restore_if_missing(&cfg.path, &cfg.flash_path) {
+        match flash::restore_if_missing(&cfg.path, &cfg.flash_path, cfg.max_size) {
             Ok(true) => log::info!("query log restored from {}", cfg.flash_path.display()),
             Ok(false) => {}
             Err(e) => log::warn!("query log: cannot restore {}: {e}", cfg.flash_path.display()),
@@ -251,8 +255,7 @@ impl QueryLog {
         let door = Arc::new(doorbell::Doorbell::new(cfg.batch_size));
         let slot = names.configured();
         let writer = writer::spawn(cfg.clone(), names, rx, door.clone(), counters.clone())?;
-        let flusher =
-            flash::Flusher::spawn(cfg.path.clone(), cfg.flash_path.clone(), cfg.flush_interval, counters.clone())?;
+        let flusher = flash::Flusher::spawn(cfg.clone(), counters.clone())?;
         Ok(QueryLog {
             logger: Logger { tx, names: slot, door, counters },
             writer: Some(writer),

@@ -50,6 +50,7 @@ impl Status {
                 flushes: l.counters.flushes.load(Relaxed),
                 flush_errors: l.counters.flush_errors.load(Relaxed),
                 last_flush_unix: l.counters.last_flush_unix.load(Relaxed),
+                flash_bytes_written: l.counters.flash_bytes.load(Relaxed),
             },
             None => LogReport::default(),
         };
