@@ -117,6 +117,58 @@ fn first_fetch_then_304s_and_every_failure_keeps_the_last_good_copy() {
     assert_eq!(udp(gw.addr, "h2999.remote.example", A).ips(), ["0.0.0.0"]);
 }
 
+/// Every file in `dir` with what would show a write: size, change time, inode.
+fn stamps(dir: &std::path::Path) -> Vec<(String, u64, i64, i64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            (e.file_name().to_string_lossy().into_owned(), m.len(), m.ctime(), m.ctime_nsec(), m.ino())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A list whose content equals the saved copy writes nothing to `list_dir`:
+/// not on a 304, not when the server sends the same bytes under a new ETag
+/// (or none), and the new ETag still makes the next check a 304.
+#[test]
+fn an_unchanged_list_writes_nothing_to_flash() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let web = HttpServer::start();
+    let body = list_body(2000, "remote.example");
+    web.set("/list.txt", Route::List { body: body.clone(), etag: "\"v1\"".into() });
+    let gw = Gateway::start(&list_config(&up, &web.url("/list.txt"), ""));
+    assert!(wait_blocked(&gw, "h7.remote.example"), "{}", gw.log());
+    let dir = gw.dir.0.join("lists");
+    let before = stamps(&dir);
+    assert_eq!(before.len(), 2, "the copy and its metadata: {before:?}");
+
+    let r = update(&gw);
+    assert_eq!(r[0].status, "not-modified", "{r:?}");
+    assert_eq!(web.conditional_hits("/list.txt"), 1);
+    assert_eq!(stamps(&dir), before, "a 304 writes nothing");
+
+    // The same bytes, but the server's ETag changed: a full download, compared, not written.
+    web.set("/list.txt", Route::List { body: body.clone(), etag: "\"v1-gzip\"".into() });
+    let r = update(&gw);
+    assert_eq!((r[0].status.as_str(), r[0].entries), ("not-modified", 2000), "{r:?}");
+    assert_eq!(stamps(&dir), before, "the same bytes write nothing");
+    // It remembers the new ETag (in memory): the next check is a 304.
+    assert_eq!(update(&gw)[0].status, "not-modified");
+    assert_eq!(web.last_if_none_match("/list.txt").as_deref(), Some("\"v1-gzip\""));
+    assert_eq!(stamps(&dir), before);
+
+    // A change is saved as before.
+    web.set("/list.txt", Route::List { body: list_body(2100, "remote.example"), etag: "\"v2\"".into() });
+    assert_eq!(update(&gw)[0].status, "updated");
+    assert_ne!(stamps(&dir), before);
+    assert_eq!(udp(gw.addr, "h2099.remote.example", A).ips(), ["0.0.0.0"]);
+}
+
 #[test]
 fn starts_from_the_saved_copy_with_no_network() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());

@@ -79,10 +79,14 @@ fn meta_path(saved: &Path) -> PathBuf {
     saved.with_extension("meta")
 }
 
-/// Metadata that could not be written (`list_dir` not writable, flash
-/// full), held here so that the retry backoff still holds: without it every
-/// wake-up found "never tried" and downloaded again at once, hundreds of
-/// times a second. One entry per downloaded source at most.
+/// Metadata held in memory instead of on flash, one entry per downloaded
+/// source at most: metadata that could not be written (`list_dir` not
+/// writable, flash full), so that the retry backoff still holds (without it
+/// every wake-up found "never tried" and downloaded again at once, hundreds
+/// of times a second); and metadata whose only change is the time of a check
+/// that found the list unchanged, which is not worth a flash write (issue
+/// 46: an unchanged list writes nothing). After a restart the saved times
+/// make such a list due at once: one more conditional request, nothing written.
 static UNSAVED: std::sync::Mutex<Vec<(PathBuf, Meta)>> = std::sync::Mutex::new(Vec::new());
 
 /// The metadata of a saved copy (empty if none or unreadable).
@@ -93,16 +97,33 @@ pub fn load_meta(saved: &Path) -> Meta {
     {
         return m.clone();
     }
+    meta_on_disk(&path)
+}
+
+fn meta_on_disk(path: &Path) -> Meta {
     std::fs::read_to_string(path).ok().and_then(|s| Meta::deserialize_json(&s).ok()).unwrap_or_default()
 }
 
-/// Writes a source's metadata; held in memory instead when that fails.
-fn save_meta(saved: &Path, meta: &Meta) -> std::io::Result<()> {
+/// Whether two metadata differ in more than the times of checks and the
+/// validators: a new ETag for the same bytes is kept in memory, and after a
+/// restart the old one costs one full download that writes nothing.
+fn differs_beyond_checks(a: &Meta, b: &Meta) -> bool {
+    let strip =
+        |m: &Meta| Meta { last_success_unix: 0, last_attempt_unix: 0, etag: None, last_modified: None, ..m.clone() };
+    strip(a) != strip(b)
+}
+
+/// Writes a source's metadata when `new_copy` was saved or its state
+/// changed (counts, an error, the failures); held in memory instead when
+/// writing fails or only the checks' times and validators changed (see
+/// [`UNSAVED`]). Whether it wrote.
+fn save_meta(saved: &Path, meta: &Meta, new_copy: bool) -> std::io::Result<bool> {
     let path = meta_path(saved);
-    let written = write_atomic(&path, meta.serialize_json().as_bytes());
+    let write = new_copy || !path.exists() || differs_beyond_checks(meta, &meta_on_disk(&path));
+    let written = if write { write_atomic(&path, meta.serialize_json().as_bytes()).map(|()| true) } else { Ok(false) };
     if let Ok(mut held) = UNSAVED.lock() {
         held.retain(|(p, _)| *p != path);
-        if written.is_err() {
+        if !matches!(written, Ok(true)) {
             held.push((path, meta.clone()));
         }
     }
@@ -228,14 +249,17 @@ pub fn refresh_source(dl: Result<&Downloader, &str>, src: &ListSource) -> Option
         Err(why) => Err(why.to_string()),
         Ok(dl) => download_into(dl, url, &have, saved, have_copy.then_some(meta.entries)),
     };
+    let same = matches!(result, Ok(Downloaded::Same(..)));
     let status = match result {
-        Ok(None) => {
+        Ok(Downloaded::NotModified) => {
             meta.last_success_unix = meta.last_attempt_unix;
             meta.last_error = None;
             meta.failures = 0;
             "not-modified"
         }
-        Ok(Some((bytes, stats, validators))) => {
+        // The same bytes (perhaps under new validators, which are kept so
+        // the next check can be a 304): only the metadata may need writing.
+        Ok(Downloaded::Same(bytes, stats, validators)) | Ok(Downloaded::New(bytes, stats, validators)) => {
             meta.last_success_unix = meta.last_attempt_unix;
             meta.last_error = None;
             meta.failures = 0;
@@ -244,7 +268,8 @@ pub fn refresh_source(dl: Result<&Downloader, &str>, src: &ListSource) -> Option
             meta.bytes = bytes;
             meta.entries = stats.blocks + stats.allows;
             meta.skipped = stats.unsupported + stats.invalid;
-            "updated"
+            // Unchanged content is reported as such: nothing to rebuild.
+            if same { "not-modified" } else { "updated" }
         }
         Err(e) => {
             meta.last_error = Some(e);
@@ -252,7 +277,7 @@ pub fn refresh_source(dl: Result<&Downloader, &str>, src: &ListSource) -> Option
             "failed"
         }
     };
-    if let Err(e) = save_meta(saved, &meta) {
+    if let Err(e) = save_meta(saved, &meta, status == "updated") {
         log::warn!("list '{}': cannot save its metadata: {e}", src.name);
     }
     let copy = saved.exists();
@@ -265,41 +290,138 @@ pub fn refresh_source(dl: Result<&Downloader, &str>, src: &ListSource) -> Option
     })
 }
 
-/// Downloads `url` into a temporary file beside `saved`, checking it as it
-/// arrives, and renames it over `saved` only if it passes. `None` means 304.
+/// What a download brought.
+enum Downloaded {
+    /// 304: the saved copy is current.
+    NotModified,
+    /// 200 with the saved copy's very bytes: nothing written. Its size,
+    /// counts and validators (perhaps new, or lost with the metadata).
+    Same(u64, ParseStats, Validators),
+    /// A new copy, saved: its size, counts and validators.
+    New(u64, ParseStats, Validators),
+}
+
+/// A download on its way to `list_dir`, compared with the saved copy as it
+/// arrives: while it matches byte for byte nothing is written, so a list
+/// served unchanged without a 304 (no validators, a new ETag for the same
+/// bytes) costs no flash at all. At the first difference the matching part
+/// is copied from the saved file into the temporary one and the rest follows
+/// the download. Reading the old copy costs no wear; writing it would.
+struct Incoming<'a> {
+    saved: &'a Path,
+    tmp: PathBuf,
+    /// The saved copy, read alongside while the download still matches it.
+    old: Option<std::io::BufReader<std::fs::File>>,
+    /// Bytes of the download that matched the saved copy so far.
+    matched: u64,
+    /// The temporary file, once the download differs.
+    file: Option<std::fs::File>,
+    /// Reused buffer for the saved copy's bytes.
+    buf: Vec<u8>,
+}
+
+impl<'a> Incoming<'a> {
+    fn new(saved: &'a Path) -> Incoming<'a> {
+        let mut tmp = saved.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let old = std::fs::File::open(saved).ok().map(|f| std::io::BufReader::with_capacity(64 * 1024, f));
+        Incoming { saved, tmp: PathBuf::from(tmp), old, matched: 0, file: None, buf: Vec::new() }
+    }
+
+    fn feed(&mut self, piece: &[u8]) -> Result<(), String> {
+        use std::io::{Read, Write};
+        if let Some(old) = self.old.as_mut() {
+            self.buf.resize(piece.len(), 0);
+            if old.read_exact(&mut self.buf).is_ok() && self.buf == piece {
+                self.matched += piece.len() as u64;
+                return Ok(());
+            }
+            self.diverge()?;
+        }
+        let file = match self.file.as_mut() {
+            Some(f) => f,
+            None => self.diverge()?,
+        };
+        file.write_all(piece).map_err(|e| format!("writing {}: {e}", self.tmp.display()))
+    }
+
+    /// Starts the temporary file with the part of the saved copy that matched.
+    fn diverge(&mut self) -> Result<&mut std::fs::File, String> {
+        use std::io::Read;
+        self.old = None;
+        let mut file = std::fs::File::create(&self.tmp).map_err(|e| format!("creating {}: {e}", self.tmp.display()))?;
+        if self.matched > 0 {
+            let old = std::fs::File::open(self.saved).map_err(|e| format!("reading {}: {e}", self.saved.display()))?;
+            let copied = std::io::copy(&mut old.take(self.matched), &mut file)
+                .map_err(|e| format!("writing {}: {e}", self.tmp.display()))?;
+            if copied != self.matched {
+                return Err(format!("{} changed while read", self.saved.display()));
+            }
+        }
+        Ok(self.file.insert(file))
+    }
+
+    /// The download is complete: `true` when it equals the saved copy.
+    fn same(&mut self) -> Result<bool, String> {
+        use std::io::Read;
+        if let Some(old) = self.old.as_mut() {
+            let mut one = [0u8; 1];
+            if matches!(old.read(&mut one), Ok(0)) {
+                return Ok(true);
+            }
+            // The saved copy is longer: the download is its prefix, not it.
+            self.diverge()?;
+        }
+        if self.file.is_none() {
+            // An empty download with no saved copy; vetting refuses it anyway.
+            self.diverge()?;
+        }
+        Ok(false)
+    }
+
+    /// fsync, rename over the saved copy, fsync the directory.
+    fn save(mut self, dir: &Path) -> Result<(), String> {
+        let file = self.file.take().ok_or("nothing to save")?;
+        file.sync_all().map_err(|e| format!("fsync {}: {e}", self.tmp.display()))?;
+        std::fs::rename(&self.tmp, self.saved).map_err(|e| format!("saving {}: {e}", self.saved.display()))?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+/// Downloads `url`, checking it as it arrives; a download that passes and
+/// differs from `saved` goes into a temporary file renamed over `saved`.
 fn download_into(
     dl: &Downloader,
     url: &str,
     have: &Validators,
     saved: &Path,
     previous_entries: Option<u64>,
-) -> Result<Option<(u64, ParseStats, Validators)>, String> {
-    use std::io::Write;
+) -> Result<Downloaded, String> {
     let dir = saved.parent().ok_or("list_dir has no parent")?;
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let mut tmp_name = saved.as_os_str().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = PathBuf::from(tmp_name);
-    let mut file = std::fs::File::create(&tmp).map_err(|e| format!("creating {}: {e}", tmp.display()))?;
+    let mut incoming = Incoming::new(saved);
+    let tmp = incoming.tmp.clone();
     let mut vetter = Vetter::default();
     let mut sink = |piece: &[u8]| {
         vetter.feed(piece);
-        file.write_all(piece).map_err(|e| format!("writing {}: {e}", tmp.display()))
+        incoming.feed(piece)
     };
     let outcome = dl.fetch(url, have, &mut sink).and_then(|fetched| match fetched {
-        Fetched::NotModified => Ok(None),
+        Fetched::NotModified => Ok(Downloaded::NotModified),
         Fetched::Body(validators) => {
             let bytes = vetter.bytes;
             let stats = std::mem::take(&mut vetter).finish(previous_entries)?;
-            file.sync_all().map_err(|e| format!("fsync {}: {e}", tmp.display()))?;
-            std::fs::rename(&tmp, saved).map_err(|e| format!("saving {}: {e}", saved.display()))?;
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
+            if incoming.same()? {
+                return Ok(Downloaded::Same(bytes, stats, validators));
             }
-            Ok(Some((bytes, stats, validators)))
+            incoming.save(dir)?;
+            Ok(Downloaded::New(bytes, stats, validators))
         }
     });
-    if !matches!(outcome, Ok(Some(_))) {
+    if !matches!(outcome, Ok(Downloaded::New(..))) {
         let _ = std::fs::remove_file(&tmp);
     }
     outcome
@@ -691,6 +813,42 @@ mod tests {
         let mut v = Vetter::default();
         v.feed(b"no-newline-at-end.example");
         assert_eq!(v.finish(None).unwrap().blocks, 1);
+    }
+
+    /// A download equal to the saved copy, in pieces of any size, writes
+    /// nothing; one that differs anywhere (middle, longer, shorter) is saved whole.
+    #[test]
+    fn an_unchanged_download_writes_nothing() {
+        let dir = std::env::temp_dir().join(format!("hydradns-incoming-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let saved = dir.join("l.list");
+        let body: Vec<u8> = (0..5000).flat_map(|i| format!("host{i}.example\n").into_bytes()).collect();
+        let feed = |new: &[u8], piece: usize| {
+            std::fs::write(&saved, &body).unwrap();
+            let mut inc = Incoming::new(&saved);
+            new.chunks(piece).for_each(|c| inc.feed(c).unwrap());
+            let same = inc.same().unwrap();
+            let tmp_made = inc.tmp.exists();
+            if !same {
+                inc.save(&dir).unwrap();
+            }
+            (same, tmp_made)
+        };
+        for piece in [1, 1000, 64 * 1024, 1 << 20] {
+            assert_eq!(feed(&body, piece), (true, false), "pieces of {piece}");
+        }
+        let mut middle = body.clone();
+        middle[30_000] = b'X';
+        let longer = [body.as_slice(), b"more.example\n"].concat();
+        let shorter = &body[..body.len() - 10];
+        for (what, new) in [("middle", middle.as_slice()), ("longer", &longer), ("shorter", shorter)] {
+            for piece in [7, 4096] {
+                assert_eq!(feed(new, piece), (false, true), "{what} {piece}");
+                assert_eq!(std::fs::read(&saved).unwrap(), new, "{what} {piece}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

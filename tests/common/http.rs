@@ -103,6 +103,11 @@ impl HttpServer {
         self.state.lock().unwrap().hits.iter().filter(|(p, _)| p == path).count()
     }
 
+    /// The If-None-Match of the last request for `path`.
+    pub fn last_if_none_match(&self, path: &str) -> Option<String> {
+        self.state.lock().unwrap().hits.iter().rev().find(|(p, _)| p == path).and_then(|(_, e)| e.clone())
+    }
+
     /// Requests for `path` that carried If-None-Match.
     pub fn conditional_hits(&self, path: &str) -> usize {
         self.state.lock().unwrap().hits.iter().filter(|(p, e)| p == path && e.is_some()).count()
