@@ -594,17 +594,18 @@ fn stats_text(r: &Report) -> String {
         );
         let last =
             if q.last_flush_unix == 0 { "none yet".to_string() } else { read::iso8601(q.last_flush_unix * 1000) };
-        let _ = writeln!(
-            o,
-            "flash copy   {} written, {} failed, last {}, {} KiB to flash since start",
-            q.flushes,
-            q.flush_errors,
-            last,
-            q.flash_bytes_written / 1024
-        );
+        let _ = writeln!(o, "flash copy   {} written, {} failed, last {}", q.flushes, q.flush_errors, last);
     } else {
         let _ = writeln!(o, "query log    off");
     }
+    // The owner's view of the wear (issue 46): what reached flash, by whom.
+    let _ = writeln!(
+        o,
+        "flash        {} KiB written since start ({} KiB query log, {} KiB lists)",
+        (q.flash_bytes_written + r.lists_flash_bytes_written) / 1024,
+        q.flash_bytes_written / 1024,
+        r.lists_flash_bytes_written / 1024
+    );
     o
 }
 

@@ -404,6 +404,10 @@ pub struct Report {
     pub allowlist_names: u64,
     /// Bytes the block and allow sets hold.
     pub lists_bytes: u64,
+    /// Bytes the list downloads wrote to flash (`list_dir`) since start:
+    /// saved copies and their metadata (issue 46: an unchanged list writes none).
+    #[nserde(default)]
+    pub lists_flash_bytes_written: u64,
     /// Engine time per answered query.
     pub latency: Latency,
     /// When blocking resumes (`hydradns pause`), Unix seconds; 0 while it is on.

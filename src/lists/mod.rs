@@ -519,6 +519,10 @@ fn next_refresh(cfg: &Config) -> Option<Instant> {
     Some(Instant::now() + Duration::from_secs(due.saturating_sub(unix_now())))
 }
 
+/// Bytes the lists thread wrote to flash since start (its `write_bytes`:
+/// it writes only `list_dir`), for `stats` and the metrics: the owner sees the wear.
+pub static FLASH_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// How long stopping waits for the lists thread to finish what it is doing.
 const STOP_WAIT: Duration = Duration::from_millis(250);
 
@@ -566,7 +570,9 @@ impl Lists {
             let mut due = next_refresh(&engine.snapshot.load().config);
             loop {
                 let wait = due.map_or(Duration::from_secs(86_400), |d| d.saturating_duration_since(Instant::now()));
-                match rx.recv_timeout(wait) {
+                let received = rx.recv_timeout(wait);
+                let before = crate::sys::thread_write_bytes();
+                match received {
                     Ok(Command::Reload(path)) => {
                         reload(&engine, path.as_deref());
                         refresh_and_swap(&engine, Which::All);
@@ -587,6 +593,9 @@ impl Lists {
                         }
                     }
                     Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                }
+                if let (Some(a), Some(b)) = (crate::sys::thread_write_bytes(), before) {
+                    FLASH_BYTES.fetch_add(a.saturating_sub(b), std::sync::atomic::Ordering::Relaxed);
                 }
                 due = next_refresh(&engine.snapshot.load().config);
             }

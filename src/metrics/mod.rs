@@ -84,13 +84,14 @@ impl Display for Secs {
 type Scalar = (&'static str, &'static str, fn(&Report) -> u64);
 
 /// Families of one unlabelled sample, from the report.
-const SCALARS: [Scalar; 15] = [
+const SCALARS: [Scalar; 16] = [
     ("hydradns_udp_receive_drops_total", "counter", |r| r.udp_receive_drops),
     ("hydradns_cache_entries", "gauge", |r| r.cache_entries),
     ("hydradns_cache_capacity", "gauge", |r| r.cache_capacity),
     ("hydradns_blocklist_names", "gauge", |r| r.blocklist_names),
     ("hydradns_allowlist_names", "gauge", |r| r.allowlist_names),
     ("hydradns_lists_bytes", "gauge", |r| r.lists_bytes),
+    ("hydradns_lists_flash_bytes_written_total", "counter", |r| r.lists_flash_bytes_written),
     ("hydradns_querylog_enabled", "gauge", |r| u64::from(r.querylog.enabled)),
     ("hydradns_querylog_written_total", "counter", |r| r.querylog.written),
     ("hydradns_querylog_dropped_total", "counter", |r| r.querylog.dropped),

@@ -67,6 +67,7 @@ impl Status {
             blocklist_names: snap.policy.blocked_len() as u64,
             allowlist_names: snap.policy.allowed_len() as u64,
             lists_bytes: snap.policy.heap_bytes() as u64,
+            lists_flash_bytes_written: crate::lists::FLASH_BYTES.load(Relaxed),
             latency: percentiles(self.workers.iter().map(|w| &w.latency)),
             paused_until: self.engine.pause.until_unix(),
             upstreams: snap
