@@ -315,6 +315,43 @@ fn sigkill_during_flushes_never_leaves_a_torn_copy() {
     assert_eq!(integrity_ok(&live).unwrap(), rows);
 }
 
+/// The previous version's flash copy (a whole-database copy by SQLite's
+/// backup, a WAL database) is taken over: restored at boot with its rows,
+/// then added to, and it becomes a rollback-journal database.
+#[test]
+fn the_previous_versions_flash_copy_is_taken_over() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    let live = dir.0.join("live/queries.db");
+    let flash = dir.0.join("flash/queries.db");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    prefill(&live, 500, now - 60_000);
+    {
+        let src = rusqlite::Connection::open(&live).unwrap();
+        std::fs::create_dir_all(flash.parent().unwrap()).unwrap();
+        let mut dst = rusqlite::Connection::open(&flash).unwrap();
+        rusqlite::backup::Backup::new(&src, &mut dst).unwrap().step(-1).unwrap();
+    }
+    for f in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{f}", live.display()));
+    }
+    let text = Gateway::localize(
+        &config(&[&up], &log_section("\toption flush_interval '1s'\n\toption batch_interval '20ms'\n")),
+        &dir.0,
+    );
+    let cfg = dir.file("hydradns.conf", &text);
+    let gw = Gateway::start_with(dir, cfg);
+    assert!(gw.log().contains("query log restored from"), "{}", gw.log());
+    udp(gw.addr, "after.example", A);
+    assert!(gw.wait_log("(1 new rows", Duration::from_secs(10)), "{}", gw.log());
+    let (status, _dir) = gw.stop_keeping_dir();
+    assert!(status.success());
+    assert_eq!(integrity_ok(&flash).unwrap(), 501);
+    let c = rusqlite::Connection::open(&flash).unwrap();
+    let mode: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "delete");
+}
+
 /// The flash copy grows by the new rows only, and a flush with nothing new
 /// writes nothing: the copy's file is not touched, no bytes are counted.
 #[test]
@@ -322,15 +359,26 @@ fn only_new_rows_reach_flash_and_an_idle_flush_writes_nothing() {
     use std::os::unix::fs::MetadataExt;
     let up = Upstream::start("192.0.2.1".parse().unwrap());
     let dir = TempDir::new();
-    let live = dir.0.join("live/queries.db");
+    // The live database on tmpfs, as on a router: reading a WAL database
+    // marks its -shm, which a disk-backed file system would count as the
+    // flusher's writes. Elsewhere the counter is not compared.
+    let tmpfs = std::path::Path::new("/dev/shm").is_dir();
+    let live_dir = if tmpfs {
+        TempDir(PathBuf::from(format!("/dev/shm/{}", dir.0.file_name().unwrap().to_string_lossy())))
+    } else {
+        TempDir(dir.0.join("live"))
+    };
+    let live = live_dir.0.join("queries.db");
     let flash = dir.0.join("flash/queries.db");
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
     // About 1.5 MB of rows: the full copy a flush used to write every time.
     prefill(&live, 20_000, now - 60_000);
-    let text = Gateway::localize(
-        &config(&[&up], &log_section("\toption flush_interval '1s'\n\toption batch_interval '50ms'\n")),
-        &dir.0,
+    let section = format!(
+        "config querylog 'querylog'\n\toption path '{}'\n\toption flash_path '@DIR@/flash/queries.db'\n\
+         \toption flush_interval '1s'\n\toption batch_interval '50ms'\n",
+        live.display()
     );
+    let text = Gateway::localize(&config(&[&up], &section), &dir.0);
     let cfg = dir.file("hydradns.conf", &text);
     let gw = Gateway::start_with(dir, cfg);
     assert!(gw.wait_log("(20000 new rows", Duration::from_secs(20)), "{}", gw.log());
@@ -343,7 +391,10 @@ fn only_new_rows_reach_flash_and_an_idle_flush_writes_nothing() {
     let seen = stamp(&flash);
     std::thread::sleep(Duration::from_millis(3500));
     let idle = gw.report().querylog;
-    assert_eq!((idle.flushes, idle.flash_bytes_written), (1, first.flash_bytes_written), "{idle:?}");
+    assert_eq!(idle.flushes, 1, "{idle:?}");
+    if tmpfs {
+        assert_eq!(idle.flash_bytes_written, first.flash_bytes_written, "{idle:?}");
+    }
     assert!(idle.last_flush_unix >= first.last_flush_unix, "the idle flushes ran");
     assert_eq!(stamp(&flash), seen, "the idle flushes did not touch the copy");
     // Five queries: the next flush adds five rows, and a few pages, not the copy.
