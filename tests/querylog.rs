@@ -582,6 +582,7 @@ fn stats_and_top_in_text_and_json() {
     assert!(text.contains("ads (blocklist): 1 blocks"), "{text}");
     assert!(text.contains(&format!("upstream     {}: 2 answers", up.addr)), "{text}");
     assert!(text.contains("query log    6 written, 0 dropped"), "{text}");
+    assert!(text.contains("\nflash        ") && text.contains(" KiB written since start ("), "{text}");
     let s = gw.report();
     assert_eq!((s.queries, s.counters.forwarded, s.counters.cached, s.counters.blocked), (6, 2, 2, 2));
     assert_eq!(s.upstreams[0].answers, 2);
