@@ -17,6 +17,14 @@ step "opkg install"
 opkg install "$PKGS"/hydradns_*-3_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
 [ -L /etc/rc.d/S18hydradns ] && [ -L /etc/rc.d/K85hydradns ] || fail "not enabled: $(ls /etc/rc.d)"
 check_daemon
+# The household's browsing is the daemon's alone.
+for dir in /etc/hydradns /tmp/hydradns; do
+	# shellcheck disable=SC2012  # fixed paths
+	[ "$(ls -ld "$dir" | cut -c1-10)" = drwx------ ] || fail "$dir is not private: $(ls -ld "$dir")"
+done
+wait_until 10 test -f /tmp/hydradns/queries.db || fail "no query log"
+# shellcheck disable=SC2012  # a fixed path
+[ "$(ls -l /tmp/hydradns/queries.db | cut -c1-10)" = -rw------- ] || fail "the query log is readable by others: $(ls -l /tmp/hydradns)"
 
 step "hydradns status: the first look after install"
 out=$(hydradns status) || fail "status exit $?: $out"
