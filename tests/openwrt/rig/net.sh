@@ -126,7 +126,7 @@ while [ "${limited:-0}" = 0 ] && [ "$(date +%s)" -lt "$until" ]; do
 done
 [ "${limited:-0}" -gt 0 ] || fail "$((round * 20)) queries naming 127.0.0.1 through dnsmasq were never rate-limited"
 echo "rate-limited: $limited of $((round * 20))"
-out=$(hydradns log --domain "r$round-1.example")
+out=$(hydradns log --domain r1-1.example)
 echo "$out" | grep -q "kids-tablet ($lease " || fail "a device naming 127.0.0.1 not logged as itself: $out"
 uci delete hydradns.main.ratelimit
 uci delete hydradns.main.ratelimit_action
