@@ -88,6 +88,12 @@ impl Stored {
             }
             let rr = wire::read_rr(resp, pos)?;
             if rr.rtype == rtype::OPT {
+                // RFC 6891 §6.1.1: an OPT belongs in the additional section
+                // only. One in the answer or authority section is a malformed
+                // reply, and cutting it would take one from an ARCOUNT of 0.
+                if i < additional_start_idx {
+                    return None;
+                }
                 ede = extended_errors(resp, rr.rdata_pos, rr.end);
                 // Drop the OPT: it speaks for the upstream's transport, not the
                 // client's. Cut just it when last, else the whole additional section.
@@ -759,6 +765,19 @@ pub(crate) mod tests {
         let p = Packet::parse(&out).unwrap();
         assert_eq!(p.opt().map(|o| o.udp_packet_size), Some(1232));
         assert_eq!(p.additional_records.len(), 0);
+    }
+
+    /// An OPT in the answer section (ARCOUNT 0) is no answer to store: once
+    /// it was cut as the additional section's last record, ARCOUNT 0 - 1.
+    #[test]
+    fn an_opt_outside_the_additional_section_is_refused() {
+        let msg = query(1, "www.example", rtype::A, None);
+        let mut r = upstream_answer(&msg, &[60], true);
+        assert!(Stored::from_response(&r, 0, 86400).is_some(), "OPT as the one additional record");
+        header::set_counts(&mut r, [1, 2, 0, 0]);
+        assert_eq!(Stored::from_response(&r, 0, 86400), None, "OPT as the answer's last record");
+        header::set_counts(&mut r, [1, 1, 1, 0]);
+        assert_eq!(Stored::from_response(&r, 0, 86400), None, "OPT in the authority section");
     }
 
     #[test]

@@ -545,11 +545,21 @@ fn records_walk(r: &[u8]) -> Walk {
     let [_, an, ns, ar] = header::counts(r);
     let Some(mut pos) = wire::skip_name(r, HEADER_LEN).map(|p| p + 4) else { return Walk::Bad };
     let mut walk = Walk::Checked;
-    for _ in 0..(an as usize + ns as usize + ar as usize) {
+    let additional = an as usize + ns as usize;
+    let mut opts = 0;
+    for i in 0..(additional + ar as usize) {
         // The owner name walked once, for its end and its pointers together.
         let Some(rr) = wire::walk_name(r, pos, |_, _| {}).and_then(|p| wire::rr_after_name(r, p)) else {
             return Walk::Bad;
         };
+        // RFC 6891 §6.1.1: at most one OPT, and only in the additional
+        // section; the cache cuts it from there and nowhere else.
+        if rr.rtype == rtype::OPT {
+            opts += 1;
+            if i < additional || opts > 1 {
+                return Walk::Bad;
+            }
+        }
         match rdata_ok(r, &rr) {
             Some(false) => return Walk::Bad,
             Some(true) => {}
@@ -787,6 +797,29 @@ mod tests {
         assert!(!is_reply_to(&ours, 0x4242, &q), "a query is not a reply");
         assert!(!is_reply_to(&good[..good.len() - 3], 0x4242, &q), "cut off");
         assert!(!is_reply_to(&[0x42, 0x42, 0x80], 0x4242, &q));
+    }
+
+    /// RFC 6891 §6.1.1: one OPT, in the additional section. An OPT among
+    /// the answers once reached the cache, which took one from ARCOUNT 0.
+    #[test]
+    fn an_opt_only_as_the_one_additional_record() {
+        let m = query(5, "www.example", rtype::A, None);
+        let q = parse_query(&m).unwrap();
+        let ours = build_query(&q, 0x4242);
+        let good = upstream_answer(&ours, &[60], true);
+        assert!(is_reply_to(&good, 0x4242, &q));
+        let mut in_answer = good.clone();
+        header::set_counts(&mut in_answer, [1, 2, 0, 0]);
+        assert!(!is_reply_to(&in_answer, 0x4242, &q), "OPT in the answer section");
+        let mut in_authority = good.clone();
+        header::set_counts(&mut in_authority, [1, 1, 1, 0]);
+        assert!(!is_reply_to(&in_authority, 0x4242, &q), "OPT in the authority section");
+        let opt_at = good.len() - 11;
+        assert_eq!(u16::from_be_bytes([good[opt_at + 1], good[opt_at + 2]]), rtype::OPT);
+        let mut two = good.clone();
+        two.extend_from_slice(&good[opt_at..]);
+        header::set_counts(&mut two, [1, 1, 0, 2]);
+        assert!(!is_reply_to(&two, 0x4242, &q), "two OPTs");
     }
 
     /// The checks before this fast path: every record walks, then simple-dns parses it all.
