@@ -3,6 +3,9 @@
 # starting from real packets, lists and configs (fuzz/seeds.py). Fails on a
 # crash, an input that takes over 10 s (a hang), or one that makes the
 # process allocate over 1 GiB in total or 256 MiB at once (unbounded allocation).
+# Built with debug assertions and overflow checks (fuzz/Cargo.toml's release
+# profile, and -a): an arithmetic overflow is a crash here, where the
+# gateway's own release build would wrap silently and answer wrong.
 # Installs cargo-fuzz if missing. Needs a nightly toolchain if one is
 # installed; otherwise stable with RUSTC_BOOTSTRAP=1 (the -Z flags cargo-fuzz uses).
 #   scripts/fuzz.sh [RUNS]        (default 200000 per target; CI runs 20000)
@@ -22,7 +25,7 @@ for t in query upstream_reply list uci leases schedule; do
     new=$(mktemp -d)
     echo "== $t: $runs runs"
     status=0
-    cargo "${tc[@]}" fuzz run --sanitizer none "$t" "$new" "fuzz/corpus/$t" -- \
+    cargo "${tc[@]}" fuzz run --debug-assertions --sanitizer none "$t" "$new" "fuzz/corpus/$t" -- \
         -runs="$runs" -timeout=10 -rss_limit_mb=1024 -malloc_limit_mb=256 -max_len=4096 \
         -print_final_stats=1 > "$new.log" 2>&1 || status=$?
     grep -E "^INFO: seed corpus|DONE +cov|^Done|^stat::(number_of_executed_units|peak_rss_mb)|panicked|ERROR|SUMMARY|Test unit written" "$new.log" || true
