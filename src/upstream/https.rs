@@ -21,6 +21,9 @@ pub const DNS_MESSAGE: &str = "application/dns-message";
 pub const MAX_QUERY: usize = 4096;
 /// An HTTP/1.1 response head longer than this ends the connection.
 const MAX_HEAD: usize = 16_384;
+/// Hex digits of a chunk size: 8 say up to 4 GiB, past anything a DNS
+/// message needs, and a longer run is refused before any arithmetic.
+const MAX_CHUNK_DIGITS: usize = 8;
 
 /// Why a DoH server's response is not a DNS reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,11 +173,13 @@ impl Http1 {
                 }
             } else {
                 let len = head.length.ok_or(Failure::Protocol("a response without a length"))?;
+                // Judged before any arithmetic: a Content-Length near
+                // usize::MAX once wrapped `body_at + len`.
+                if len > super::tls::MAX_MESSAGE + MAX_HEAD {
+                    return Err(Failure::Protocol("a body too long"));
+                }
                 match input.get(body_at..body_at + len) {
                     Some(b) => (b.to_vec(), len),
-                    None if len > super::tls::MAX_MESSAGE + MAX_HEAD => {
-                        return Err(Failure::Protocol("a body too long"));
-                    }
                     None => return Ok(()),
                 }
             };
@@ -230,10 +235,7 @@ fn dechunk(data: &[u8]) -> Result<Option<(Vec<u8>, usize)>, Failure> {
     loop {
         let Some(eol) = data[at..].windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
         let size_field = data[at..at + eol].split(|&b| b == b';').next().unwrap_or_default();
-        let size = std::str::from_utf8(size_field.trim_ascii())
-            .ok()
-            .and_then(|s| usize::from_str_radix(s, 16).ok())
-            .ok_or(Failure::Protocol("a malformed chunk"))?;
+        let size = chunk_size(size_field.trim_ascii()).ok_or(Failure::Protocol("a malformed chunk"))?;
         at += eol + 2;
         if size == 0 {
             // Trailers, then an empty line.
@@ -245,6 +247,7 @@ fn dechunk(data: &[u8]) -> Result<Option<(Vec<u8>, usize)>, Failure> {
                 }
             }
         }
+        // `size` has at most 8 hex digits, so neither sum can overflow.
         if body.len() + size > super::tls::MAX_MESSAGE {
             return Err(Failure::Protocol("a body too long"));
         }
@@ -255,6 +258,16 @@ fn dechunk(data: &[u8]) -> Result<Option<(Vec<u8>, usize)>, Failure> {
         body.extend_from_slice(chunk);
         at += size + 2;
     }
+}
+
+/// A chunk size (RFC 9112 §7.1): 1 to [`MAX_CHUNK_DIGITS`] hex digits.
+/// `from_str_radix` alone took a `+` sign and sizes up to `usize::MAX`,
+/// which the additions after it overflowed.
+fn chunk_size(field: &[u8]) -> Option<usize> {
+    if field.is_empty() || field.len() > MAX_CHUNK_DIGITS {
+        return None;
+    }
+    field.iter().try_fold(0usize, |n, &b| Some(n << 4 | (b as char).to_digit(16)? as usize))
 }
 
 #[cfg(test)]
@@ -335,5 +348,27 @@ mod tests {
         assert!(matches!(reply(&mut h1, missing).unwrap()[..], [Event::Refused(_, Refusal::Status(404))]));
         assert!(reply(&mut h1, missing).is_err(), "a response nobody asked for");
         assert!(reply(&mut Http1::default(), b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+    }
+
+    /// Sizes near `usize::MAX` once overflowed the reader's additions (a
+    /// panic with overflow checks, a wrapped length without).
+    #[test]
+    fn huge_sizes_are_refused_without_overflow() {
+        let head = b"HTTP/1.1 200 OK\r\nContent-Type: application/dns-message\r\n";
+        for (framing, size) in [
+            (&b"Transfer-Encoding: chunked\r\n\r\n"[..], &b"1\r\nx\r\nffffffffffffffff\r\nx\r\n0\r\n\r\n"[..]),
+            (b"Transfer-Encoding: chunked\r\n\r\n", b"fffffffffffffff0\r\n"),
+            (b"Transfer-Encoding: chunked\r\n\r\n", b"+c\r\n0123456789ab\r\n0\r\n\r\n"),
+            (b"Transfer-Encoding: chunked\r\n\r\n", b"000000001\r\nx\r\n0\r\n\r\n"),
+            (b"Content-Length: 18446744073709551615\r\n\r\n", b"x"),
+            (b"Content-Length: 18446744073709551600\r\n\r\n", b"x"),
+        ] {
+            let mut h1 = Http1::default();
+            h1.request(&target(), b"\0\0", &mut Vec::new());
+            let input = [&head[..], framing, size].concat();
+            assert!(reply(&mut h1, &input).is_err(), "{}", String::from_utf8_lossy(&input));
+        }
+        assert_eq!(chunk_size(b"1F"), Some(31));
+        assert_eq!(chunk_size(b"ffffffff"), Some(0xffff_ffff));
     }
 }
