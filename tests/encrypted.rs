@@ -13,10 +13,11 @@ mod dot;
 mod nginx;
 
 use std::net::Ipv4Addr;
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use common::*;
-use dot::{Dnsdist, ScriptedDot, Unbound, mode};
+use dot::{Dnsdist, EndlessDoh, ScriptedDot, Unbound, mode};
 use nginx::{Front, Nginx};
 use simple_dns::RCODE;
 
@@ -393,4 +394,40 @@ fn a_server_refusing_every_stream_gets_each_query_four_times_at_most() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(server.requests(), 8);
     assert_eq!(upstream_report(&g).handshakes, 1, "the connection itself is fine");
+}
+
+/// Peak resident memory of process `pid` in KiB (VmHWM).
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A DoH server over HTTP/1.1 whose response never ends, wherever it
+/// leaves the reader (a chunk-size line without CRLF, endless trailers,
+/// a head without end): the connection holds one response's worth and is
+/// dropped. Each of these once grew the buffer by ~60 MB a second until
+/// the 15-second no-reply drop, and again for the query's second chance.
+#[test]
+fn a_doh_response_without_end_costs_a_bounded_amount_of_memory() {
+    const CHUNKED: &[u8] =
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/dns-message\r\nTransfer-Encoding: chunked\r\n\r\n";
+    const TRAILERS: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: application/dns-message\r\n\
+                              Transfer-Encoding: chunked\r\n\r\n0\r\n";
+    for (what, head, unit) in [
+        ("a chunk-size line", CHUNKED, &b"0000000000000000"[..]),
+        ("trailers", TRAILERS, b"X-Trailer: more\r\n"),
+        ("a head", b"HTTP/1.1 200 OK\r\n", b"X-Header: more\r\n"),
+    ] {
+        let server = EndlessDoh::start(head, unit, 3);
+        let g = gateway(&format!("https://localhost:{}#127.0.0.1", server.addr.port()), "");
+        let before = peak_kib(g.pid());
+        assert_eq!(udp(g.addr, "endless.example", A).rcode, RCODE::ServerFailure, "{what}");
+        // The server sends for 3 s a connection; the gateway hangs up first.
+        std::thread::sleep(Duration::from_secs(3));
+        let grown = peak_kib(g.pid()).saturating_sub(before);
+        assert!(grown < 16 * 1024, "{what}: peak memory grew {grown} KiB ({} bytes sent)", server.sent.load(SeqCst));
+        assert!(server.connections.load(SeqCst) <= 2, "{what}: the query's two chances, no more");
+        assert!(g.log().contains("HTTP: "), "{what}: {}", g.log());
+    }
 }

@@ -23,7 +23,7 @@ use super::tls::{Event, Failure};
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// The largest frame a server may send us (the protocol's default; we
 /// never advertise more).
-const MAX_FRAME: usize = 16_384;
+pub const MAX_FRAME: usize = 16_384;
 /// Header blocks (a HEADERS frame and its CONTINUATIONs) larger than this
 /// end the connection: DoH replies carry a handful of headers.
 const MAX_BLOCK: usize = 16_384;

@@ -21,6 +21,19 @@ pub const DNS_MESSAGE: &str = "application/dns-message";
 pub const MAX_QUERY: usize = 4096;
 /// An HTTP/1.1 response head longer than this ends the connection.
 const MAX_HEAD: usize = 16_384;
+/// Chunked encoding's bytes around a body: chunk-size lines, their
+/// extensions, CRLFs and trailers. 16 KiB is a chunk per 100 bytes of the
+/// largest message with room to spare; servers send one or two chunks.
+const MAX_CHUNKING: usize = 16_384;
+/// The most an HTTP/1.1 connection holds unread, whatever the reader is
+/// waiting for (a head's end, a chunk-size line's, a trailer's, the rest
+/// of a body): one head, one body as long as [`Http1::read`] waits for,
+/// and the chunking around it. A server that sends more without ending a
+/// response loses the connection; before, a chunk-size line without CRLF
+/// or endless trailers grew the buffer by ~60 MB a second.
+pub const MAX_INPUT: usize = MAX_HEAD + (super::tls::MAX_MESSAGE + MAX_HEAD) + MAX_CHUNKING;
+/// A chunk-size line (size and extensions) longer than this is refused.
+const MAX_CHUNK_LINE: usize = 1024;
 /// Hex digits of a chunk size: 8 say up to 4 GiB, past anything a DNS
 /// message needs, and a longer run is refused before any arithmetic.
 const MAX_CHUNK_DIGITS: usize = 8;
@@ -149,8 +162,17 @@ impl Http1 {
         self.next
     }
 
-    /// Takes a whole response from `input`, if there is one.
+    /// Takes every whole response from `input`. What stays is part of one,
+    /// and at most [`MAX_INPUT`] bytes of it.
     pub fn read(&mut self, input: &mut Vec<u8>, events: &mut Vec<Event>) -> Result<(), Failure> {
+        self.responses(input, events)?;
+        if input.len() > MAX_INPUT {
+            return Err(Failure::Protocol("a response too long"));
+        }
+        Ok(())
+    }
+
+    fn responses(&mut self, input: &mut Vec<u8>, events: &mut Vec<Event>) -> Result<(), Failure> {
         loop {
             let Some(end) = input.windows(4).position(|w| w == b"\r\n\r\n") else {
                 return if input.len() > MAX_HEAD {
@@ -228,19 +250,38 @@ fn parse_head(head: &[u8]) -> Result<Head, Failure> {
 }
 
 /// A chunked body (RFC 9112 §7.1), once all of it is there: the body and
-/// the bytes it took. Trailers are skipped.
+/// the bytes it took. Trailers are skipped, [`MAX_HEAD`] bytes of them at most.
 fn dechunk(data: &[u8]) -> Result<Option<(Vec<u8>, usize)>, Failure> {
     let mut body = Vec::new();
     let mut at = 0;
     loop {
-        let Some(eol) = data[at..].windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
+        let Some(eol) = data[at..].windows(2).position(|w| w == b"\r\n") else {
+            return if data.len() - at > MAX_CHUNK_LINE {
+                Err(Failure::Protocol("a chunk-size line too long"))
+            } else {
+                Ok(None)
+            };
+        };
+        if eol > MAX_CHUNK_LINE {
+            return Err(Failure::Protocol("a chunk-size line too long"));
+        }
         let size_field = data[at..at + eol].split(|&b| b == b';').next().unwrap_or_default();
         let size = chunk_size(size_field.trim_ascii()).ok_or(Failure::Protocol("a malformed chunk"))?;
         at += eol + 2;
         if size == 0 {
             // Trailers, then an empty line.
+            let trailers = at;
             loop {
-                let Some(eol) = data[at..].windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
+                if at - trailers > MAX_HEAD {
+                    return Err(Failure::Protocol("trailers too long"));
+                }
+                let Some(eol) = data[at..].windows(2).position(|w| w == b"\r\n") else {
+                    return if data.len() - trailers > MAX_HEAD {
+                        Err(Failure::Protocol("trailers too long"))
+                    } else {
+                        Ok(None)
+                    };
+                };
                 at += eol + 2;
                 if eol == 0 {
                     return Ok(Some((body, at)));
@@ -348,6 +389,40 @@ mod tests {
         assert!(matches!(reply(&mut h1, missing).unwrap()[..], [Event::Refused(_, Refusal::Status(404))]));
         assert!(reply(&mut h1, missing).is_err(), "a response nobody asked for");
         assert!(reply(&mut Http1::default(), b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+    }
+
+    /// Whatever the reader waits for, it holds at most [`MAX_INPUT`]: the
+    /// end of a chunk-size line, of the trailers, of a head.
+    /// Each of these once waited for more without limit.
+    #[test]
+    fn unread_input_is_bounded_whatever_the_reader_waits_for() {
+        let head = b"HTTP/1.1 200 OK\r\nContent-Type: application/dns-message\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let cases: [(&[u8], &[u8]); 4] = [
+            (head, b"0"),
+            (head, b"1;a"),
+            (&[&head[..], b"1\r\nx\r\n0\r\n"].concat(), b"X-Trailer: yes\r\n"),
+            (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n", b"X-Header: yes\r\n"),
+        ];
+        for (start, unit) in cases {
+            let mut h1 = Http1::default();
+            h1.request(&target(), b"\0\0", &mut Vec::new());
+            let mut input = start.to_vec();
+            let mut events = Vec::new();
+            let mut refused = false;
+            // Fed the way the connection reads: 4 KiB at a time.
+            for _ in 0..(4 * MAX_INPUT / 4096) {
+                let to = input.len() + 4096;
+                while input.len() < to {
+                    input.extend_from_slice(unit);
+                }
+                if h1.read(&mut input, &mut events).is_err() {
+                    refused = true;
+                    break;
+                }
+                assert!(input.len() <= MAX_INPUT, "{}", String::from_utf8_lossy(unit));
+            }
+            assert!(refused && events.is_empty(), "{}: {}", String::from_utf8_lossy(unit), input.len());
+        }
     }
 
     /// Sizes near `usize::MAX` once overflowed the reader's additions (a

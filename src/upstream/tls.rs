@@ -64,6 +64,9 @@ pub const NO_REPLY_DROP: Duration = Duration::from_secs(15);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest DNS message over a stream.
 pub const MAX_MESSAGE: usize = 65_535;
+/// Rounds of [`fill`] per readable event: 4 × [`MAX_MESSAGE`] and more
+/// before the thread looks at its other connections.
+const FILL_ROUNDS: usize = 4;
 /// At most one log line per this long about one upstream's failures.
 const LOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -434,17 +437,33 @@ fn flush(tls: &mut ClientConnection, sock: &TcpStream) -> Result<bool, Failure> 
     Ok(false)
 }
 
+/// How far [`fill`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Filled {
+    /// The socket has nothing more now.
+    Drained,
+    /// `input` reached its limit: the framing must take from it first.
+    Full,
+    /// The server closed the stream.
+    Ended,
+}
+
 /// Reads what the socket holds through TLS, and the plaintext into
 /// `input`, a record at a time: TLS refuses to read more while too much
 /// plaintext waits unread, which a burst of pipelined replies can reach.
-/// `Ok(true)`: the server closed the stream.
-fn fill(tls: &mut ClientConnection, sock: &TcpStream, input: &mut Vec<u8>) -> Result<bool, Failure> {
+/// Stops once `input` holds `limit` bytes, so a server sending without end
+/// costs that much memory and no more (the socket stays readable: the
+/// level-triggered epoll comes back for the rest).
+fn fill(tls: &mut ClientConnection, sock: &TcpStream, input: &mut Vec<u8>, limit: usize) -> Result<Filled, Failure> {
     let mut buf = [0u8; 4096];
     loop {
+        if input.len() >= limit {
+            return Ok(Filled::Full);
+        }
         let eof = match tls.read_tls(&mut &*sock) {
             Ok(0) => true,
             Ok(_) => false,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Filled::Drained),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(Failure::Io(e)),
         };
@@ -465,7 +484,7 @@ fn fill(tls: &mut ClientConnection, sock: &TcpStream, input: &mut Vec<u8>) -> Re
             }
         }
         if eof || closed {
-            return Ok(true);
+            return Ok(Filled::Ended);
         }
     }
 }
@@ -499,6 +518,18 @@ impl Framing {
             Framing::Dot => written < MAX_PIPELINE,
             Framing::H2(s) => s.room(),
             Framing::H1(h) => h.room(),
+        }
+    }
+
+    /// The most plaintext that may wait unread once the framing has taken
+    /// every whole message: part of one message (DoT), of one frame
+    /// (HTTP/2), of one response (HTTP/1.1). More is a server that never
+    /// ends what it sends.
+    fn max_unread(&self) -> usize {
+        match self {
+            Framing::Dot => 2 + MAX_MESSAGE,
+            Framing::H2(_) => 9 + http2::MAX_FRAME,
+            Framing::H1(_) => https::MAX_INPUT,
         }
     }
 
@@ -693,7 +724,10 @@ impl Connection {
         };
         self.conn = Some(conn);
         self.write_blocked = false;
-        self.input.clear();
+        // A new buffer, not the last connection's emptied one: that one
+        // may have grown to a whole response, and a link is idle most of
+        // its life.
+        self.input = Vec::new();
         self.idle_since = Instant::now();
         self.pump(epoll);
     }
@@ -765,23 +799,34 @@ impl Connection {
 
     /// The socket is readable or writable (or failed).
     pub fn ready(&mut self, epoll: &OwnedFd) {
-        let Some(conn) = self.conn.as_mut() else { return };
-        let ended = match fill(&mut conn.tls, &conn.sock, &mut self.input) {
-            Ok(ended) => ended,
-            Err(why) => return self.lost(epoll, why),
-        };
-        match self.replies() {
-            Ok(0) => {}
-            Ok(_) => {
-                self.waiting_since = Instant::now();
-                if self.outstanding.is_empty() {
-                    self.idle_since = Instant::now();
+        let limit = self.framing.max_unread();
+        // A few rounds of reading and taking replies; a server that keeps
+        // the socket full gets the rest at the next wake-up, after the
+        // thread's other connections.
+        for _ in 0..FILL_ROUNDS {
+            let Some(conn) = self.conn.as_mut() else { return };
+            let filled = match fill(&mut conn.tls, &conn.sock, &mut self.input, limit) {
+                Ok(filled) => filled,
+                Err(why) => return self.lost(epoll, why),
+            };
+            match self.replies() {
+                Ok(0) => {}
+                Ok(_) => {
+                    self.waiting_since = Instant::now();
+                    if self.outstanding.is_empty() {
+                        self.idle_since = Instant::now();
+                    }
                 }
+                Err(why) => return self.lost(epoll, why),
             }
-            Err(why) => return self.lost(epoll, why),
-        }
-        if ended {
-            return self.lost(epoll, Failure::Closed);
+            if self.input.len() > limit {
+                return self.lost(epoll, Failure::Protocol("more unread input than one message"));
+            }
+            match filled {
+                Filled::Ended => return self.lost(epoll, Failure::Closed),
+                Filled::Drained => break,
+                Filled::Full => {}
+            }
         }
         // Room in the pipeline, or in the socket, or TLS has something to say.
         self.pump(epoll);
@@ -864,7 +909,15 @@ impl Connection {
             let _ = flush(&mut conn.tls, &conn.sock);
             let _ = epoll::delete(epoll, &conn.sock);
         }
+        self.release_buffers();
         self.shared.set(State::Idle);
+    }
+
+    /// Gives back what the ended connection's buffers grew to.
+    fn release_buffers(&mut self) {
+        self.input = Vec::new();
+        self.output = Vec::new();
+        self.framing = Framing::Dot;
     }
 
     /// The connection ended under its queries: each unanswered one is
@@ -873,6 +926,7 @@ impl Connection {
         if let Some(conn) = self.conn.take() {
             let _ = epoll::delete(epoll, &conn.sock);
         }
+        self.release_buffers();
         self.shared.set(State::Idle);
         let retry: Vec<Request> = self.outstanding.drain().map(|(_, o)| o.unsent()).collect();
         for mut r in retry {

@@ -399,3 +399,74 @@ impl RefusingDoh {
         std::fs::read_to_string(&self.count_file).ok().and_then(|c| c.parse().ok()).unwrap_or(0)
     }
 }
+
+/// A DoH server over HTTP/1.1 (no ALPN) that answers each request with
+/// `head`, then `unit` again and again for `for_secs` or until the client
+/// hangs up: a response that never ends, in whatever part of it `head`
+/// leaves the client (a chunk-size line, trailers, a head).
+pub struct EndlessDoh {
+    pub addr: SocketAddr,
+    /// Connections accepted.
+    pub connections: Arc<AtomicUsize>,
+    /// Bytes written, on all connections.
+    pub sent: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl EndlessDoh {
+    pub fn start(head: &'static [u8], unit: &'static [u8], for_secs: u64) -> EndlessDoh {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let s = EndlessDoh {
+            addr: listener.local_addr().unwrap(),
+            connections: Arc::new(AtomicUsize::new(0)),
+            sent: Arc::new(AtomicUsize::new(0)),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let (connections, sent, stop) = (s.connections.clone(), s.sent.clone(), s.stop.clone());
+        let config = tls_server_config();
+        std::thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                let Ok((tcp, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                connections.fetch_add(1, SeqCst);
+                let (config, sent, stop) = (config.clone(), sent.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    tcp.set_nonblocking(false).unwrap();
+                    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    let conn = rustls::ServerConnection::new(config).unwrap();
+                    let mut tls = rustls::StreamOwned::new(conn, tcp);
+                    let mut request = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !request.ends_with(b"\r\n\r\n") {
+                        if tls.read_exact(&mut byte).is_err() {
+                            return;
+                        }
+                        request.push(byte[0]);
+                    }
+                    let mut block = head.to_vec();
+                    let started = std::time::Instant::now();
+                    while started.elapsed() < Duration::from_secs(for_secs) && !stop.load(SeqCst) {
+                        if tls.write_all(&block).and_then(|()| tls.flush()).is_err() {
+                            return;
+                        }
+                        sent.fetch_add(block.len(), SeqCst);
+                        block.clear();
+                        while block.len() < 16_384 {
+                            block.extend_from_slice(unit);
+                        }
+                    }
+                });
+            }
+        });
+        s
+    }
+}
+
+impl Drop for EndlessDoh {
+    fn drop(&mut self) {
+        self.stop.store(true, SeqCst);
+    }
+}
