@@ -141,6 +141,14 @@ const HUFFMAN: Canonical = {
     c
 };
 
+/// Bytes of names and values one header block may decode to. Indexed
+/// fields are handed out in place, but each still costs its reader, and a
+/// literal naming a table entry copies that name: a 16 KiB block of 1-byte
+/// references to a 4 KiB entry was 64 MiB of copying (1.6 MB of blocks,
+/// 6.7 GB). 64 KiB is four blocks' worth, where a DoH reply's headers take
+/// a few hundred bytes.
+pub const MAX_DECODED: usize = 65_536;
+
 /// A header block the decoder refuses: the connection cannot go on (its
 /// table would no longer match the server's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,13 +246,22 @@ impl Default for Decoder {
 
 impl Decoder {
     /// Decodes one header block, calling `header` with each field in order.
+    /// A block that decodes to more than [`MAX_DECODED`] bytes is refused.
     pub fn decode(&mut self, block: &[u8], mut header: impl FnMut(&[u8], &[u8])) -> Result<(), Malformed> {
         let mut at = 0;
+        let mut decoded = 0usize;
+        let mut spend = |n: usize| {
+            decoded += n;
+            if decoded > MAX_DECODED { Err(Malformed) } else { Ok(()) }
+        };
         while let Some(&b) = block.get(at) {
             if b & 0x80 != 0 {
-                // Indexed field.
+                // Indexed field: read in place, never copied.
                 let i = integer(block, &mut at, 7)?;
-                self.entry(i, true)?;
+                let (name, value) = lookup(&self.table, i)?;
+                spend(name.len() + value.len())?;
+                header(name, value);
+                continue;
             } else if b & 0xe0 == 0x20 {
                 // Dynamic table size update.
                 let max = integer(block, &mut at, 5)?;
@@ -261,33 +278,19 @@ impl Decoder {
                 if i == 0 {
                     string(block, &mut at, &mut self.name)?;
                 } else {
-                    self.entry(i, false)?;
+                    // Copied: inserting this field may evict the entry it names.
+                    let (name, _) = lookup(&self.table, i)?;
+                    spend(name.len())?;
+                    self.name.clear();
+                    self.name.extend_from_slice(name);
                 }
                 string(block, &mut at, &mut self.value)?;
+                spend(if i == 0 { self.name.len() } else { 0 } + self.value.len())?;
                 if indexing {
                     self.insert();
                 }
             }
             header(&self.name, &self.value);
-        }
-        Ok(())
-    }
-
-    /// Copies entry `i`'s name (and value, if `value`) into the scratch buffers.
-    fn entry(&mut self, i: usize, value: bool) -> Result<(), Malformed> {
-        let (name, v): (&[u8], &[u8]) = match i {
-            0 => return Err(Malformed),
-            1..=61 => (STATIC[i - 1].0.as_bytes(), STATIC[i - 1].1.as_bytes()),
-            _ => {
-                let (n, v) = self.table.get(i - 62).ok_or(Malformed)?;
-                (n, v)
-            }
-        };
-        self.name.clear();
-        self.name.extend_from_slice(name);
-        if value {
-            self.value.clear();
-            self.value.extend_from_slice(v);
         }
         Ok(())
     }
@@ -309,6 +312,15 @@ impl Decoder {
             let Some((n, v)) = self.table.pop_back() else { break };
             self.size -= n.len() + v.len() + 32;
         }
+    }
+}
+
+/// Entry `i` of the static table (1–61) or of `table` (62 on): name, value.
+fn lookup(table: &VecDeque<Field>, i: usize) -> Result<(&[u8], &[u8]), Malformed> {
+    match i {
+        0 => Err(Malformed),
+        1..=61 => Ok((STATIC[i - 1].0.as_bytes(), STATIC[i - 1].1.as_bytes())),
+        _ => table.get(i - 62).map(|(n, v)| (&n[..], &v[..])).ok_or(Malformed),
     }
 }
 
@@ -454,6 +466,37 @@ mod tests {
         assert!(d.decode(&hex("0f"), |_, _| {}).is_err(), "a cut integer");
         assert!(d.decode(&hex("0088"), |_, _| {}).is_err(), "a string longer than the block");
         assert!(d.decode(&hex("ffffffffffff7f"), |_, _| {}).is_err(), "an integer too large");
+    }
+
+    /// One 4 KiB table entry, then a 16 KiB block referring to it byte by
+    /// byte: 64 MiB of fields from one block, once copied one by one.
+    #[test]
+    fn a_block_decodes_to_a_bounded_number_of_bytes() {
+        let mut d = Decoder::default();
+        let mut block = vec![0x40, 0x01, b'x'];
+        put_integer(&mut block, 0x00, 7, 4000);
+        block.extend(std::iter::repeat_n(b'v', 4000));
+        d.decode(&block, |_, _| {}).unwrap();
+        assert_eq!(d.table.len(), 1);
+        let refs = vec![0xbe; 16_384]; // index 62, again and again
+        let mut seen = 0;
+        assert!(d.decode(&refs, |n, v| seen += n.len() + v.len()).is_err());
+        assert!(seen <= MAX_DECODED, "{seen} bytes handed out");
+        // The same entry named by literals (each copying its name) too.
+        let mut d = Decoder::default();
+        let mut big_name = vec![0x40];
+        put_integer(&mut big_name, 0x00, 7, 4000);
+        big_name.extend(std::iter::repeat_n(b'n', 4000));
+        big_name.push(0);
+        d.decode(&big_name, |_, _| {}).unwrap();
+        let literals: Vec<u8> = std::iter::repeat_n([0x0f, 0x2f, 0x00], 5000).flatten().collect();
+        assert!(d.decode(&literals, |_, _| {}).is_err());
+        // A block within the bound decodes, from the same table.
+        let mut d = Decoder::default();
+        d.decode(&block, |_, _| {}).unwrap();
+        let mut n = 0;
+        d.decode(&[0xbe; 16], |_, v| n += v.len()).unwrap();
+        assert_eq!(n, 16 * 4000);
     }
 
     #[test]
