@@ -431,3 +431,25 @@ fn a_doh_response_without_end_costs_a_bounded_amount_of_memory() {
         assert!(g.log().contains("HTTP: "), "{what}: {}", g.log());
     }
 }
+
+/// SETTINGS_MAX_CONCURRENT_STREAMS 0: the server cannot serve us now.
+/// Each query moves on to the next server at once; it used to wait out
+/// its timeout for a stream, every query, until the idle close.
+#[test]
+fn a_server_allowing_no_streams_is_passed_over_at_once() {
+    let server = dot::RefusingDoh::start_with(&["zero-streams"]);
+    let fallback = Upstream::start(Ipv4Addr::new(198, 51, 100, 26));
+    let g = Gateway::start(&format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '3s'\n\
+         \tlist upstream 'https://localhost:{}#127.0.0.1'\n\toption ca_file '{}'\n\tlist fallback '{}'\n",
+        server.port,
+        tls_dir().join("ca.pem").display(),
+        fallback.addr
+    ));
+    for i in 0..3 {
+        let started = std::time::Instant::now();
+        assert_eq!(udp(g.addr, &format!("no-streams-{i}.example"), A).ips(), ["198.51.100.26"]);
+        assert!(started.elapsed() < Duration::from_secs(2), "query {i} took {:?}", started.elapsed());
+    }
+    assert!(g.log().contains("allows no streams"), "{}", g.log());
+}

@@ -132,6 +132,13 @@ impl Session {
         !self.draining && self.streams.len() < self.max_streams
     }
 
+    /// The server allows no streams now (SETTINGS_MAX_CONCURRENT_STREAMS
+    /// 0, RFC 9113 §6.5.2): nothing waiting for room would get it before
+    /// the server says otherwise, if ever.
+    pub fn refusing(&self) -> bool {
+        self.max_streams == 0
+    }
+
     /// No new streams will go on this connection, and none is open: it can close.
     pub fn finished(&self) -> bool {
         self.draining && self.streams.is_empty()
@@ -461,7 +468,7 @@ mod tests {
         s.request(&target(), &[0; 12], &mut req);
         assert_eq!(req[9], 0x20, "table size 0 announced");
         s.request(&target(), &[0; 12], &mut Vec::new());
-        assert!(!s.room());
+        assert!(!s.room() && !s.refusing());
         // Half the connection window consumed: a WINDOW_UPDATE for it.
         let chunk = frame_bytes(frame::DATA, 0, 1, &[0; MAX_FRAME]);
         let mut out = Vec::new();
@@ -484,6 +491,19 @@ mod tests {
     }
 
     const DNS_TYPE: &str = "application/dns-message";
+
+    /// A server that allows no streams refuses us, where one that allows
+    /// some only makes us wait.
+    #[test]
+    fn no_streams_allowed_is_a_refusal() {
+        let mut s = session();
+        let zero = [&setting::MAX_CONCURRENT_STREAMS.to_be_bytes()[..], &0u32.to_be_bytes()].concat();
+        feed(&mut s, &frame_bytes(frame::SETTINGS, 0, 0, &zero)).2.unwrap();
+        assert!(!s.room() && s.refusing());
+        let one = [&setting::MAX_CONCURRENT_STREAMS.to_be_bytes()[..], &1u32.to_be_bytes()].concat();
+        feed(&mut s, &frame_bytes(frame::SETTINGS, 0, 0, &one)).2.unwrap();
+        assert!(s.room() && !s.refusing());
+    }
 
     #[test]
     fn resets_goaway_and_refusals() {

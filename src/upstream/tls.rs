@@ -521,6 +521,15 @@ impl Framing {
         }
     }
 
+    /// The server takes no requests at all now: what waits for room
+    /// would wait until the connection closed idle.
+    fn refusing(&self) -> bool {
+        match self {
+            Framing::H2(s) => s.refusing(),
+            Framing::Dot | Framing::H1(_) => false,
+        }
+    }
+
     /// The most plaintext that may wait unread once the framing has taken
     /// every whole message: part of one message (DoT), of one frame
     /// (HTTP/2), of one response (HTTP/1.1). More is a server that never
@@ -778,6 +787,21 @@ impl Connection {
                 self.waiting_since = Instant::now();
             }
             self.outstanding.insert(key, Outstanding { id, request });
+        }
+        if self.framing.refusing() && !self.carry.is_empty() {
+            // "This server cannot serve us now": each query fails at once
+            // and moves on to the next server, instead of waiting out its
+            // timeout for room that does not come (the connection is kept,
+            // in case the server raises its limit).
+            report(
+                &self.endpoint,
+                &mut self.logged,
+                "refused queries",
+                &Failure::Protocol("the server allows no streams"),
+            );
+            for r in std::mem::take(&mut self.carry) {
+                self.complete(r, Err(TryError::Io));
+            }
         }
         let Some(conn) = self.conn.as_mut().filter(|_| !self.output.is_empty()) else { return Ok(()) };
         let written = conn.tls.writer().write_all(&self.output);

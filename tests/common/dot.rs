@@ -372,6 +372,11 @@ pub struct RefusingDoh {
 
 impl RefusingDoh {
     pub fn start() -> RefusingDoh {
+        RefusingDoh::start_with(&[])
+    }
+
+    /// With the script's options after its usual arguments (`zero-streams`).
+    pub fn start_with(options: &[&str]) -> RefusingDoh {
         use std::io::BufRead;
         let dir = TempDir::new();
         let count_file = dir.0.join("count");
@@ -380,6 +385,7 @@ impl RefusingDoh {
             .arg(tls_dir().join("server.pem"))
             .arg(tls_dir().join("server.key"))
             .arg(&count_file)
+            .args(options)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
