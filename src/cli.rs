@@ -329,8 +329,10 @@ fn check_config(args: Args) -> ExitCode {
     let mut missing = false;
     for src in &cfg.lists {
         for p in &src.paths {
-            if !p.exists() {
-                eprintln!("{}: list file {} does not exist (warning)", src.origin, p.display());
+            // Opened as the daemon reads it: a FIFO or a device is refused
+            // here too, without blocking or reading it.
+            if let Err(e) = crate::sys::open_regular(p) {
+                eprintln!("{}: list file {}: {e} (warning)", src.origin, p.display());
                 missing = true;
             }
         }

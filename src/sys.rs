@@ -71,6 +71,52 @@ pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// Opens `path` for reading if it is a regular file. The configuration
+/// names files that root reads (`check-config` runs as root for LuCI): a
+/// FIFO would block the open until a writer came, a device reads without
+/// end (`/dev/zero`) or acts on open, so anything else is refused from its
+/// `stat`, before any open, and the descriptor is checked again (the same
+/// file, still regular) against a swap in between. Opened non-blocking,
+/// which a regular file ignores, in case the swap put a FIFO there.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let not_regular = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
+    let named = std::fs::metadata(path)?;
+    if !named.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    let opened = file.metadata()?;
+    if !opened.is_file() || (opened.dev(), opened.ino()) != (named.dev(), named.ino()) {
+        return Err(not_regular());
+    }
+    Ok(file)
+}
+
+/// The whole of regular file `path` ([`open_regular`]), if it holds at
+/// most `max` bytes; never more than `max + 1` bytes are read, whatever
+/// its size says (files in /proc say 0).
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let too_large = || std::io::Error::new(std::io::ErrorKind::FileTooLarge, format!("larger than {max} bytes"));
+    let file = open_regular(path)?;
+    if file.metadata()?.len() > max {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// [`read_regular`] as UTF-8 text.
+pub fn read_regular_text(path: &Path, max: u64) -> std::io::Result<String> {
+    String::from_utf8(read_regular(path, max)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// Writes `bytes` to `path` so that a crash at any moment leaves the old
 /// file or the new one: temporary file, fsync, rename, fsync of the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -295,6 +341,35 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// A FIFO (whose open would block until a writer came), a device that
+    /// reads without end, a directory: refused, and at once. A regular file
+    /// over the limit is refused too; /proc's, which say size 0, are read
+    /// up to it.
+    #[test]
+    fn only_regular_files_of_bounded_size_are_read() {
+        let dir = std::env::temp_dir().join(format!("hydradns-regular-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let _ = std::fs::remove_file(&fifo);
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o600)).unwrap();
+        let started = std::time::Instant::now();
+        for p in [&fifo, Path::new("/dev/zero"), Path::new("/dev/null"), &dir] {
+            let e = read_regular(p, 1 << 20).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{}: {e}", p.display());
+        }
+        assert!(started.elapsed() < Duration::from_secs(1), "nothing blocked");
+        let file = dir.join("file");
+        std::fs::write(&file, b"0123456789").unwrap();
+        assert_eq!(read_regular(&file, 10).unwrap(), b"0123456789");
+        assert_eq!(read_regular(&file, 9).unwrap_err().kind(), std::io::ErrorKind::FileTooLarge);
+        assert!(read_regular(Path::new("/proc/self/status"), 1 << 20).unwrap().starts_with(b"Name:"));
+        assert_eq!(
+            read_regular(Path::new("/proc/self/status"), 16).unwrap_err().kind(),
+            std::io::ErrorKind::FileTooLarge
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn private_files_and_directories() {

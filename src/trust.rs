@@ -11,6 +11,9 @@ use ureq::tls::{Certificate, PemItem};
 const SYSTEM_BUNDLES: &[&str] =
     &["/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/cert.pem", "/etc/pki/tls/certs/ca-bundle.crt"];
 
+/// Largest CA bundle read: the system's (Mozilla's roots) is about 220 KB.
+const MAX_BUNDLE_BYTES: u64 = 4 << 20;
+
 /// The trust anchors: `ca_file`, or the first system bundle found.
 pub fn certificates(ca_file: &Path) -> Result<Vec<Certificate<'static>>, String> {
     let path = if ca_file.as_os_str().is_empty() {
@@ -18,7 +21,8 @@ pub fn certificates(ca_file: &Path) -> Result<Vec<Certificate<'static>>, String>
     } else {
         ca_file
     };
-    let pem = std::fs::read(path).map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
+    let pem =
+        crate::sys::read_regular(path, MAX_BUNDLE_BYTES).map_err(|e| format!("CA bundle {}: {e}", path.display()))?;
     let certs: Vec<Certificate<'static>> = ureq::tls::parse_pem(&pem)
         .filter_map(|item| match item {
             Ok(PemItem::Certificate(c)) => Some(c),

@@ -311,3 +311,75 @@ fn status_says_whether_it_runs_and_with_what() {
     assert!(json.contains("\"running\":false") && !json.contains("\"stats\""), "{json}");
     drop(dir);
 }
+
+/// `cmd` with its address space capped at 512 MiB (a read without end then
+/// fails within a second instead of taking the machine), run for at most
+/// 10 s: (exit code, stderr); `None` if it had to be killed.
+fn bounded_run(cmd: std::process::Command) -> Option<(i32, String)> {
+    use std::io::Read;
+    let program = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 524288; exec \"$0\" \"$@\"")
+        .arg(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            return Some((status.code().unwrap_or(-1), err));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Root reads the files a config names (LuCI's check runs `check-config`
+/// as root on a config the caller sent): `resolv_file '/dev/zero'` was
+/// read to the end (1.6 GB in 6 s), a FIFO as a list blocked the open
+/// forever, and `check-config` called a FIFO a list file that exists. Only
+/// regular files of bounded size are read, in `check-config` and the
+/// daemon alike.
+#[test]
+fn only_regular_files_of_bounded_size_are_read_from_the_config() {
+    let dir = TempDir::new();
+    let fifo = dir.0.join("list.fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let text = format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption resolv_file '/dev/zero'\n\
+         \toption leases_file '/dev/zero'\n\toption ethers_file '{fifo}'\n\
+         config blocklist 'local'\n\tlist path '{fifo}'\n\tlist path '/dev/zero'\n",
+        fifo = fifo.display()
+    );
+    let conf = dir.file("hydradns.conf", &text);
+    let mut check = hydradns();
+    check.args(["check-config", "-c"]).arg(&conf);
+    let (code, err) = bounded_run(check).expect("check-config finishes");
+    assert_eq!(code, 0, "{err}");
+    for path in [fifo.to_str().unwrap(), "/dev/zero"] {
+        assert!(err.contains(&format!("list file {path}: not a regular file (warning)")), "{err}");
+    }
+    // The config itself.
+    for path in [fifo.to_str().unwrap(), "/dev/zero"] {
+        let mut check = hydradns();
+        check.args(["check-config", "-c", path]);
+        let (code, err) = bounded_run(check).expect("check-config finishes");
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+    // The daemon starts and answers, from the built-in resolvers' config.
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c").arg("ulimit -v 1048576; exec \"$0\" \"$@\"").arg(hydradns().get_program());
+    let g = Gateway::start_command(dir, conf, cmd);
+    udp(g.addr, "localhost", A);
+    assert!(g.log().contains("not a regular file"), "{}", g.log());
+}

@@ -21,6 +21,8 @@ use super::edns::parse_mac;
 /// How often the files' metadata is looked at.
 pub const CHECK_EVERY: Duration = Duration::from_secs(10);
 
+/// Largest leases or ethers file read: 4 MiB is tens of thousands of devices.
+const MAX_TABLE_BYTES: u64 = 4 << 20;
 /// The kernel's ARP table.
 pub const ARP: &str = "/proc/net/arp";
 
@@ -149,7 +151,8 @@ impl Source {
             return false;
         }
         self.seen = stamp;
-        self.known = match std::fs::read(&self.path) {
+        // A regular file of bounded size: the path comes from the config.
+        self.known = match crate::sys::read_regular(&self.path, MAX_TABLE_BYTES) {
             Ok(bytes) => (self.parse)(&String::from_utf8_lossy(&bytes)),
             Err(_) => Vec::new(),
         };

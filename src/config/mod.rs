@@ -387,6 +387,13 @@ impl From<uci::SyntaxError> for ConfigError {
     }
 }
 
+/// Largest config file read: a UCI file with every option and a few
+/// thousand list entries is far smaller; anything larger (or not a regular
+/// file) is refused before it is read, since root reads what LuCI sends.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+/// Largest `resolv_file` read: a resolv.conf is a few lines.
+pub const MAX_RESOLV_BYTES: u64 = 64 << 10;
+
 impl Config {
     /// Built-in defaults: serve on 127.0.0.1:5353, forward to the system resolvers.
     pub fn builtin() -> Config {
@@ -465,7 +472,7 @@ impl Config {
     /// Reads and validates a UCI file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        let text = crate::sys::read_regular_text(path, MAX_CONFIG_BYTES).map_err(|e| ConfigError {
             file: file.clone(),
             line: 0,
             message: format!("cannot read: {e}"),
@@ -632,7 +639,7 @@ impl Config {
             up.port() == 53
                 && (up.ip() == IpAddr::V4(Ipv4Addr::LOCALHOST) || up.ip() == IpAddr::V6(Ipv6Addr::LOCALHOST))
         };
-        let from_resolv: Vec<SocketAddr> = std::fs::read_to_string(&self.resolv_file)
+        let from_resolv: Vec<SocketAddr> = crate::sys::read_regular_text(&self.resolv_file, MAX_RESOLV_BYTES)
             .map(|text| resolv::servers(&text))
             .unwrap_or_default()
             .into_iter()

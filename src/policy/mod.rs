@@ -12,7 +12,6 @@ pub mod pause;
 pub mod records;
 pub mod schedule;
 
-use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::net::Ipv6Addr;
 use std::path::Path;
@@ -426,16 +425,24 @@ fn load_source(src: &ListSource, tag: u16, block: &mut SetBuilder, allow: &mut S
     report
 }
 
+/// A list line longer than this is counted invalid and skipped, not
+/// gathered: a hosts line with many names is a few hundred bytes, and a
+/// file without newlines must not be read into memory whole.
+const MAX_LIST_LINE: usize = 64 << 10;
+
 /// Feeds a list file line by line; a line that is not UTF-8 counts as invalid.
 /// Lines are parsed where they lie in the read buffer; only one that spans
-/// two reads is copied.
+/// two reads is copied, up to [`MAX_LIST_LINE`]. Only a regular file is
+/// read ([`crate::sys::open_regular`]): the path comes from the config.
 pub fn read_list_file(
     path: &Path,
     stats: &mut ParseStats,
     emit: &mut impl FnMut(Rule, &str) -> bool,
 ) -> std::io::Result<()> {
-    let mut reader = BufReader::with_capacity(256 * 1024, File::open(path)?);
+    let mut reader = BufReader::with_capacity(256 * 1024, crate::sys::open_regular(path)?);
     let mut spanning = Vec::new();
+    // Inside a line over the limit: the rest of it is dropped.
+    let mut overlong = false;
     loop {
         let buf = reader.fill_buf()?;
         if buf.is_empty() {
@@ -446,14 +453,26 @@ pub fn read_list_file(
         }
         // The whole lines of this read, each ending in a newline.
         let end = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let (mut whole, rest) = buf.split_at(end);
-        if !spanning.is_empty()
+        let (mut whole, mut rest) = buf.split_at(end);
+        if (overlong || !spanning.is_empty())
             && let Some(i) = whole.iter().position(|&b| b == b'\n')
         {
-            spanning.extend_from_slice(&whole[..i]);
-            parse_bytes(&spanning, stats, emit);
+            if !overlong {
+                spanning.extend_from_slice(&whole[..i]);
+                parse_bytes(&spanning, stats, emit);
+            }
             spanning.clear();
+            overlong = false;
             whole = &whole[i + 1..];
+        }
+        if overlong {
+            rest = &[];
+        } else if spanning.len() + rest.len() > MAX_LIST_LINE {
+            stats.lines += 1;
+            stats.invalid += 1;
+            spanning.clear();
+            overlong = true;
+            rest = &[];
         }
         if let Some(lines) = whole.strip_suffix(b"\n") {
             match std::str::from_utf8(lines) {
@@ -558,7 +577,7 @@ pub fn explain(lists: &[ListSource], key: &[u8]) -> Vec<Explained> {
             }
         };
         for path in src.paths.iter().chain(src.saved.iter().filter(|_| src.url.is_some())) {
-            let Ok(file) = File::open(path) else { continue };
+            let Ok(file) = crate::sys::open_regular(path) else { continue };
             let mut reader = BufReader::new(file);
             let mut buf = Vec::new();
             let mut n = 0;
@@ -636,6 +655,28 @@ mod tests {
         assert!(text.len() > 2 * 256 * 1024);
         assert_eq!(got, want);
         assert_eq!((stats.lines, stats.invalid), (40_002, 1));
+    }
+
+    /// A line past [`MAX_LIST_LINE`] (here one of 600 KiB, across three
+    /// reads) is one invalid line, skipped without being gathered; the
+    /// lines around it count as ever.
+    #[test]
+    fn an_overlong_list_line_is_skipped_not_gathered() {
+        let mut text = b"before.example\n".to_vec();
+        text.extend(std::iter::repeat_n(b'a', 600 << 10));
+        text.extend_from_slice(b"\nafter.example\n");
+        text.extend(std::iter::repeat_n(b'b', MAX_LIST_LINE + 1));
+        let path = std::env::temp_dir().join(format!("hydradns-long-line-{}", std::process::id()));
+        std::fs::write(&path, &text).unwrap();
+        let (mut stats, mut got) = (ParseStats::default(), Vec::new());
+        read_list_file(&path, &mut stats, &mut |_, name| {
+            got.push(name.to_string());
+            true
+        })
+        .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(got, ["before.example", "after.example"]);
+        assert_eq!((stats.lines, stats.invalid), (4, 2));
     }
 
     fn source(name: &str, kind: ListKind, domains: &[&str]) -> ListSource {

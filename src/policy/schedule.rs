@@ -128,12 +128,17 @@ pub fn now_unix() -> i64 {
     real + shift
 }
 
+/// Largest time zone file read: TZif files are a few KiB.
+const MAX_TZ_BYTES: u64 = 64 << 10;
+
 /// The zone from `TZ`, else `/etc/TZ`; UTC if neither gives one.
 fn local_zone() -> Tz {
     let text = std::env::var("TZ")
         .ok()
         .filter(|t| !t.trim().is_empty())
-        .or_else(|| std::fs::read_to_string("/etc/TZ").ok().map(|t| t.trim().to_string()))
+        .or_else(|| {
+            crate::sys::read_regular_text(Path::new("/etc/TZ"), MAX_TZ_BYTES).ok().map(|t| t.trim().to_string())
+        })
         .unwrap_or_default();
     if let Some(tz) = Tz::parse(&text) {
         return tz;
@@ -156,7 +161,8 @@ fn zoneinfo_footer(name: &str) -> Option<String> {
         return None;
     }
     let path = if name.starts_with('/') { PathBuf::from(name) } else { Path::new("/usr/share/zoneinfo").join(name) };
-    let bytes = std::fs::read(path).ok()?;
+    // TZ may name any file (`TZ=/dev/zero`): a regular one, of a zone's size.
+    let bytes = crate::sys::read_regular(&path, MAX_TZ_BYTES).ok()?;
     if !bytes.starts_with(b"TZif") {
         return None;
     }
