@@ -9,6 +9,11 @@
 //! what is queued; readers ask before they read) and `pause`. Served on the main thread, never on a
 //! worker, each connection in its own task with a time limit, so a stuck
 //! client cannot hold it.
+//!
+//! Anyone who can connect (the socket's user and group) may read (`stats`,
+//! `metrics`); acting (`update`, `commit`, `pause`) takes a peer that is
+//! root or the gateway's own user, by the kernel's word (SO_PEERCRED): the
+//! group may hold other services' accounts.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -34,6 +39,9 @@ pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(1800);
 const COMMIT_POLL: Duration = Duration::from_millis(2);
 /// Longest request line accepted.
 const MAX_REQUEST: usize = 256;
+/// The answer to an action from a peer that may not act.
+const NOT_ALLOWED: &str =
+    "{\"error\":\"not allowed: only root or the gateway's own user may pause, update or commit\"}";
 
 /// Binds the socket, replacing a stale one left by a crash but never one a
 /// running gateway still answers on.
@@ -52,8 +60,29 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Answers requests until the executor stops; each connection is a task on `ex`.
-pub async fn serve(listener: UnixListener, status: Arc<Status>, ex: Rc<LocalExecutor<'static>>) {
+/// Whether the peer on `stream` may act: root, or `acting_uid` (the
+/// gateway's own user, when it is trusted: [`crate::privileges::acting_uid`]).
+/// A peer whose credentials cannot be read may not.
+fn may_act(stream: &UnixStream, acting_uid: Option<u32>) -> bool {
+    rustix::net::sockopt::socket_peercred(stream).is_ok_and(|c| {
+        let uid = c.uid.as_raw();
+        uid == 0 || Some(uid) == acting_uid
+    })
+}
+
+/// Requests that change what the gateway does, rather than read it.
+fn is_action(request: &str) -> bool {
+    matches!(request, "update" | "commit") || request.starts_with("pause ")
+}
+
+/// Answers requests until the executor stops; each connection is a task on
+/// `ex`. Actions only for root and `acting_uid` (see the module doc).
+pub async fn serve(
+    listener: UnixListener,
+    status: Arc<Status>,
+    ex: Rc<LocalExecutor<'static>>,
+    acting_uid: Option<u32>,
+) {
     let listener = match Async::new(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -78,7 +107,12 @@ pub async fn serve(listener: UnixListener, status: Arc<Status>, ex: Rc<LocalExec
             }
             let request = line.trim();
             let limit = if request == "update" { UPDATE_TIMEOUT } else { CONN_TIMEOUT };
-            let Some(reply) = within(limit, respond(request, &status)).await else { return };
+            let reply = if is_action(request) && !may_act(stream.get_ref(), acting_uid) {
+                Some(NOT_ALLOWED.to_string())
+            } else {
+                within(limit, respond(request, &status)).await
+            };
+            let Some(reply) = reply else { return };
             let mut w = &stream;
             let _ = within(CONN_TIMEOUT, async {
                 let _ = w.write_all(reply.as_bytes()).await;
@@ -177,6 +211,9 @@ impl std::fmt::Display for RequestError {
 /// Sends one request to a running gateway and returns its answer line,
 /// waiting at most `wait` for it.
 pub fn request(path: &Path, request: &str, wait: Duration) -> Result<String, RequestError> {
+    if path.as_os_str().is_empty() {
+        return Err(RequestError::NotRunning("the control socket is off (option control_socket 'off')".into()));
+    }
     let s = UnixStream::connect(path).map_err(|e| {
         RequestError::NotRunning(format!("cannot reach the gateway at {}: {e} (is it running?)", path.display()))
     })?;

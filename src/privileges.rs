@@ -117,21 +117,38 @@ pub fn drop_to(account: &Account) -> Result<(), String> {
     Ok(())
 }
 
+/// Who besides root may act (pause, update, commit) through the control
+/// socket of a gateway running as `account`: that user, unless it is the
+/// `nobody` the gateway fell back to without being asked, which other
+/// services share: then root alone.
+pub fn acting_uid(account: &Account, asked: bool) -> Option<u32> {
+    (asked || account.name != FALLBACK_USER).then_some(account.uid)
+}
+
 /// Run by the gateway once its sockets are bound: started as root, it
 /// becomes the user `wanted` names (see the module doc) after creating the
 /// directories it writes to; started as anyone else, it stays who it is.
-pub fn settle(cfg: &Config, wanted: Option<&str>) -> Result<(), String> {
-    if !rustix::process::geteuid().is_root() {
-        let me = rustix::process::geteuid().as_raw();
+/// Returns the uid besides root that may act through the control socket
+/// ([`acting_uid`]).
+pub fn settle(cfg: &Config, wanted: Option<&str>) -> Result<Option<u32>, String> {
+    let me = rustix::process::geteuid().as_raw();
+    if me != 0 {
         if let Some(name) = wanted.filter(|&n| choose(Some(n)).map_or(true, |a| a.uid != me)) {
             log::warn!("not started as root: running as uid {me}, not as user '{name}'");
         }
-        return Ok(());
+        return Ok(Some(me));
     }
     let account = choose(wanted)?;
     if account.uid == 0 {
         log::warn!("running as root, as option user says");
-        return Ok(());
+        return Ok(Some(0));
+    }
+    let acting = acting_uid(&account, wanted.is_some());
+    if acting.is_none() {
+        log::warn!(
+            "no user '{PACKAGE_USER}': running as '{FALLBACK_USER}', which other services share, so only root may \
+             pause, update or commit through the control socket (set option user to choose)"
+        );
     }
     let dirs = [
         cfg.control_socket.parent().filter(|_| !cfg.control_socket.as_os_str().is_empty()),
@@ -146,7 +163,7 @@ pub fn settle(cfg: &Config, wanted: Option<&str>) -> Result<(), String> {
     }
     drop_to(&account)?;
     log::info!("running as user '{}' (uid {}, gid {}), without privileges", account.name, account.uid, account.gid);
-    Ok(())
+    Ok(acting)
 }
 
 #[cfg(test)]
@@ -164,6 +181,17 @@ mod tests {
         assert_eq!(choose_in(&with, None).unwrap(), Account { name: "hydradns".into(), uid: 32768, gid: 32768 });
         assert_eq!(choose_in(PASSWD_TEXT, None).unwrap(), Account { name: "nobody".into(), uid: 65534, gid: 65534 });
         assert!(choose_in("root:x:0:0::/:/bin/sh\n", None).unwrap_err().contains("set option user"));
+    }
+
+    /// Every `nobody` service could pause the gateway when it fell back to
+    /// that user; asked for by name, or its own user, it is trusted.
+    #[test]
+    fn a_nobody_fallen_back_to_may_not_act() {
+        let nobody = choose_in(PASSWD_TEXT, None).unwrap();
+        assert_eq!(acting_uid(&nobody, false), None);
+        assert_eq!(acting_uid(&nobody, true), Some(65534));
+        let own = Account { name: PACKAGE_USER.into(), uid: 32768, gid: 32768 };
+        assert_eq!(acting_uid(&own, false), Some(32768));
     }
 
     #[test]

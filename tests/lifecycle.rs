@@ -383,3 +383,85 @@ fn only_regular_files_of_bounded_size_are_read_from_the_config() {
     udp(g.addr, "localhost", A);
     assert!(g.log().contains("not a regular file"), "{}", g.log());
 }
+
+/// One request on the control socket at `sock` from a process with user
+/// `uid` and group `gid` (no others): the answer line.
+fn ask_as(uid: u32, gid: u32, sock: &std::path::Path, request: &str) -> String {
+    const CLIENT: &str = "import socket, sys\n\
+        s = socket.socket(socket.AF_UNIX)\n\
+        s.connect(sys.argv[1])\n\
+        s.sendall(sys.argv[2].encode() + b'\\n')\n\
+        print(s.makefile().readline().strip())\n";
+    // The system's Python: a root-only one (pyenv under /root) cannot run as another user.
+    let python = if std::path::Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid", &uid.to_string(), "--regid", &gid.to_string(), "--clear-groups", python, "-c", CLIENT])
+        .arg(sock)
+        .arg(request)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// Every peer with the gateway's uid or gid could pause it, refresh its
+/// lists or make it commit: with the socket's group shared by other
+/// accounts (`nobody`'s above all) that was every such service. Reading
+/// stays open to the group; acting takes root or the gateway's own user.
+#[test]
+fn only_root_or_the_gateways_own_user_may_act_on_the_control_socket() {
+    if !is_root() {
+        eprintln!("skipped: needs root, to change user");
+        return;
+    }
+    let dir = TempDir::new();
+    let d = dir.0.display().to_string();
+    let text = format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption control_socket '{d}/run/control.sock'\n\
+         \tlist upstream '192.0.2.1'\n"
+    );
+    let config = dir.file("hydradns.conf", &Gateway::localize(&text, &dir.0));
+    let sock = dir.0.join("run/control.sock");
+    // Asked for by name: nobody is the gateway's own user here.
+    let g = Gateway::start_as(dir, config, hydradns(), "nobody");
+    // Another account in the gateway's group: it reads, it does not act.
+    let other = ask_as(12345, 65534, &sock, "stats");
+    assert!(other.contains("\"counters\""), "{other}");
+    for request in ["pause 60", "update", "commit"] {
+        let answer = ask_as(12345, 65534, &sock, request);
+        assert!(answer.contains("not allowed"), "{request}: {answer}");
+    }
+    assert_eq!(g.report().paused_until, 0, "not paused");
+    let own = ask_as(65534, 65534, &sock, "pause 60");
+    assert!(own.contains("\"paused_until\":") && !own.contains("error"), "{own}");
+    assert!(g.report().paused_until > 0);
+    let root = ask_as(0, 0, &sock, "pause 0");
+    assert!(root.contains("\"paused_until\":0"), "{root}");
+}
+
+/// `option control_socket 'off'` turns it off. An empty option cannot:
+/// UCI takes it as no option at all, which left the default socket on
+/// although the docs said empty turned it off.
+#[test]
+fn control_socket_off_turns_it_off() {
+    let g = Gateway::start(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption control_socket 'off'\n\
+         \tlist upstream '192.0.2.1'\n",
+    );
+    let (code, _, err) = cli(&["stats", "-c", g.config.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("control socket is off"), "{err}");
+    // No Unix socket with a path among the gateway's descriptors (the
+    // default one was bound before).
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", g.pid()))
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|l| l.to_str()?.strip_prefix("socket:[")?.strip_suffix(']').map(str::to_string))
+        .collect();
+    let unix = std::fs::read_to_string("/proc/net/unix").unwrap();
+    let bound: Vec<&str> = unix
+        .lines()
+        .filter(|l| l.split_whitespace().nth(6).is_some_and(|i| inodes.iter().any(|x| x == i)))
+        .filter(|l| l.split_whitespace().nth(7).is_some())
+        .collect();
+    assert!(bound.is_empty(), "{bound:?}");
+}

@@ -277,7 +277,8 @@ pub struct Config {
     pub time_synced_file: PathBuf,
     /// Query log settings.
     pub querylog: QueryLogConfig,
-    /// Unix socket the CLI asks for live figures; empty disables it.
+    /// Unix socket the CLI asks for live figures; empty (`option
+    /// control_socket 'off'`) disables it.
     pub control_socket: PathBuf,
     /// Where `GET /metrics` is served (Prometheus text); off when `None`.
     pub metrics_listen: Option<SocketAddr>,
@@ -886,7 +887,11 @@ impl SectionReader<'_> {
                 "tcp_max_per_client" => cfg.tcp_max_per_client = self.number(v, 1, 65_535)? as usize,
                 "forward_max" => cfg.forward_max = self.number(v, 1, 65_535)? as usize,
                 "workers" => cfg.workers = self.number(v, 0, 64)? as usize,
-                "control_socket" => cfg.control_socket = PathBuf::from(&v.value),
+                // `off`, since UCI cannot say '': an empty option is no option
+                // (libuci), which leaves the default socket on.
+                "control_socket" => {
+                    cfg.control_socket = if v.value == "off" { PathBuf::new() } else { PathBuf::from(&v.value) }
+                }
                 "metrics_listen" => {
                     cfg.metrics_listen = match v.value.as_str() {
                         "" => None,

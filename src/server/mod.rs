@@ -98,7 +98,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
         listeners.push(l);
     }
     // Before any thread or parser of ours runs: nothing after this needs root.
-    crate::privileges::settle(&cfg, user)?;
+    let acting_uid = crate::privileges::settle(&cfg, user)?;
     // Handlers go in before anyone can know our port, so an early SIGHUP cannot kill us.
     let mut signals = Signals::new([Signal::Hup, Signal::Term, Signal::Int, Signal::Usr1, Signal::Usr2])
         .map_err(|e| format!("cannot install signal handlers: {e}"))?;
@@ -263,7 +263,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
         Arc::new(Status { engine: engine.clone(), workers: counters, started, lists: lists.handle(), udp_inodes });
     let main = Rc::new(LocalExecutor::new());
     if let Some((listener, _)) = control.as_ref().and_then(|(l, p)| Some((l.try_clone().ok()?, p))) {
-        main.spawn(control::serve(listener, status.clone(), main.clone())).detach();
+        main.spawn(control::serve(listener, status.clone(), main.clone(), acting_uid)).detach();
     }
     if let Some(listener) = metrics {
         main.spawn(crate::metrics::http::serve(listener, status.clone(), main.clone())).detach();
