@@ -251,6 +251,12 @@ impl Alias {
         }
         let base = out.len();
         let target_at = self.target_at as usize;
+        let mut starts = LabelStarts::default();
+        let mut q = HEADER_LEN;
+        while let Some(&len) = inner.get(q).filter(|_| q < qname_end) {
+            starts.mark(q);
+            q += 1 + len as usize;
+        }
         let place = |p: usize| match p {
             p if (HEADER_LEN..qname_end).contains(&p) => Some(target_at + p - HEADER_LEN),
             p if (records..end).contains(&p) => Some(base + p - records),
@@ -259,18 +265,18 @@ impl Alias {
         let mut pos = records;
         for _ in 0..an + ns {
             let rr = wire::read_rr(inner, pos)?;
-            let after_owner = copy_name(inner, pos, out, &place)?;
+            let after_owner = copy_name(inner, pos, out, &mut starts, &place)?;
             out.extend_from_slice(inner.get(after_owner..rr.rdata_pos)?);
             let mut p = rr.rdata_pos;
             match rr.rtype {
-                rtype::CNAME | NS | PTR => p = copy_name(inner, p, out, &place)?,
+                rtype::CNAME | NS | PTR => p = copy_name(inner, p, out, &mut starts, &place)?,
                 MX => {
                     out.extend_from_slice(inner.get(p..p + 2)?);
-                    p = copy_name(inner, p + 2, out, &place)?;
+                    p = copy_name(inner, p + 2, out, &mut starts, &place)?;
                 }
                 rtype::SOA => {
-                    p = copy_name(inner, p, out, &place)?;
-                    p = copy_name(inner, p, out, &place)?;
+                    p = copy_name(inner, p, out, &mut starts, &place)?;
+                    p = copy_name(inner, p, out, &mut starts, &place)?;
                 }
                 _ => {}
             }
@@ -284,22 +290,63 @@ impl Alias {
 const NS: u16 = 2;
 const MX: u16 = 15;
 
+/// The offsets of an upstream answer where a label (or a name's final zero)
+/// of a name already copied as a name starts: the only places a moved
+/// pointer may lead. A pointer into anything else (a TTL, RDATA copied as
+/// bytes) read those bytes as labels, which could take in a pointer that
+/// the move rewrote, and so name something else after it (found by the
+/// `upstream_reply` fuzz target). Pointers reach 0x3FFF at most: one bit
+/// per offset, 2 KiB on the stack, no allocation.
+struct LabelStarts([u64; 256]);
+
+impl Default for LabelStarts {
+    fn default() -> LabelStarts {
+        LabelStarts([0; 256])
+    }
+}
+
+impl LabelStarts {
+    fn mark(&mut self, p: usize) {
+        if let Some(w) = self.0.get_mut(p / 64) {
+            *w |= 1 << (p % 64);
+        }
+    }
+
+    fn has(&self, p: usize) -> bool {
+        self.0.get(p / 64).is_some_and(|w| w & (1 << (p % 64)) != 0)
+    }
+}
+
 /// Copies the name at `pos` of `msg` into `out`, a pointer as a pointer to
 /// where `place` says its target now is; returns where the name ended.
-fn copy_name(msg: &[u8], mut pos: usize, out: &mut Vec<u8>, place: &impl Fn(usize) -> Option<usize>) -> Option<usize> {
+/// Marks its labels in `starts`, and follows only pointers to labels
+/// marked there before (so backwards, to bytes copied unchanged as labels).
+fn copy_name(
+    msg: &[u8],
+    mut pos: usize,
+    out: &mut Vec<u8>,
+    starts: &mut LabelStarts,
+    place: &impl Fn(usize) -> Option<usize>,
+) -> Option<usize> {
     for _ in 0..128 {
         let len = *msg.get(pos)?;
         match len & 0xC0 {
             0x00 if len == 0 => {
+                starts.mark(pos);
                 out.push(0);
                 return Some(pos + 1);
             }
             0x00 => {
+                starts.mark(pos);
                 out.extend_from_slice(msg.get(pos..pos + 1 + len as usize)?);
                 pos += 1 + len as usize;
             }
             0xC0 => {
-                let to = place(((len as usize & 0x3F) << 8) | *msg.get(pos + 1)? as usize)?;
+                let target = ((len as usize & 0x3F) << 8) | *msg.get(pos + 1)? as usize;
+                if !starts.has(target) {
+                    return None;
+                }
+                let to = place(target)?;
                 let to = u16::try_from(to).ok().filter(|&t| t < 0x4000)?;
                 out.extend_from_slice(&(0xC000 | to).to_be_bytes());
                 return Some(pos + 2);
@@ -482,6 +529,38 @@ mod tests {
         assert_eq!(rdata(&web), ["web.home>example.org", "example.org>www.example.org", "198.51.100.7"]);
         assert_eq!(web.answers[2].name.to_string(), "www.example.org");
         assert!(!web.has_flags(simple_dns::PacketFlag::AUTHORITATIVE_ANSWER), "part of it is not ours");
+    }
+
+    /// The `upstream_reply` fuzz target's find: an owner name pointing into
+    /// the previous record's TTL, read as a 44-byte label that took in the
+    /// pointer itself; moved, the pointer changed and so did the name the
+    /// client saw. Such an answer is refused whole (the chain and SERVFAIL).
+    #[test]
+    fn a_pointer_to_anything_but_a_copied_name_is_not_placed() {
+        let r = records("config record\n\toption name 'web.home'\n\toption cname 'www.example'\n");
+        let q = wire::build::query(7, "web.home", rtype::A, None).unwrap();
+        let parsed = parse_query(&q).unwrap();
+        let Local::Outside(alias) = r.answer(&parsed, &wire_name("web.home").unwrap(), &mut Vec::new()) else {
+            panic!("an alias")
+        };
+        let mut inner = vec![0x12, 0x34, 0x81, 0x80, 0, 1, 0, 2, 0, 0, 0, 0];
+        inner.extend_from_slice(b"\x03www\x07example\x00\x00\x01\x00\x01");
+        // Type 109 (unknown: RDATA copied as bytes), TTL 300, a name as RDATA.
+        inner.extend_from_slice(&[0xC0, 12, 0, 109, 0, 1, 0, 0, 1, 44, 0, 17]);
+        inner.extend_from_slice(b"\x03www\x07example\x00\x00\x01\x00\x01");
+        // Owned by the name at 38: the TTL's last byte, read as a label length.
+        inner.extend_from_slice(&[0xC0, 38, 0, 109, 0, 1, 0, 0, 1, 44, 0, 17]);
+        inner.extend_from_slice(b"\x07\xff\x01\xc0\x0c\x00\x6d\x00\x01\x00\x00\x01\x2c\x00\x11\x07\xff");
+        let mut out = Vec::new();
+        alias.splice(&inner, None, &mut out);
+        assert_eq!((header::rcode(&out), header::counts(&out)[1]), (rcode::SERVFAIL, 1), "{out:?}");
+        // Pointers to names copied before (the question, a CNAME's target) are placed.
+        let good = ask(
+            &records("config record\n\toption name 'web.home'\n\toption cname 'example.org'\n"),
+            "web.home",
+            rtype::A,
+        );
+        assert_eq!(header::rcode(&good.unwrap()), rcode::NOERROR);
     }
 
     #[test]
