@@ -181,6 +181,10 @@ pub fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    if !matches!(cmd.as_str(), "run" | "watchdog") {
+        // Output into a closed pipe (`| head -1`) ends the command quietly.
+        crate::sys::die_on_broken_pipe();
+    }
     if matches!(cmd.as_str(), "--version" | "-V" | "version") {
         println!("hydradns {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;

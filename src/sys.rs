@@ -66,6 +66,21 @@ pub fn run(path: &Path, args: &[&str]) -> std::io::Result<Option<i32>> {
     }
 }
 
+/// Lets SIGPIPE end the process, as it ends `cat` or `grep`: for the
+/// commands that print and exit. Rust ignores SIGPIPE, so a write to a
+/// closed pipe fails and `println!` panics: `hydradns log | head -1` ended
+/// in a panic and exit 134. The gateway (`run`) and the watchdog keep it
+/// ignored: a peer closing a socket must not end them.
+pub fn die_on_broken_pipe() {
+    // SAFETY: signal() with SIG_DFL installs no handler of ours; it is
+    // called before any thread starts, and only changes this process's
+    // disposition of one signal.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// The wall clock in Unix seconds (0 if it reads before 1970).
 pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())

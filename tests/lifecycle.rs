@@ -465,3 +465,24 @@ fn control_socket_off_turns_it_off() {
         .collect();
     assert!(bound.is_empty(), "{bound:?}");
 }
+
+/// `hydradns log | head -1` panicked once `head` had gone (exit 134): any
+/// command that prints ends as `cat` does on a closed pipe, by SIGPIPE,
+/// without a panic.
+#[test]
+fn printing_into_a_closed_pipe_ends_quietly() {
+    let dir = TempDir::new();
+    let conf = dir.file("hydradns.conf", "config hydradns 'main'\n\tlist listen '127.0.0.1:5353'\n");
+    let cmd = hydradns();
+    let bin: Vec<String> =
+        std::iter::once(cmd.get_program()).chain(cmd.get_args()).map(|a| a.to_string_lossy().into_owned()).collect();
+    let bin = bin.join(" ");
+    for args in ["help", &format!("check-config -c {}", conf.display())] {
+        // The reader is gone before the command writes.
+        let script = format!("(sleep 0.3; exec {bin} {args}) | true; echo \"status=${{PIPESTATUS[0]}}\"");
+        let out = std::process::Command::new("bash").arg("-c").arg(&script).output().unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!stderr.contains("panicked"), "{args}: {stderr}");
+        assert!(stdout.contains("status=141"), "{args}: killed by SIGPIPE (128 + 13): {stdout} {stderr}");
+    }
+}
