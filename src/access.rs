@@ -2,7 +2,7 @@
 //! everyone else, so a port exposed to the WAN by mistake is not an open
 //! resolver for the internet to abuse.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// The private ranges, carrier-grade NAT, loopback, link-local and
 /// unique-local IPv6 — what a home or office LAN uses: never the answer for
@@ -20,14 +20,36 @@ pub const PRIVATE: &[&str] = &[
     "fc00::/7",
 ];
 
-/// The LAN ranges plus "this network" (`0.0.0.0/8`, `::`): what an upstream
-/// answer for a public name must not contain (DNS rebinding protection).
+/// The LAN ranges plus "this network" (`0.0.0.0/8`, `::`), the limited
+/// broadcast address and IPv6 site-local (`fec0::/10`, deprecated by RFC
+/// 3879 but still routed inside some LANs): what an upstream answer for a
+/// public name must not contain (DNS rebinding protection; see [`rebinds`]).
 pub fn rebind_ranges() -> AccessList {
     let mut l = AccessList::private();
-    for c in ["0.0.0.0/8", "::/128"] {
+    for c in ["0.0.0.0/8", "255.255.255.255/32", "::/128", "fec0::/10"] {
         let _ = l.add(c);
     }
     l
+}
+
+/// Whether an answer holding `ip` rebinds: `ip` is in `ranges`, or it is an
+/// IPv6 address that reaches an IPv4 one in them: IPv4-compatible
+/// (`::a.b.c.d`, deprecated, still mapped by some stacks), NAT64's
+/// well-known prefix (`64:ff9b::/96`, RFC 6052: the router's NAT64 hands it
+/// to that IPv4 address) and 6to4 (`2002:AABB:CCDD::/48`, RFC 3056).
+/// (IPv4-mapped `::ffff:a.b.c.d` is IPv4 already to [`AccessList::allows`].)
+pub fn rebinds(ranges: &AccessList, ip: IpAddr) -> bool {
+    if ranges.allows(ip) {
+        return true;
+    }
+    let IpAddr::V6(a) = ip else { return false };
+    let v = u128::from(a);
+    let embedded = match v {
+        v if v >> 32 == 0 || v >> 32 == 0x0064_ff9b_0000_0000_0000_0000 => Some(v as u32),
+        v if v >> 112 == 0x2002 => Some((v >> 80) as u32),
+        _ => None,
+    };
+    embedded.is_some_and(|e| ranges.allows(IpAddr::V4(Ipv4Addr::from(e))))
 }
 
 /// What a client outside the allowed ranges gets.
@@ -204,6 +226,31 @@ mod tests {
         }
         for a in ["1.1.1.1", "192.0.2.1", "2001:db8::1", "::2", "::ffff:8.8.8.8"] {
             assert!(!r.allows(ip(a)), "{a}");
+        }
+    }
+
+    /// The forms the review found let through: the broadcast address,
+    /// site-local IPv6, and IPv6 addresses that carry a private IPv4 one.
+    #[test]
+    fn rebinding_covers_broadcast_site_local_and_embedded_ipv4() {
+        let r = rebind_ranges();
+        for a in [
+            "255.255.255.255",
+            "fec0::1",
+            "feff::1",
+            "::192.168.1.1",
+            "::10.0.0.1",
+            "64:ff9b::192.168.1.1",
+            "64:ff9b::7f00:1",
+            "2002:c0a8:101::1",
+            "2002:a00:1:1::5",
+            "192.168.1.1",
+            "::ffff:10.1.1.1",
+        ] {
+            assert!(rebinds(&r, ip(a)), "{a}");
+        }
+        for a in ["255.255.255.254", "ff02::1", "::8.8.8.8", "64:ff9b::8.8.8.8", "2002:808:808::1", "2001:db8::1"] {
+            assert!(!rebinds(&r, ip(a)), "{a}");
         }
     }
 

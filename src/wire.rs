@@ -72,6 +72,27 @@ pub mod rtype {
     pub const AAAA: u16 = 28;
     /// EDNS pseudo-record.
     pub const OPT: u16 = 41;
+    /// Service binding (RFC 9460).
+    pub const SVCB: u16 = 64;
+    /// Service binding for HTTPS (RFC 9460).
+    pub const HTTPS: u16 = 65;
+}
+
+/// Calls `f` with each address of the `ipv4hint` (key 4) and `ipv6hint`
+/// (key 6) parameters in SVCB or HTTPS RDATA `rdata` (RFC 9460 §7.3):
+/// priority, target name (never compressed, §2.2), then parameters as key,
+/// length, value. Stops at the first malformed part.
+pub fn svcb_hints(rdata: &[u8], mut f: impl FnMut(std::net::IpAddr)) {
+    let Some(mut p) = skip_name(rdata, 2) else { return };
+    while let (Some(key), Some(len)) = (u16_at(rdata, p), u16_at(rdata, p + 2)) {
+        let Some(value) = rdata.get(p + 4..p + 4 + len as usize) else { return };
+        match key {
+            4 => value.chunks_exact(4).for_each(|a| f(std::net::IpAddr::from([a[0], a[1], a[2], a[3]]))),
+            6 => value.chunks_exact(16).filter_map(|a| <[u8; 16]>::try_from(a).ok()).for_each(|a| f(a.into())),
+            _ => {}
+        }
+        p += 4 + len as usize;
+    }
 }
 
 /// The Internet class.

@@ -1271,9 +1271,14 @@ impl Engine {
             let addr = match rr.rtype {
                 wire::rtype::A => <[u8; 4]>::try_from(rdata).ok().map(IpAddr::from),
                 wire::rtype::AAAA => <[u8; 16]>::try_from(rdata).ok().map(IpAddr::from),
+                // A browser connects to the hints of an HTTPS record as to its addresses.
+                wire::rtype::HTTPS | wire::rtype::SVCB => {
+                    wire::svcb_hints(rdata, |a| private |= access::rebinds(&snap.rebind_ranges, a));
+                    None
+                }
                 _ => None,
             };
-            private |= addr.is_some_and(|a| snap.rebind_ranges.allows(a));
+            private |= addr.is_some_and(|a| access::rebinds(&snap.rebind_ranges, a));
             pos = rr.end;
         }
         if !private || snap.rebind_exempt(asked) {
@@ -1420,5 +1425,65 @@ fn splice(
 fn fit(out: &mut Vec<u8>, q: &Query, transport: Transport, stats: &Counters) {
     if transport == Transport::Udp && wire::build::fit(out, q, q.udp_limit()) {
         Counters::bump(&stats.truncated);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::config::Config;
+    use crate::policy::Policy;
+    use crate::wire::rtype;
+
+    fn engine() -> Engine {
+        let cfg = Config::parse("test", "config hydradns 'main'\n\tlist upstream '127.0.0.1:9'\n").unwrap();
+        let policy = Policy::load(&cfg.lists, cfg.block_mode, cfg.block_ttl);
+        Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), None)
+    }
+
+    /// The reply to `q` with one record of `rtype` and `rdata`, owned by the question's name.
+    fn reply(q: &Query, rtype: u16, rdata: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        wire::build::start(&mut out, q, rcode::NOERROR);
+        wire::build::record(&mut out, rtype, 300, rdata);
+        wire::build::finish(&mut out, None, [1, 0, 0], false);
+        out
+    }
+
+    /// Whether rebinding protection replaces the answer to `name` carrying
+    /// one record of `rtype` with `rdata`.
+    fn rebinds(name: &str, rtype: u16, rdata: &[u8]) -> bool {
+        let e = engine();
+        let snap = e.snapshot.load();
+        let m = wire::build::query(1, name, rtype, None).unwrap();
+        let q = wire::parse_query(&m).unwrap();
+        let mut asked = [0u8; MAX_NAME_LEN];
+        let n = wire::reversed_key(q.qname, &mut asked);
+        let r = reply(&q, rtype, rdata);
+        let v = e.vet_reply(&q, &asked[..n], &snap, &r, "127.0.0.1:53".parse().unwrap(), &Counters::default());
+        v.unwrap().blocked_by.is_some_and(|l| &*l == REBIND_LIST)
+    }
+
+    /// HTTPS and SVCB records' address hints are where a browser connects:
+    /// a private one rebinds as an A or AAAA record does. So do IPv6
+    /// addresses that carry a private IPv4 one.
+    #[test]
+    fn hints_and_embedded_ipv4_are_looked_at() {
+        let ip6 = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap().octets();
+        assert!(rebinds("evil.example", rtype::AAAA, &ip6("64:ff9b::c0a8:101")));
+        assert!(rebinds("evil.example", rtype::AAAA, &ip6("2002:c0a8:101::1")));
+        assert!(!rebinds("fine.example", rtype::AAAA, &ip6("2001:db8::1")));
+        // HTTPS 1 . alpn=h2 ipv4hint=… (RFC 9460 §7.3 wire format).
+        let https = |hint4: [u8; 4], hint6: [u8; 16]| {
+            let mut r = vec![0, 1, 0, 0, 1, 0, 3, 2, b'h', b'2', 0, 4, 0, 4];
+            r.extend_from_slice(&hint4);
+            r.extend_from_slice(&[0, 6, 0, 16]);
+            r.extend_from_slice(&hint6);
+            r
+        };
+        assert!(rebinds("evil.example", rtype::HTTPS, &https([192, 168, 1, 1], ip6("2001:db8::1"))));
+        assert!(rebinds("evil.example", rtype::SVCB, &https([8, 8, 8, 8], ip6("fd00::1"))));
+        assert!(!rebinds("fine.example", rtype::HTTPS, &https([8, 8, 8, 8], ip6("2001:db8::1"))));
     }
 }
