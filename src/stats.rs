@@ -103,7 +103,8 @@ counters! {
     tcp_refused,
     /// TCP connections refused because the client held `tcp_max_per_client` already.
     tcp_client_refused,
-    /// TCP connections closed for idling or for a message not completed in time.
+    /// TCP connections closed for idling or for a message not completed in
+    /// time, or, idle the longest, to make room for a new one with every place taken.
     tcp_timeouts,
 }
 

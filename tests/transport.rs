@@ -96,24 +96,39 @@ fn idle_tcp_connections_are_closed() {
     assert_eq!(gw.stats()["tcp_timeouts"], 2);
 }
 
+/// With every place taken by connections that hold it idle (one host with
+/// a few addresses filled the table), a new client gets the place of the
+/// one idle the longest (RFC 7766 §6.2.3); it was refused before. Only
+/// when every connection has a query outstanding is it refused.
 #[test]
 fn tcp_connection_cap() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
     let gw = Gateway::start(&config(&[&up], "\toption tcp_max_connections '2'\n"));
+    // Both accepted: each answers; `a` has been idle longer.
     let mut a = tcp_connect(gw.addr);
+    write_frame(&mut a, &build_query(1, "x.example", A, None)).unwrap();
+    assert!(read_frame(&mut a).is_some());
+    std::thread::sleep(Duration::from_millis(50));
     let mut b = tcp_connect(gw.addr);
-    // Both accepted: each answers.
-    for s in [&mut a, &mut b] {
-        write_frame(s, &build_query(1, "x.example", A, None)).unwrap();
-        assert!(read_frame(s).is_some());
-    }
+    write_frame(&mut b, &build_query(1, "x.example", A, None)).unwrap();
+    assert!(read_frame(&mut b).is_some());
     let mut c = tcp_connect(gw.addr);
-    let _ = write_frame(&mut c, &build_query(2, "x.example", A, None));
-    assert!(read_frame(&mut c).is_none(), "third connection closed at once");
-    drop(a);
+    write_frame(&mut c, &build_query(2, "x.example", A, None)).unwrap();
+    assert!(read_frame(&mut c).is_some(), "the third connection takes the place of the idlest");
+    assert!(read_frame(&mut a).is_none(), "the one idle the longest is closed");
+    assert!(answers(&mut b), "the other stays");
+    assert_eq!(gw.stats()["tcp_refused"], 0);
+    // Every connection with a query outstanding: nothing to evict.
+    up.behaviour.delay_ms.store(1500, SeqCst);
+    write_frame(&mut b, &build_query(3, "slow-b.example", A, None)).unwrap();
+    write_frame(&mut c, &build_query(4, "slow-c.example", A, None)).unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(tcp(gw.addr, "x.example", A).rcode, RCODE::NoError, "a freed place is reusable");
+    let mut d = tcp_connect(gw.addr);
+    let _ = write_frame(&mut d, &build_query(5, "x.example", A, None));
+    assert!(read_frame(&mut d).is_none(), "refused while no connection is idle");
     assert!(gw.stats()["tcp_refused"] >= 1);
+    assert!(read_frame(&mut b).is_some() && read_frame(&mut c).is_some(), "the busy ones are answered");
+    up.behaviour.delay_ms.store(0, SeqCst);
     // UDP is unaffected by a full TCP side.
     assert_eq!(udp(gw.addr, "y.example", A).rcode, RCODE::NoError);
 }

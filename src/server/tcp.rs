@@ -5,14 +5,17 @@
 //! connection) and are written as they complete, so a slow name does not hold
 //! up the ones behind it. Each frame is written whole under a per-connection
 //! lock. A connection that sends nothing for the idle timeout, or takes that
-//! long to finish a message, is closed; connections over the cap (overall,
-//! or the client's own), or from a client outside `allow_client`, are
-//! closed on accept.
+//! long to finish a message, is closed; connections over the client's own
+//! cap, or from a client outside `allow_client`, are closed on accept. When
+//! the overall cap is reached, the connection idle the longest (nothing
+//! outstanding, waiting for a query) is closed to make room, as RFC 7766
+//! §6.2.3 suggests; only when none is idle is the new one refused.
 
 use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use smol::channel::bounded;
@@ -33,6 +36,22 @@ pub const MAX_PIPELINE: usize = 32;
 /// grow the table. 2 KiB.
 const CLIENT_SLOTS: usize = 1024;
 
+/// Connections the eviction table follows: the default cap (128) and far
+/// past it; connections beyond a larger cap are not evictable. 24 bytes each.
+const MAX_TRACKED: usize = 4096;
+
+/// One open connection, as eviction sees it.
+#[derive(Debug, Default)]
+struct Tracked {
+    /// A duplicate of its socket: shutting it down from the accepting
+    /// thread wakes the connection's reader on its own thread, which ends
+    /// it. `None`: a free slot, or one already evicted.
+    sock: std::sync::Mutex<Option<OwnedFd>>,
+    /// When it began waiting for a query with none outstanding, in ms since
+    /// [`Limits::epoch`] plus one; 0 while it has work.
+    idle_since: AtomicU64,
+}
+
 /// Limits shared by all TCP listeners.
 #[derive(Debug)]
 pub struct Limits {
@@ -47,6 +66,10 @@ pub struct Limits {
     seed: u64,
     /// Idle and per-message read timeout.
     pub idle: Duration,
+    /// Open connections, for evicting the one idle the longest when full.
+    tracked: Box<[Tracked]>,
+    /// The clock `Tracked::idle_since` counts from.
+    epoch: Instant,
 }
 
 /// Why a connection was closed on accept.
@@ -67,24 +90,73 @@ impl Limits {
             clients: (0..CLIENT_SLOTS).map(|_| AtomicU16::new(0)).collect(),
             seed: random_seed(),
             idle,
+            tracked: (0..max.min(MAX_TRACKED)).map(|_| Tracked::default()).collect(),
+            epoch: Instant::now(),
         }
     }
 
-    /// Takes a place for a connection from `client`, held until the [`Open`] drops.
-    pub fn admit(self: &Arc<Limits>, client: IpAddr) -> Result<Open, Refused> {
-        if self.open.fetch_add(1, Relaxed) >= self.max {
-            self.open.fetch_sub(1, Relaxed);
-            return Err(Refused::Full);
-        }
+    /// Takes a place for connection `stream` from `client`, held until the
+    /// [`Open`] drops. With every place taken, the connection idle the
+    /// longest is closed for it (`Ok(_, true)`); a place over the cap is
+    /// held until that one's task ends, a moment later.
+    pub fn admit(self: &Arc<Limits>, client: IpAddr, stream: &TcpStream) -> Result<(Open, bool), Refused> {
         let slot = client_hash(self.seed, client).map(|h| (h % CLIENT_SLOTS as u64) as usize);
         if let Some(i) = slot
             && self.clients[i].fetch_add(1, Relaxed) >= self.per_client
         {
             self.clients[i].fetch_sub(1, Relaxed);
-            self.open.fetch_sub(1, Relaxed);
             return Err(Refused::ClientFull);
         }
-        Ok(Open { limits: self.clone(), slot })
+        let mut evicted = false;
+        if self.open.fetch_add(1, Relaxed) >= self.max {
+            evicted = self.evict_oldest_idle();
+            if !evicted {
+                self.open.fetch_sub(1, Relaxed);
+                if let Some(i) = slot {
+                    self.clients[i].fetch_sub(1, Relaxed);
+                }
+                return Err(Refused::Full);
+            }
+        }
+        let tracked = stream.try_clone().ok().and_then(|dup| self.track(OwnedFd::from(dup)));
+        Ok((Open { limits: self.clone(), slot, tracked }, evicted))
+    }
+
+    /// Puts a connection's socket in a free slot of the table; which one.
+    fn track(&self, sock: OwnedFd) -> Option<usize> {
+        let mut sock = Some(sock);
+        for (i, t) in self.tracked.iter().enumerate() {
+            if let Ok(mut s) = t.sock.try_lock()
+                && s.is_none()
+            {
+                t.idle_since.store(0, Relaxed);
+                *s = sock.take();
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Shuts down the tracked connection idle the longest; false if none is idle.
+    fn evict_oldest_idle(&self) -> bool {
+        let oldest = self
+            .tracked
+            .iter()
+            .map(|t| t.idle_since.load(Relaxed))
+            .enumerate()
+            .filter(|&(_, since)| since != 0)
+            .min_by_key(|&(_, since)| since);
+        let Some((i, since)) = oldest else { return false };
+        let t = &self.tracked[i];
+        let Ok(mut sock) = t.sock.lock() else { return false };
+        // Still the same idle stretch: it did not take a query meanwhile.
+        if t.idle_since.load(Relaxed) != since {
+            return false;
+        }
+        let Some(fd) = sock.take() else { return false };
+        t.idle_since.store(0, Relaxed);
+        let _ = rustix::net::shutdown(&fd, rustix::net::Shutdown::Both);
+        true
     }
 }
 
@@ -93,10 +165,35 @@ impl Limits {
 pub struct Open {
     limits: Arc<Limits>,
     slot: Option<usize>,
+    /// Its slot in [`Limits::tracked`], if it has one.
+    tracked: Option<usize>,
+}
+
+impl Open {
+    /// The connection waits for a query with nothing outstanding: evictable.
+    fn idle(&self) {
+        if let Some(t) = self.tracked.and_then(|i| self.limits.tracked.get(i)) {
+            let ms = self.limits.epoch.elapsed().as_millis() as u64 + 1;
+            t.idle_since.store(ms, Relaxed);
+        }
+    }
+
+    /// The connection has work (a query read, answers outstanding).
+    fn busy(&self) {
+        if let Some(t) = self.tracked.and_then(|i| self.limits.tracked.get(i)) {
+            t.idle_since.store(0, Relaxed);
+        }
+    }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
+        if let Some(t) = self.tracked.and_then(|i| self.limits.tracked.get(i)) {
+            t.idle_since.store(0, Relaxed);
+            if let Ok(mut s) = t.sock.lock() {
+                *s = None;
+            }
+        }
         if let Some(i) = self.slot {
             self.limits.clients[i].fetch_sub(1, Relaxed);
         }
@@ -134,8 +231,14 @@ pub async fn accept_loop(
             Counters::bump(&stats.denied);
             continue;
         }
-        let open = match limits.admit(peer.ip()) {
-            Ok(open) => open,
+        let open = match limits.admit(peer.ip(), stream.get_ref()) {
+            Ok((open, evicted)) => {
+                if evicted {
+                    // Closed early for idling: counted as the idle timeout would have.
+                    Counters::bump(&stats.tcp_timeouts);
+                }
+                open
+            }
             Err(Refused::Full) => {
                 Counters::bump(&stats.tcp_refused);
                 continue;
@@ -148,9 +251,7 @@ pub async fn accept_loop(
         Counters::bump(&stats.tcp_connections);
         let (engine, stats, ex2) = (engine.clone(), stats.clone(), ex.clone());
         ex.spawn(async move {
-            let idle = open.limits.idle;
-            let _open = open;
-            serve_conn(stream, peer.ip(), engine, stats, ex2, idle).await;
+            serve_conn(stream, peer.ip(), engine, stats, ex2, Rc::new(open)).await;
         })
         .detach();
     }
@@ -212,8 +313,14 @@ async fn serve_conn(
     engine: Arc<Engine>,
     stats: Arc<Counters>,
     ex: Rc<LocalExecutor<'static>>,
-    idle: Duration,
+    open: Rc<Open>,
 ) {
+    let idle = open.limits.idle;
+    // Misses not yet answered, and whether the reader waits for a query:
+    // the connection is idle (evictable) when both say so, whichever of
+    // the reader and the last miss's task sees it first.
+    let outstanding = Rc::new(std::cell::Cell::new(0usize));
+    let reading = Rc::new(std::cell::Cell::new(false));
     let stream = Rc::new(stream);
     let lock = Rc::new(Mutex::new(()));
     // Each finished miss task sends one token, so the reader knows how many are pending.
@@ -222,7 +329,14 @@ async fn serve_conn(
     let mut msg = Vec::with_capacity(512);
     let mut out = Vec::with_capacity(512);
     loop {
-        match read_frame(&stream, idle, &mut msg).await {
+        if outstanding.get() == 0 {
+            open.idle();
+        }
+        reading.set(true);
+        let read = read_frame(&stream, idle, &mut msg).await;
+        reading.set(false);
+        open.busy();
+        match read {
             Ok(()) => {}
             Err(ReadEnd::Closed) => break,
             Err(ReadEnd::TimedOut) => {
@@ -256,8 +370,10 @@ async fn serve_conn(
             pending -= 1;
         }
         pending += 1;
+        outstanding.set(outstanding.get() + 1);
         let (stream, lock, engine, stats, done) =
             (stream.clone(), lock.clone(), engine.clone(), stats.clone(), done_tx.clone());
+        let (open, outstanding, reading) = (open.clone(), outstanding.clone(), reading.clone());
         ex.spawn(async move {
             let mut out = Vec::new();
             let early = |stale: Vec<u8>| -> smol::future::BoxedLocal<()> {
@@ -266,6 +382,10 @@ async fn serve_conn(
             };
             if engine.resolve(miss, &mut out, &stats, &early).await {
                 send_or_hang_up(&stream, &lock, &out, idle).await;
+            }
+            outstanding.set(outstanding.get().saturating_sub(1));
+            if outstanding.get() == 0 && reading.get() {
+                open.idle();
             }
             let _ = done.try_send(());
         })
