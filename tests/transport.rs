@@ -103,7 +103,8 @@ fn idle_tcp_connections_are_closed() {
 #[test]
 fn tcp_connection_cap() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
-    let gw = Gateway::start(&config(&[&up], "\toption tcp_max_connections '2'\n"));
+    // Slow answers (below) must stay outstanding, not time out.
+    let gw = Gateway::start(&config(&[&up], "\toption tcp_max_connections '2'\n\toption upstream_timeout '5s'\n"));
     // Both accepted: each answers; `a` has been idle longer.
     let mut a = tcp_connect(gw.addr);
     write_frame(&mut a, &build_query(1, "x.example", A, None)).unwrap();
@@ -119,10 +120,11 @@ fn tcp_connection_cap() {
     assert!(answers(&mut b), "the other stays");
     assert_eq!(gw.stats()["tcp_refused"], 0);
     // Every connection with a query outstanding: nothing to evict.
-    up.behaviour.delay_ms.store(1500, SeqCst);
+    up.behaviour.delay_ms.store(3000, SeqCst);
     write_frame(&mut b, &build_query(3, "slow-b.example", A, None)).unwrap();
     write_frame(&mut c, &build_query(4, "slow-c.example", A, None)).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // Time for the gateway to read both (emulated ARM runs are slow).
+    std::thread::sleep(Duration::from_millis(500));
     let mut d = tcp_connect(gw.addr);
     let _ = write_frame(&mut d, &build_query(5, "x.example", A, None));
     assert!(read_frame(&mut d).is_none(), "refused while no connection is idle");
@@ -208,7 +210,7 @@ fn after_a_burst_with_misses_in_flight_the_server_sleeps_and_still_answers() {
     // over it must sleep again, though the misses are still upstream, and
     // still see a new query at once.
     let up = Upstream::start("192.0.2.1".parse().unwrap());
-    up.behaviour.delay_ms.store(2500, SeqCst);
+    up.behaviour.delay_ms.store(3000, SeqCst);
     let gw = Gateway::start(&format!(
         "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\tlist upstream '{}'\n\toption upstream_timeout '5s'\n\
          config blocklist\n\tlist domain 'blocked.example'\n",
