@@ -50,6 +50,10 @@ struct Tracked {
     /// When it began waiting for a query with none outstanding, in ms since
     /// [`Limits::epoch`] plus one; 0 while it has work.
     idle_since: AtomicU64,
+    /// Which connection holds the slot (its [`Open::tracked`] number; 0:
+    /// none). An evicted connection's task lives on a moment and its slot
+    /// may meanwhile hold the newcomer's socket: it must not touch that.
+    owner: AtomicU64,
 }
 
 /// Limits shared by all TCP listeners.
@@ -70,6 +74,8 @@ pub struct Limits {
     tracked: Box<[Tracked]>,
     /// The clock `Tracked::idle_since` counts from.
     epoch: Instant,
+    /// The last number given to a tracked connection.
+    owners: AtomicU64,
 }
 
 /// Why a connection was closed on accept.
@@ -92,6 +98,7 @@ impl Limits {
             idle,
             tracked: (0..max.min(MAX_TRACKED)).map(|_| Tracked::default()).collect(),
             epoch: Instant::now(),
+            owners: AtomicU64::new(0),
         }
     }
 
@@ -122,16 +129,19 @@ impl Limits {
         Ok((Open { limits: self.clone(), slot, tracked }, evicted))
     }
 
-    /// Puts a connection's socket in a free slot of the table; which one.
-    fn track(&self, sock: OwnedFd) -> Option<usize> {
+    /// Puts a connection's socket in a free slot of the table: which one,
+    /// and the connection's number there.
+    fn track(&self, sock: OwnedFd) -> Option<(usize, u64)> {
         let mut sock = Some(sock);
         for (i, t) in self.tracked.iter().enumerate() {
             if let Ok(mut s) = t.sock.try_lock()
                 && s.is_none()
             {
+                let owner = self.owners.fetch_add(1, Relaxed) + 1;
                 t.idle_since.store(0, Relaxed);
+                t.owner.store(owner, Relaxed);
                 *s = sock.take();
-                return Some(i);
+                return Some((i, owner));
             }
         }
         None
@@ -155,6 +165,7 @@ impl Limits {
         }
         let Some(fd) = sock.take() else { return false };
         t.idle_since.store(0, Relaxed);
+        t.owner.store(0, Relaxed);
         let _ = rustix::net::shutdown(&fd, rustix::net::Shutdown::Both);
         true
     }
@@ -165,14 +176,20 @@ impl Limits {
 pub struct Open {
     limits: Arc<Limits>,
     slot: Option<usize>,
-    /// Its slot in [`Limits::tracked`], if it has one.
-    tracked: Option<usize>,
+    /// Its slot in [`Limits::tracked`] and its number there, if it has one.
+    tracked: Option<(usize, u64)>,
 }
 
 impl Open {
+    /// Its slot, while it still holds it (not evicted).
+    fn slot(&self) -> Option<&Tracked> {
+        let (i, owner) = self.tracked?;
+        self.limits.tracked.get(i).filter(|t| t.owner.load(Relaxed) == owner)
+    }
+
     /// The connection waits for a query with nothing outstanding: evictable.
     fn idle(&self) {
-        if let Some(t) = self.tracked.and_then(|i| self.limits.tracked.get(i)) {
+        if let Some(t) = self.slot() {
             let ms = self.limits.epoch.elapsed().as_millis() as u64 + 1;
             t.idle_since.store(ms, Relaxed);
         }
@@ -180,7 +197,7 @@ impl Open {
 
     /// The connection has work (a query read, answers outstanding).
     fn busy(&self) {
-        if let Some(t) = self.tracked.and_then(|i| self.limits.tracked.get(i)) {
+        if let Some(t) = self.slot() {
             t.idle_since.store(0, Relaxed);
         }
     }
@@ -188,11 +205,14 @@ impl Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        if let Some(t) = self.tracked.and_then(|i| self.limits.tracked.get(i)) {
+        if let Some((i, owner)) = self.tracked
+            && let Some(t) = self.limits.tracked.get(i)
+            && let Ok(mut s) = t.sock.lock()
+            && t.owner.load(Relaxed) == owner
+        {
             t.idle_since.store(0, Relaxed);
-            if let Ok(mut s) = t.sock.lock() {
-                *s = None;
-            }
+            t.owner.store(0, Relaxed);
+            *s = None;
         }
         if let Some(i) = self.slot {
             self.limits.clients[i].fetch_sub(1, Relaxed);
@@ -394,5 +414,43 @@ async fn serve_conn(
     // Answer what was already asked before closing (RFC 7766 §6.2.4).
     while pending > 0 && done_rx.recv().await.is_ok() {
         pending -= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A connected pair on loopback: (the server's end, the client's).
+    fn pair(listener: &TcpListener) -> (TcpStream, TcpStream) {
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        (listener.accept().unwrap().0, client)
+    }
+
+    /// The evicted connection's task ends after the newcomer took its slot:
+    /// it must leave the newcomer's tracking alone, or the newcomer could
+    /// never be evicted (nor marked idle by the old one's late miss task).
+    #[test]
+    fn an_evicted_connection_leaves_its_successors_slot_alone() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let limits = Arc::new(Limits::new(1, 16, Duration::from_secs(10)));
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let (a, a_client) = pair(&listener);
+        let (a_open, evicted) = limits.admit(ip, &a).unwrap();
+        assert!(!evicted);
+        a_open.idle();
+        let (c, _c_client) = pair(&listener);
+        let (c_open, evicted) = limits.admit(ip, &c).unwrap();
+        assert!(evicted, "a, idle, made room");
+        let mut byte = [0u8; 1];
+        assert_eq!(std::io::Read::read(&mut &a_client, &mut byte).unwrap(), 0, "a was shut down");
+        a_open.idle(); // a late miss task of a's
+        drop(a_open);
+        let (d, _d_client) = pair(&listener);
+        assert_eq!(limits.admit(ip, &d).err(), Some(Refused::Full), "c has not been idle yet");
+        c_open.idle();
+        let (e, _e_client) = pair(&listener);
+        assert!(limits.admit(ip, &e).unwrap().1, "c, still tracked, made room");
     }
 }
