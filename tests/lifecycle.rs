@@ -368,6 +368,10 @@ fn only_regular_files_of_bounded_size_are_read_from_the_config() {
     for path in [fifo.to_str().unwrap(), "/dev/zero"] {
         assert!(err.contains(&format!("list file {path}: not a regular file (warning)")), "{err}");
     }
+    for option in ["resolv_file", "leases_file", "ethers_file"] {
+        assert!(err.contains(&format!("option '{option}': '")), "{option}: {err}");
+    }
+    assert!(err.contains("is not a regular file; it will not be read (warning)"), "{err}");
     // The config itself.
     for path in [fifo.to_str().unwrap(), "/dev/zero"] {
         let mut check = hydradns();

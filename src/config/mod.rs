@@ -908,7 +908,10 @@ impl SectionReader<'_> {
                 "refresh_interval" => cfg.refresh_interval = self.duration(v, 0, 30 * 86_400_000)?,
                 "max_list_size" => cfg.max_list_size = self.size(v, 1 << 10, 1 << 32)?,
                 "download_timeout" => cfg.download_timeout = self.duration(v, 1000, 3_600_000)?,
-                "ca_file" => cfg.ca_file = PathBuf::from(&v.value),
+                "ca_file" => {
+                    cfg.ca_file = PathBuf::from(&v.value);
+                    self.warn_unless_regular(v);
+                }
                 "cname_inspection" => cfg.cname_inspection = self.boolean(v)?,
                 "allow_client" => {
                     if !replaced.allow_client {
@@ -918,9 +921,9 @@ impl SectionReader<'_> {
                     }
                     cfg.allow_client.add(&v.value).ok_or_else(|| self.bad(v, "an address or CIDR range"))?;
                 }
-                "leases_file" => cfg.leases_file = self.path(v)?,
+                "leases_file" => cfg.leases_file = self.file_path(v)?,
                 "time_synced_file" => cfg.time_synced_file = self.path(v)?,
-                "ethers_file" => cfg.ethers_file = self.path(v)?,
+                "ethers_file" => cfg.ethers_file = self.file_path(v)?,
                 "trusted_proxy" => {
                     if !replaced.trusted_proxy {
                         cfg.trusted_proxy = crate::access::AccessList::empty();
@@ -957,7 +960,7 @@ impl SectionReader<'_> {
                     cfg.deny_action =
                         crate::access::DenyAction::from_name(&v.value).ok_or_else(|| self.bad(v, "refuse or drop"))?
                 }
-                "resolv_file" => cfg.resolv_file = self.path(v)?,
+                "resolv_file" => cfg.resolv_file = self.file_path(v)?,
                 "dnsmasq_mode" => {
                     cfg.dnsmasq_mode = match v.value.as_str() {
                         "off" | "" => DnsmasqMode::Off,
@@ -1064,6 +1067,23 @@ impl SectionReader<'_> {
 
     fn path(&self, v: &uci::Value) -> Result<PathBuf, ConfigError> {
         if v.value.starts_with('/') { Ok(PathBuf::from(&v.value)) } else { Err(self.bad(v, "an absolute path")) }
+    }
+
+    /// [`Self::path`] of a file the gateway reads, with a warning when it
+    /// exists and is not a regular file (it will not be read: see
+    /// [`crate::sys::open_regular`]). A missing one is no warning: leases
+    /// and resolv.conf.auto appear after boot.
+    fn file_path(&mut self, v: &uci::Value) -> Result<PathBuf, ConfigError> {
+        let p = self.path(v)?;
+        self.warn_unless_regular(v);
+        Ok(p)
+    }
+
+    fn warn_unless_regular(&mut self, v: &uci::Value) {
+        // stat only: a FIFO or a device is judged without opening it.
+        if !v.value.is_empty() && std::fs::metadata(&v.value).is_ok_and(|m| !m.is_file()) {
+            self.warn(v.line, &format!("option '{}': '{}' is not a regular file; it will not be read", v.key, v.value));
+        }
     }
 
     fn size(&self, v: &uci::Value, min: u64, max: u64) -> Result<u64, ConfigError> {
