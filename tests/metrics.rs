@@ -238,3 +238,38 @@ fn counters_never_go_back_across_a_reload_and_label_sets_stay_bounded() {
     assert!(after.len() < 200, "{} series", after.len());
     assert_eq!(after["hydradns_queries_total{proto=\"udp\"}"], 600.0);
 }
+
+/// Four idle sockets held every place of the metrics listener, and opened
+/// again every five seconds they kept the scraper out for good: the oldest
+/// one still sending its request is closed for a newcomer. And only
+/// `allow_client` is served, as on the DNS ports.
+#[test]
+fn idle_sockets_cannot_keep_the_scraper_out_and_allow_client_applies() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let gw = gateway(&up, addr, "");
+    let idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let (head, body) = http(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body.contains("hydradns_"), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    let mut oldest = &idle[0];
+    oldest.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(oldest.read(&mut [0u8; 64]).unwrap_or(0), 0, "the oldest idle one was closed");
+    drop(gw);
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let gw = Gateway::start(&format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\tlist upstream '{}'\n\
+         \tlist allow_client '127.0.0.2'\n\toption metrics_listen '{addr}'\n",
+        up.addr
+    ));
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n");
+    let mut reply = String::new();
+    let _ = s.read_to_string(&mut reply);
+    assert!(reply.is_empty(), "served outside allow_client: {reply}");
+    assert!(gw.stats()["denied"] >= 1);
+}
