@@ -352,3 +352,31 @@ fn a_fallback_is_asked_only_when_every_upstream_failed() {
     up2.behaviour.rcode.store(2, SeqCst);
     assert_eq!(udp(gw.addr, "e.example", A).rcode, RCODE::ServerFailure);
 }
+
+/// A silent upstream and one that refuses us were never logged: the user
+/// saw SERVFAIL and nothing in the log. Going down (three tries in a row
+/// without an answer) and coming back are logged once each; a refusal at
+/// most once a minute.
+#[test]
+fn a_silent_or_refusing_upstream_is_logged() {
+    let up = Upstream::start("192.0.2.7".parse().unwrap());
+    up.behaviour.silent.store(true, SeqCst);
+    let gw = Gateway::start(&config(&[&up], ""));
+    for i in 0..3 {
+        assert_eq!(udp(gw.addr, &format!("silent-{i}.example"), A).rcode, RCODE::ServerFailure);
+    }
+    let down = format!("upstream {}: no answer to 3 tries in a row (timed out)", up.addr);
+    assert!(gw.wait_log(&down, Duration::from_secs(2)), "{}", gw.log());
+    up.behaviour.silent.store(false, SeqCst);
+    // Every server down: the resolution tries them anyway, and the answer brings it back.
+    assert_eq!(udp(gw.addr, "back.example", A).ips(), ["192.0.2.7"]);
+    assert!(gw.wait_log(&format!("upstream {}: answers again", up.addr), Duration::from_secs(2)), "{}", gw.log());
+    up.behaviour.rcode.store(5, SeqCst); // REFUSED
+    for i in 0..3 {
+        let _ = udp(gw.addr, &format!("refused-{i}.example"), A);
+    }
+    let refused = format!("upstream {}: answered REFUSED", up.addr);
+    assert!(gw.wait_log(&refused, Duration::from_secs(2)), "{}", gw.log());
+    assert_eq!(gw.log().matches(&refused).count(), 1, "once a minute at most");
+    assert_eq!(gw.log().matches(&down).count(), 1, "once per outage");
+}

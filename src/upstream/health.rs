@@ -31,7 +31,12 @@ pub struct Health {
     fails: AtomicU32,
     /// While down: when the next probe may go ([`now_ms`]).
     probe_at: AtomicU64,
+    /// When a refusal of it was last logged ([`now_ms`] + 1; 0: never).
+    refusal_logged: AtomicU64,
 }
+
+/// A server's refusals (REFUSED, NOTIMP) are logged at most this often.
+pub const LOG_REFUSALS_EVERY: Duration = Duration::from_secs(60);
 
 impl Health {
     /// Down: skipped until its probe is due.
@@ -51,18 +56,33 @@ impl Health {
         now >= at && self.probe_at.compare_exchange(at, now + PROBE_EVERY.as_millis() as u64, Relaxed, Relaxed).is_ok()
     }
 
-    /// A try got an answer (any RCODE: the server is there).
-    pub fn answered(&self) {
-        if self.fails.load(Relaxed) != 0 {
+    /// A try got an answer (any RCODE: the server is there). True when
+    /// that brings a down server back (for the log).
+    pub fn answered(&self) -> bool {
+        let fails = self.fails.load(Relaxed);
+        if fails != 0 {
             self.fails.store(0, Relaxed);
         }
+        fails >= FAILS_TO_DOWN
     }
 
-    /// A try got nothing; the third in a row makes the server down.
-    pub fn failed(&self) {
+    /// A try got nothing; the third in a row makes the server down. True
+    /// for that third one (for the log: once per outage, not per try).
+    pub fn failed(&self) -> bool {
         if self.fails.fetch_add(1, Relaxed) + 1 == FAILS_TO_DOWN {
             self.probe_at.store(now_ms() + PROBE_EVERY.as_millis() as u64, Relaxed);
+            return true;
         }
+        false
+    }
+
+    /// The server answered with a refusal: whether to log it now (at most
+    /// once per [`LOG_REFUSALS_EVERY`]).
+    pub fn log_refusal(&self) -> bool {
+        let now = now_ms() + 1;
+        let last = self.refusal_logged.load(Relaxed);
+        (last == 0 || now >= last + LOG_REFUSALS_EVERY.as_millis() as u64)
+            && self.refusal_logged.compare_exchange(last, now, Relaxed, Relaxed).is_ok()
     }
 }
 
@@ -74,20 +94,19 @@ mod tests {
     fn down_after_three_failures_in_a_row_and_up_after_an_answer() {
         let h = Health::default();
         for _ in 0..2 {
-            h.failed();
+            assert!(!h.failed(), "not down yet");
             assert!(!h.is_down() && h.try_now());
         }
-        h.answered();
-        for _ in 0..3 {
-            h.failed();
-        }
+        assert!(!h.answered(), "it was not down");
+        assert_eq!([h.failed(), h.failed(), h.failed(), h.failed()], [false, false, true, false], "down once");
         assert!(h.is_down());
         assert!(!h.try_now(), "no probe before its time");
         // Its probe is due: one query gets it, the next does not.
         h.probe_at.store(0, Relaxed);
         assert!(h.try_now());
         assert!(!h.try_now());
-        h.answered();
+        assert!(h.answered(), "back");
         assert!(!h.is_down() && h.try_now());
+        assert!(h.log_refusal() && !h.log_refusal(), "a refusal logged once a minute");
     }
 }

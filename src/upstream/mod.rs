@@ -418,7 +418,9 @@ impl Failover {
         match outcome {
             Ok(r) => {
                 server.answers.fetch_add(1, Relaxed);
-                server.health.answered();
+                if server.health.answered() {
+                    log::info!("upstream {}: answers again", server.spec);
+                }
                 let took = started.elapsed().as_micros() as u64;
                 server.latency_us.fetch_add(took, Relaxed);
                 let rtt = server.rtt_us.load(Relaxed);
@@ -426,6 +428,15 @@ impl Failover {
                 server.rtt_us.store(if rtt == 0 { took } else { rtt - rtt / 8 + took / 8 }, Relaxed);
                 let rc = header::rcode(&r);
                 if rc == rcode::SERVFAIL || rc == rcode::REFUSED || rc == rcode::NOTIMP {
+                    // A SERVFAIL is often the name's own fault (a broken
+                    // zone); REFUSED and NOTIMP say the server will not serve us.
+                    if rc != rcode::SERVFAIL && server.health.log_refusal() {
+                        let what = if rc == rcode::REFUSED { "REFUSED" } else { "NOTIMP" };
+                        log::warn!(
+                            "upstream {}: answered {what}; the next server is asked (logged at most once a minute)",
+                            server.spec
+                        );
+                    }
                     self.fallback = Some((r, server.peer()));
                     return None;
                 }
@@ -439,7 +450,15 @@ impl Failover {
             Err(TryError::Timeout) => server.timeouts.fetch_add(1, Relaxed),
             Err(TryError::Io) => server.errors.fetch_add(1, Relaxed),
         };
-        server.health.failed();
+        if server.health.failed() {
+            log::warn!(
+                "upstream {}: no answer to {} tries in a row ({}); skipped, tried again every {} s",
+                server.spec,
+                health::FAILS_TO_DOWN,
+                if matches!(outcome, Err(TryError::Timeout)) { "timed out" } else { "errors" },
+                health::PROBE_EVERY.as_secs()
+            );
+        }
         let rtt = server.rtt_us.load(Relaxed);
         server.rtt_us.store(rtt.saturating_mul(2).max(started.elapsed().as_micros() as u32), Relaxed);
         if idx == self.first && n > 1 {
