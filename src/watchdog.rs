@@ -285,27 +285,27 @@ fn local_address(text: &str) -> Option<SocketAddr> {
 
 /// Asks the daemon a query it answers without the network (EDNS version 1:
 /// BADVERS); Ok on any answer of ours. One try: the next check, 2 s
-/// later, is the retry.
+/// later, is the retry. Not a connected socket: a wildcard listener asked
+/// on 127.0.0.2 answers from the route's source, 127.0.0.1, which a
+/// connected socket would drop; the answer is known by its port and ID.
 #[inline(never)]
 fn probe(addr: SocketAddr, id: u16) -> io::Result<()> {
     let local: SocketAddr =
         if addr.is_ipv4() { (Ipv4Addr::LOCALHOST, 0).into() } else { (Ipv6Addr::LOCALHOST, 0).into() };
     let sock = UdpSocket::bind(local)?;
-    sock.connect(addr)?;
     sock.set_read_timeout(Some(PROBE_WAIT))?;
     let mut q = crate::wire::build::query(id, "watchdog.hydradns.invalid", crate::wire::rtype::A, Some((1232, false)))
         .ok_or_else(|| io::Error::other("probe query"))?;
     let version = q.len() - 5;
     q[version] = 1;
     let mut buf = [0u8; 512];
-    sock.send(&q)?;
+    sock.send_to(&q, addr)?;
     let deadline = Instant::now() + PROBE_WAIT;
     while Instant::now() < deadline {
-        match sock.recv(&mut buf) {
-            Ok(n) if n >= 2 && buf[..2] == id.to_be_bytes() => return Ok(()),
+        match sock.recv_from(&mut buf) {
+            Ok((n, from)) if from.port() == addr.port() && n >= 2 && buf[..2] == id.to_be_bytes() => return Ok(()),
             Ok(_) => {}
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => break,
-            // ECONNREFUSED: nothing bound there (an ICMP port unreachable).
             Err(e) => return Err(e),
         }
     }
@@ -433,7 +433,22 @@ mod tests {
         assert!(started.elapsed() >= PROBE_WAIT);
         drop(sock);
         assert_eq!(queued(addr, None), None);
-        assert_eq!(probe(addr, 8).unwrap_err().kind(), io::ErrorKind::ConnectionRefused);
+        assert!(probe(addr, 8).is_err());
+    }
+
+    #[test]
+    fn a_wildcard_listener_answering_from_another_loopback_address_answers() {
+        // As the daemon on 0.0.0.0:53 does: asked on 127.0.0.2, it answers
+        // from 127.0.0.1, the route's source.
+        let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let port = sock.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                let _ = sock.send_to(&buf[..n], from);
+            }
+        });
+        assert!(probe(SocketAddr::from(([127, 0, 0, 2], port)), 9).is_ok());
     }
 
     #[test]
