@@ -26,6 +26,7 @@ rules_diff() { ruleset > /tmp/ruleset.now; echo "$stock" | diff - /tmp/ruleset.n
 refused_853() {
 	lan dig +tcp +time=2 +tries=1 -p 853 "@$1" x.example A 2>&1 | grep -qi "connection refused"
 }
+more_logged() { [ "$(logged "$1")" -gt "$2" ]; }
 stopped_listening() { ! netstat -lnu | grep -q '127.0.0.1:5353 '; }
 firewall_sum() { sha256sum /etc/config/firewall | cut -d' ' -f1; }
 unchanged_configs() {
@@ -247,7 +248,9 @@ uci set hydradns.main.dnsmasq_mode=upstream
 uci delete hydradns.main.listen
 uci add_list hydradns.main.listen='127.0.0.1:5353'
 uci commit hydradns
+n=$(logged "listening on 127.0.0.1:5353")
 reload_config
+wait_until 30 more_logged "listening on 127.0.0.1:5353" "$n" || fail "not back in upstream mode"
 wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "back in upstream mode"
 unchanged_configs "replace mode"
 
@@ -256,7 +259,7 @@ case "${PKG_INSTALL:-opkg}" in
 	opkg) opkg remove hydradns > /tmp/remove.out 2>&1 ;;
 	apk) apk del hydradns > /tmp/remove.out 2>&1 ;;
 esac || fail "remove: $(cat /tmp/remove.out)"
-wait_for 15 "$stock" ruleset || fail "ruleset after removal differs from stock: $(rules_diff)"
+wait_for 30 "$stock" ruleset || fail "ruleset after removal differs from stock: $(rules_diff)"
 wait_for 15 93.184.215.14 lan_ask blocked.example 192.0.2.1 || fail "dnsmasq does not answer after removal"
 unchanged_configs "removal"
 echo "PASS ${PASS_NAME:-net}"
