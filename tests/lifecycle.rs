@@ -315,13 +315,23 @@ fn status_says_whether_it_runs_and_with_what() {
 /// `cmd` with its address space capped at 512 MiB (a read without end then
 /// fails within a second instead of taking the machine), run for at most
 /// 10 s: (exit code, stderr); `None` if it had to be killed.
+/// `ulimit -v KIB; ` for the shell that starts the binary, or nothing under
+/// an emulator (qemu reserves the guest's whole address space up front: the
+/// limit would bind the emulator, not the gateway).
+fn memory_limit(kib: u32) -> String {
+    match std::env::var_os("HYDRADNS_TEST_RUNNER") {
+        Some(_) => String::new(),
+        None => format!("ulimit -v {kib}; "),
+    }
+}
+
 fn bounded_run(cmd: std::process::Command) -> Option<(i32, String)> {
     use std::io::Read;
     let program = cmd.get_program().to_owned();
     let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
     let mut child = std::process::Command::new("sh")
         .arg("-c")
-        .arg("ulimit -v 524288; exec \"$0\" \"$@\"")
+        .arg(format!("{}exec \"$0\" \"$@\"", memory_limit(524_288)))
         .arg(program)
         .args(args)
         .stdin(std::process::Stdio::null())
@@ -383,9 +393,11 @@ fn only_regular_files_of_bounded_size_are_read_from_the_config() {
     // The daemon starts and answers, from the built-in resolvers' config.
     // Under an emulator (qemu) the address space is the emulator's: no limit there.
     let bin = hydradns();
-    let limit = if std::env::var_os("HYDRADNS_TEST_RUNNER").is_some() { "" } else { "ulimit -v 1048576; " };
     let mut cmd = std::process::Command::new("sh");
-    cmd.arg("-c").arg(format!("{limit}exec \"$0\" \"$@\"")).arg(bin.get_program()).args(bin.get_args());
+    cmd.arg("-c")
+        .arg(format!("{}exec \"$0\" \"$@\"", memory_limit(1_048_576)))
+        .arg(bin.get_program())
+        .args(bin.get_args());
     let g = Gateway::start_command(dir, conf, cmd);
     udp(g.addr, "localhost", A);
     assert!(g.log().contains("not a regular file"), "{}", g.log());
