@@ -20,6 +20,10 @@ out=${OWRT_OUT:-/tmp/owrt}
 # The image with the network stack, for the --net scenarios.
 net_out=${OWRT_NET_OUT:-/tmp/owrt-net}
 [ "$(id -u)" = 0 ] || { echo "tests/openwrt/rig.sh: needs root (namespaces)" >&2; exit 1; }
+# One rig at a time on this machine: the images, the namespaces and their
+# names are shared by every clone, so a second run waits for the first.
+exec 9> /tmp/hydradns-rig.lock
+flock 9
 
 "$rig/build.sh" "$rig/src" "$out" > "$out.build.log" 2>&1 || { cat "$out.build.log"; exit 1; }
 WITH_NET=1 "$rig/build.sh" "$rig/src" "$net_out" > "$net_out.build.log" 2>&1 || { cat "$net_out.build.log"; exit 1; }
