@@ -164,6 +164,31 @@ fn the_mac_a_forwarder_names_beats_the_address_and_a_lease_hostname_matches() {
     assert!(out.contains("blocked by list 'social' of group 'kids'"), "{out}");
 }
 
+/// A reload that brings the first rule matching on hostnames starts the
+/// look at the leases (an idle gateway had no timer for it): a device that
+/// gets its lease afterwards is matched within a few looks.
+#[test]
+fn a_reload_that_adds_a_hostname_rule_follows_leases_from_then_on() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    let leases = dir.file("dhcp.leases", "0 02:00:5e:10:00:07 127.0.0.10 Tablet-Anna *\n");
+    let gw = gateway(&up, &format!("config hydradns 'more'\n\toption leases_file '{}'\n", leases.display()));
+    assert_eq!(a("127.0.0.10", &gw, "a.social.example").ips(), ["192.0.2.1"], "no rule names it yet");
+    let text = std::fs::read_to_string(&gw.config).unwrap();
+    gw.reload(&format!("{text}config client\n\toption name 'tablets'\n\tlist match 'tablet-*'\n\tlist group 'kids'\n"));
+    assert_eq!(a("127.0.0.10", &gw, "b.social.example").rcode, RCODE::NameError, "the reload read the leases");
+    std::fs::write(
+        &leases,
+        "0 02:00:5e:10:00:07 127.0.0.10 Tablet-Anna *\n0 02:00:5e:10:00:08 127.0.0.11 tablet-ben *\n",
+    )
+    .unwrap();
+    let mut n = 0;
+    wait_for("the new lease to be matched", Duration::from_secs(30), || {
+        n += 1;
+        a("127.0.0.11", &gw, &format!("n{n}.social.example")).rcode == RCODE::NameError
+    });
+}
+
 #[test]
 fn check_explains_the_verdict_for_a_client() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());

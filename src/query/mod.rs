@@ -518,6 +518,9 @@ pub struct Engine {
     /// loads it once joins the list every cache insert's store walks
     /// (`arc_swap`'s debt list; +143 instructions a miss, callgrind).
     pub learning: AtomicBool,
+    /// Rung when a new snapshot turns [`Engine::learning`] on, so the job
+    /// that keeps the table current need not wake to look for that.
+    learning_bell: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
     /// The list name logged for `block_bypass` answers.
     bypass: Arc<str>,
 }
@@ -542,8 +545,14 @@ impl Engine {
             pause: Pause::default(),
             learned,
             learning,
+            learning_bell: smol::channel::bounded(1),
             bypass: Arc::from("block_bypass"),
         }
+    }
+
+    /// Returns once a reload has turned [`Engine::learning`] on.
+    pub async fn learning_started(&self) {
+        let _ = self.learning_bell.1.recv().await;
     }
 
     /// The query log handle, if logging is on.
@@ -1309,7 +1318,12 @@ impl Engine {
         if !self.learned.load().is_for(&snapshot.clients) {
             self.learned.store(Arc::new(learn(snapshot)));
         }
-        self.learning.store(snapshot.clients.needs_learning(), Relaxed);
+        let needed = snapshot.clients.needs_learning();
+        if needed && !self.learning.swap(needed, Relaxed) {
+            // Full means one ring is already waiting: that is enough.
+            let _ = self.learning_bell.0.try_send(());
+        }
+        self.learning.store(needed, Relaxed);
         if let Some(log) = &self.log {
             log.set_client_names(client::names::configured_names(&snapshot.config.clients));
         }

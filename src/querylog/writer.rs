@@ -3,7 +3,9 @@
 //! It owns the SQLite connection and commits entries in batches of
 //! `batch_size`, or whatever arrived within `batch_interval`, one
 //! transaction per batch with a cached prepared statement, plus one update of
-//! the per-outcome totals. Housekeeping (retention) runs once a minute. The
+//! the per-outcome totals. Housekeeping (retention) runs at most once a
+//! minute, and only when the oldest row is due to go: an idle gateway's
+//! writer sleeps until an entry comes or a row expires. The
 //! database is held under `max_size` by SQLite's own page limit: an insert
 //! that hits it deletes the oldest tenth and tries again.
 //!
@@ -30,7 +32,7 @@ use super::doorbell::{Doorbell, Wake};
 use super::{Entry, LogCounters, Outcome};
 use crate::config::QueryLogConfig;
 
-/// Retention and housekeeping cadence.
+/// Retention's granularity: housekeeping runs at most this often.
 const HOUSEKEEPING: Duration = Duration::from_secs(60);
 /// Wait before reopening a database that failed.
 const REOPEN_AFTER: Duration = Duration::from_secs(5);
@@ -268,11 +270,10 @@ impl Writer {
     fn run(mut self, rx: Arc<ConcurrentQueue<Entry>>, door: &Doorbell) {
         self.connect();
         // Entries past retention may have waited on flash through a long power-off.
-        self.housekeeping();
+        let mut next_housekeeping = self.housekeeping();
         let mut batch: Vec<Entry> = Vec::with_capacity(self.cfg.batch_size);
         // When the oldest entry waiting was first seen.
         let mut first_seen: Option<Instant> = None;
-        let mut last_housekeeping = Instant::now();
         loop {
             // A reader's request counts from the doorbell's own tally, so one
             // made while the writer opened the database (or kept its
@@ -300,11 +301,16 @@ impl Writer {
             if closed && rx.is_empty() {
                 break;
             }
-            if last_housekeeping.elapsed() >= HOUSEKEEPING {
-                self.housekeeping();
-                last_housekeeping = Instant::now();
+            if wrote && next_housekeeping.is_none() {
+                // Rows again: the next housekeeping finds when the oldest goes.
+                next_housekeeping = Some(Instant::now() + HOUSEKEEPING);
             }
-            let until_housekeeping = HOUSEKEEPING.saturating_sub(last_housekeeping.elapsed());
+            if next_housekeeping.is_some_and(|t| t <= Instant::now()) {
+                next_housekeeping = self.housekeeping();
+            }
+            // Sleeping "forever" is a sleep of a year: the doorbell takes a duration.
+            let until_housekeeping = next_housekeeping
+                .map_or(Duration::from_secs(366 * 86_400), |t| t.saturating_duration_since(Instant::now()));
             if rx.is_empty() && !wrote {
                 // Nothing came since the last wake-up: sleep until something does.
                 first_seen = None;
@@ -415,12 +421,27 @@ impl Writer {
         }
     }
 
-    fn housekeeping(&mut self) {
-        let Some(conn) = self.conn.as_ref() else { return };
-        let cutoff = self.unix_ms(Instant::now()).saturating_sub(self.cfg.retention.as_millis() as u64);
+    /// Deletes the rows past `retention`; returns when the oldest row left
+    /// goes (not sooner than [`HOUSEKEEPING`] from now), or None when there
+    /// is no row (the next write schedules it again).
+    fn housekeeping(&mut self) -> Option<Instant> {
+        let now = Instant::now();
+        let retry = Some(now + HOUSEKEEPING);
+        let Some(conn) = self.conn.as_ref() else { return retry };
+        let now_ms = self.unix_ms(now);
+        let cutoff = now_ms.saturating_sub(self.cfg.retention.as_millis() as u64);
         if let Err(e) = conn.execute("DELETE FROM queries WHERE id < ?1", params![(cutoff as i64) << ID_SEQ_BITS]) {
             self.errors.error(&format!("retention: {e}"));
+            return retry;
         }
+        // The rowid's minimum is one step down the table's b-tree.
+        let oldest: Option<i64> = match conn.query_row("SELECT min(id) FROM queries", [], |r| r.get(0)) {
+            Ok(v) => v,
+            Err(_) => return retry,
+        };
+        let oldest_ms = (oldest? >> ID_SEQ_BITS).max(0) as u64;
+        let goes_in = Duration::from_millis((oldest_ms + self.cfg.retention.as_millis() as u64).saturating_sub(now_ms));
+        Some(now + goes_in.max(HOUSEKEEPING))
     }
 }
 
@@ -644,6 +665,42 @@ mod tests {
             assert_eq!(*name, format!("host{}", i % 10), "row {k}");
         }
         drop(stmt);
+        drop(w);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    /// Housekeeping wakes when the oldest row goes, not every minute: an
+    /// idle gateway's writer sleeps through the retention of what it holds.
+    #[test]
+    fn housekeeping_is_due_when_the_oldest_row_expires() {
+        let dir = std::env::temp_dir().join(format!("hydradns-housekeeping-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = QueryLogConfig {
+            path: dir.join("live.db"),
+            retention: Duration::from_secs(3600),
+            ..QueryLogConfig::default()
+        };
+        let none = std::path::Path::new("/nonexistent");
+        let mut w = Writer::new(cfg, Arc::new(LogCounters::default()), NameBook::new(none, none, none));
+        w.connect();
+        assert_eq!(w.housekeeping(), None, "no row: nothing to wake for");
+        let now_ms = w.unix_ms(Instant::now()) as i64;
+        let conn = w.conn.as_ref().unwrap();
+        let row = "INSERT INTO queries (id, ts, client, name, qtype, outcome, rcode, latency_us)
+                   VALUES (?1, ?2, '192.168.1.2', 'a.example', 1, 'cached', 0, 1)";
+        // Two hours old (past retention), and 40 minutes old: it goes in 20.
+        for age_ms in [7_200_000i64, 2_400_000] {
+            let ts = now_ms - age_ms;
+            conn.execute(row, params![ts << ID_SEQ_BITS, ts]).unwrap();
+        }
+        let due = w.housekeeping().unwrap().saturating_duration_since(Instant::now());
+        assert!(due > Duration::from_secs(19 * 60) && due <= Duration::from_secs(20 * 60), "{due:?}");
+        let left: i64 = w.conn.as_ref().unwrap().query_row("SELECT count(*) FROM queries", [], |r| r.get(0)).unwrap();
+        assert_eq!(left, 1, "the expired row went");
+        // A row about to go: not sooner than a minute from now.
+        let ts = now_ms - 3_599_000;
+        w.conn.as_ref().unwrap().execute(row, params![ts << ID_SEQ_BITS, ts]).unwrap();
+        let due = w.housekeeping().unwrap().saturating_duration_since(Instant::now());
+        assert!(due > Duration::from_secs(59) && due <= HOUSEKEEPING, "{due:?}");
         drop(w);
         let _ = std::fs::remove_dir_all(&dir);
     }

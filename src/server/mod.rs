@@ -82,6 +82,8 @@ enum Wake {
     Timer,
     /// `resolv_file` changed, or watching it failed.
     Resolv(std::io::Result<()>),
+    /// A reload brought `config client` rules that need the devices' files.
+    Learning,
 }
 
 /// Runs the gateway until SIGTERM or SIGINT. Started as root, it runs as
@@ -272,15 +274,29 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
     smol::block_on(main.run(async {
         let mut next_summary = (!stats_interval.is_zero()).then(|| Instant::now() + stats_interval);
         let mut devices = NameBook::router(&leases, &ethers);
-        let mut next_look = Instant::now() + CHECK_EVERY;
+        // The engine read the devices' files as it started.
+        let start = Instant::now();
+        let mut next_look = status.engine.learning.load(Ordering::Relaxed).then_some(start + CHECK_EVERY);
         let mut textfile_failing = false;
-        write_textfile(&status, textfile.as_deref(), &mut textfile_failing);
+        if write_textfile(&status, textfile.as_deref(), &mut textfile_failing) {
+            next_look = Some(next_look.map_or(start + TEXTFILE_EVERY, |t| t.min(start + TEXTFILE_EVERY)));
+        }
         loop {
             // One timer for both periodic jobs (a second one in the race was 14 KB of code).
-            let due = next_summary.map_or(next_look, |s| s.min(next_look));
+            let due = match (next_summary, next_look) {
+                (Some(s), Some(l)) => Some(s.min(l)),
+                (s, l) => s.or(l),
+            };
             let timer = async {
-                Timer::at(due).await;
+                match due {
+                    Some(due) => Timer::at(due).await,
+                    None => smol::future::pending().await,
+                };
                 Wake::Timer
+            };
+            let learning = async {
+                status.engine.learning_started().await;
+                Wake::Learning
             };
             let signal = async { Wake::Signal(signals.next().await) };
             let network = async {
@@ -289,7 +305,7 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
                     None => smol::future::pending().await,
                 }
             };
-            let wake = signal.or(timer).or(network).await;
+            let wake = signal.or(timer).or(network).or(learning).await;
             match wake {
                 Wake::Signal(Some(Ok(Signal::Hup))) => status.lists.reload(path.cloned()),
                 Wake::Signal(Some(Ok(Signal::Usr1))) => log_stats(&status),
@@ -309,14 +325,16 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
                 }
                 Wake::Signal(Some(Err(e))) => log::warn!("signal error: {e}"),
                 Wake::Signal(_) => break,
+                // The reload filled the table; it is kept from the next look on.
+                Wake::Learning => next_look = Some(next_look.map_or(Instant::now() + CHECK_EVERY, |t| t)),
                 Wake::Timer => {
                     let now = Instant::now();
-                    if next_look <= now {
-                        next_look = now + look_at_devices(&status.engine, &mut devices);
+                    if next_look.is_some_and(|t| t <= now) {
+                        next_look = look_at_devices(&status.engine, &mut devices).map(|d| now + d);
                         // The textfile rides on the same timer, every TEXTFILE_EVERY
                         // while it is set (the one wake-up an idle gateway then has).
                         if write_textfile(&status, textfile.as_deref(), &mut textfile_failing) {
-                            next_look = next_look.min(now + TEXTFILE_EVERY);
+                            next_look = Some(next_look.map_or(now + TEXTFILE_EVERY, |t| t.min(now + TEXTFILE_EVERY)));
                         }
                     }
                     if next_summary.is_some_and(|t| t <= now) {
@@ -354,19 +372,19 @@ pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(),
 /// `config client` rules that match on them: a look at the leases, ethers
 /// and the ARP table every [`CHECK_EVERY`] while such rules exist (a reload
 /// that adds them builds the table at once, see [`Engine::update`]).
-/// Returns when to look next.
-fn look_at_devices(engine: &Engine, book: &mut NameBook) -> Duration {
+/// Returns when to look next: never while no rule needs it (a reload that
+/// brings one rings [`Engine::learning_started`]; an idle gateway sleeps).
+fn look_at_devices(engine: &Engine, book: &mut NameBook) -> Option<Duration> {
     // A flag, not the snapshot: see `Engine::learning`.
     if !engine.learning.load(Ordering::Relaxed) {
-        // Rarely, to see a reload; the reload itself fills the table.
-        return IDLE_LOOK;
+        return None;
     }
     let snap = engine.snapshot.load_full();
     book.look(Instant::now());
     if book.changed() || !engine.learned.load().is_for(&snap.clients) {
         engine.learned.store(Arc::new(Learned::new(&snap.clients, book)));
     }
-    CHECK_EVERY
+    Some(CHECK_EVERY)
 }
 
 /// Writes `metrics_textfile` to `path`, if set (false when not); a failure
@@ -387,6 +405,3 @@ fn write_textfile(status: &Status, path: Option<&std::path::Path>, failing: &mut
 
 /// How often `metrics_textfile` is rewritten.
 const TEXTFILE_EVERY: Duration = Duration::from_secs(15);
-
-/// How often [`look_at_devices`] runs while no rule needs it.
-const IDLE_LOOK: Duration = Duration::from_secs(60);
