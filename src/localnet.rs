@@ -38,11 +38,15 @@ pub fn networks() -> io::Result<AccessList> {
 /// [`networks`], or the private ranges when the kernel cannot be asked (no
 /// netlink in a jail), said in the log.
 pub fn allowed_by_default() -> AccessList {
+    // Once: every reload would say it again, and nothing changes between.
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     networks().unwrap_or_else(|e| {
-        log::warn!(
-            "cannot read this machine's networks ({e}); serving the private ranges instead: {}",
-            crate::access::PRIVATE.join(" ")
-        );
+        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            log::warn!(
+                "cannot read this machine's networks ({e}); serving the private ranges instead: {}",
+                crate::access::PRIVATE.join(" ")
+            );
+        }
         AccessList::private()
     })
 }

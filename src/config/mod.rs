@@ -445,7 +445,8 @@ impl Config {
             download_timeout: Duration::from_secs(120),
             ca_file: PathBuf::new(),
             cname_inspection: true,
-            allow_client: crate::localnet::allowed_by_default(),
+            // The daemon serves the networks it is on instead (`lists::serve_own_networks`).
+            allow_client: crate::access::AccessList::private(),
             allow_client_given: false,
             trusted_proxy: crate::access::AccessList::loopback(),
             deny_action: crate::access::DenyAction::Refuse,

@@ -676,13 +676,14 @@ fn reload(engine: &Engine, path: Option<&Path>) {
         Some(p) => Config::load(p),
         None => Ok(Config::builtin()),
     };
-    let cfg = match loaded {
+    let mut cfg = match loaded {
         Ok(cfg) => cfg,
         Err(e) => {
             log::error!("reload failed, still running the previous config: {e}");
             return;
         }
     };
+    serve_own_networks(&mut cfg);
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
@@ -775,21 +776,26 @@ pub fn describe_with(cfg: &Config, count: bool) -> Vec<ListInfo> {
         .collect()
 }
 
+/// Who may ask when the config does not say: the networks this machine is
+/// on (read from the kernel at start and reload, not by the parser, which
+/// `check-config` and the LuCI plugin also run).
+pub fn serve_own_networks(cfg: &mut Config) {
+    if !cfg.allow_client_given {
+        cfg.allow_client = crate::localnet::allowed_by_default();
+    }
+}
+
 /// Serves the networks this machine is on now, when the config leaves who
 /// may ask to them. Renewed lifetimes wake us too; nothing changes then.
 fn follow_networks(engine: &Engine) {
-    engine.update(|old| {
-        if old.config.allow_client_given {
+    engine.update_config(|old| {
+        let mut cfg = old.clone();
+        serve_own_networks(&mut cfg);
+        if cfg.allow_client == old.allow_client {
             return None;
         }
-        let now = crate::localnet::allowed_by_default();
-        if now == old.config.allow_client {
-            return None;
-        }
-        log::info!("this machine's networks changed; serving clients on {now}");
-        let mut cfg = (*old.config).clone();
-        cfg.allow_client = now;
-        Some(Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(old)))
+        log::info!("this machine's networks changed; serving clients on {}", cfg.allow_client);
+        Some(cfg)
     });
 }
 

@@ -1309,6 +1309,12 @@ impl Engine {
         }
     }
 
+    /// [`Engine::update`] for a change of settings only: the lists and the
+    /// cache stay (the network's resolvers, the machine's networks).
+    pub fn update_config(&self, change: impl FnOnce(&Config) -> Option<Config>) {
+        self.update(|old| change(&old.config).map(|cfg| Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(old))));
+    }
+
     /// Carries what is kept per group and client over to `snapshot`'s groups and rules.
     #[inline(never)]
     fn follow_groups(&self, snapshot: &Snapshot) {

@@ -88,8 +88,9 @@ enum Wake {
 
 /// Runs the gateway until SIGTERM or SIGINT. Started as root, it runs as
 /// `user` (see privileges.rs) once its sockets are bound.
-pub fn run(cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(), String> {
+pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(), String> {
     let started = Instant::now();
+    crate::lists::serve_own_networks(&mut cfg);
     for w in &cfg.warnings {
         log::warn!("{w}");
     }

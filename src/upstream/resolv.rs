@@ -14,12 +14,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use smol::Async;
 
-use crate::query::{Engine, Snapshot};
+use crate::query::Engine;
 
 /// `nameserver` lines of a resolv.conf, port 53.
 pub fn servers(text: &str) -> Vec<SocketAddr> {
@@ -39,18 +38,18 @@ pub fn servers(text: &str) -> Vec<SocketAddr> {
 /// file), so the main thread does it at once rather than queue it behind
 /// a download on the lists thread.
 pub fn follow(engine: &Engine) {
-    engine.update(|old| {
-        let bootstrap_follows = old.config.bootstrap_auto && old.config.has_encrypted();
-        if !old.config.upstreams_auto && !bootstrap_follows {
+    engine.update_config(|old| {
+        let bootstrap_follows = old.bootstrap_auto && old.has_encrypted();
+        if !old.upstreams_auto && !bootstrap_follows {
             return None;
         }
-        let mut cfg = (*old.config).clone();
+        let mut cfg = old.clone();
         if cfg.upstreams_auto {
             cfg.upstreams_from_resolv();
         } else {
             cfg.bootstrap_from_resolv();
         }
-        if cfg.upstreams == old.config.upstreams && cfg.bootstrap == old.config.bootstrap {
+        if cfg.upstreams == old.upstreams && cfg.bootstrap == old.bootstrap {
             return None;
         }
         if cfg.upstreams_auto {
@@ -65,7 +64,7 @@ pub fn follow(engine: &Engine) {
                 cfg.bootstrap.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", ")
             );
         }
-        Some(Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(old)))
+        Some(cfg)
     });
 }
 
