@@ -30,6 +30,7 @@ usage:
   hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
   hydradns update [-c FILE] [--json]                  download the lists now (through the gateway if running)
   hydradns lists [-c FILE] [--json]                   each list source: entries, last download, errors
+  hydradns services [-c FILE] [--json]                the services a group can block (list service ID)
   hydradns pause [-c FILE] [--group NAME] [DURATION]  blocking off for DURATION (default 5m; 0 ends it),
                                                       for one group's lists with --group
   hydradns resume [-c FILE] [--group NAME]            blocking back on
@@ -211,6 +212,7 @@ pub fn main() -> ExitCode {
         "top" => top(args),
         "update" => update(args),
         "lists" => lists_cmd(args),
+        "services" => services_cmd(args),
         "status" => status(args),
         "pause" => pause(args, None),
         "resume" => pause(args, Some(Duration::ZERO)),
@@ -308,6 +310,11 @@ fn check_config(args: Args) -> ExitCode {
     for w in &cfg.warnings {
         eprintln!("{w} (warning)");
     }
+    if !args.shell {
+        for w in policy::services::with_services(&cfg).1 {
+            eprintln!("{w} (warning)");
+        }
+    }
     if args.shell {
         // For the init script to eval: everything it needs, read by the same
         // parser as the daemon's, in values that need no quoting.
@@ -396,7 +403,14 @@ fn check(args: Args) -> ExitCode {
         Some(g) if policy.groups.names.len() > 1 => format!(" of group '{}'", policy.groups.names[g]),
         _ => String::new(),
     };
+    let service = |source: u16| policy.source_name(source).strip_prefix(policy::services::PREFIX).map(str::to_string);
     match policy.check(&key, active).verdict {
+        Verdict::Blocked { source } if service(source).is_some() => println!(
+            "{name}: blocked by service '{}'{} (domain {})",
+            service(source).unwrap_or_default(),
+            whose(source),
+            block.map_or(String::new(), |b| b.1)
+        ),
         Verdict::Blocked { source } => println!(
             "{name}: blocked by list '{}'{} (entry {})",
             policy.source_name(source),
@@ -412,8 +426,31 @@ fn check(args: Args) -> ExitCode {
         ),
         Verdict::Pass => println!("{name}: not blocked"),
     }
-    for e in policy::explain(&cfg.lists, &key) {
+    for e in policy::explain(&policy::services::with_services(&cfg).0, &key) {
         println!("  list '{}' {} it: {}  {}", e.list, e.effect, e.location, e.rule);
+    }
+    ExitCode::SUCCESS
+}
+
+/// `hydradns services`: the catalogue in use, id, category and name a line.
+fn services_cmd(args: Args) -> ExitCode {
+    if let Err(e) = args.only("services", &["-c", "--json"]) {
+        return usage_error("services", e);
+    }
+    let cfg = match any_config(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let (cat, note) = policy::services::in_use(&cfg);
+    if let Some(n) = note {
+        eprintln!("hydradns: {n}");
+    }
+    if args.json {
+        println!("{}", cat.to_json());
+        return ExitCode::SUCCESS;
+    }
+    for s in &cat.services {
+        println!("{:<16} {:<10} {}  ({})", s.id, s.category, s.name, s.domains.join(", "));
     }
     ExitCode::SUCCESS
 }

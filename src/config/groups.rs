@@ -50,8 +50,29 @@ pub struct GroupConfig {
     pub schedule: Option<String>,
     /// Overrides the global `block_mode` for names this group's lists block.
     pub block_mode: Option<BlockMode>,
+    /// `list service`: catalogue ids, each with its line.
+    pub services: Vec<(String, usize)>,
+    /// `option safe_search`: search engines and YouTube answer with their safe hosts.
+    pub safe_search: bool,
+    /// `option youtube_restrict 'strict'` (else moderate), with `safe_search`.
+    pub youtube_strict: bool,
+    /// `option querylog`: what the query log keeps of this group's clients.
+    pub querylog: GroupLog,
     /// `file:line` of the section.
     pub origin: String,
+}
+
+/// What the query log keeps of a group's queries, least private first: a
+/// client in several groups gets the most private of them (the greatest).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GroupLog {
+    /// Every column.
+    #[default]
+    Full,
+    /// No address, MAC or device name.
+    Anonymous,
+    /// No row (the counters still count).
+    None,
 }
 
 /// One `config schedule` section: a weekly window in the router's local time.
@@ -163,7 +184,17 @@ impl SectionReader<'_> {
         let Some(name) = self.section.name.clone() else {
             return Err(self.error(line, "a 'group' section needs a name: config group 'kids'".into()));
         };
-        let mut g = GroupConfig { name, schedule: None, block_mode: None, origin: format!("{}:{line}", self.file) };
+        let mut g = GroupConfig {
+            name,
+            schedule: None,
+            block_mode: None,
+            services: Vec::new(),
+            safe_search: false,
+            youtube_strict: false,
+            querylog: GroupLog::Full,
+            origin: format!("{}:{line}", self.file),
+        };
+        let mut youtube_restrict = None;
         for v in &self.section.values {
             match v.key.as_str() {
                 "schedule" => g.schedule = Some(v.value.trim().to_string()),
@@ -173,9 +204,44 @@ impl SectionReader<'_> {
                             .ok_or_else(|| self.bad(v, "null, nxdomain, refused or an IP address"))?,
                     )
                 }
+                "service" => {
+                    let id = v.value.trim().to_ascii_lowercase();
+                    let ok = !id.is_empty()
+                        && id.len() <= 64
+                        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+                    if !ok {
+                        return Err(self.bad(v, "a service id from 'hydradns services' (letters, digits, - _ .)"));
+                    }
+                    if !g.services.iter().any(|(s, _)| *s == id) {
+                        g.services.push((id, v.line));
+                    }
+                }
+                "safe_search" => g.safe_search = self.boolean(v)?,
+                "youtube_restrict" => {
+                    youtube_restrict = Some(match v.value.trim() {
+                        "moderate" => false,
+                        "strict" => true,
+                        _ => return Err(self.bad(v, "moderate or strict")),
+                    })
+                }
+                "querylog" => {
+                    g.querylog = match v.value.trim() {
+                        "full" => GroupLog::Full,
+                        "anonymous" => GroupLog::Anonymous,
+                        "none" => GroupLog::None,
+                        _ => return Err(self.bad(v, "full, anonymous or none")),
+                    }
+                }
                 _ => self.unknown(v),
             }
         }
+        if youtube_restrict.is_some() && !g.safe_search {
+            self.warn_section(&format!(
+                "group '{}' sets youtube_restrict without safe_search '1': it applies only with safe search",
+                g.name
+            ));
+        }
+        g.youtube_strict = youtube_restrict.unwrap_or(false);
         Ok(g)
     }
 

@@ -298,6 +298,11 @@ pub struct Config {
     pub ca_file: PathBuf,
     /// Block answers whose CNAME chain passes through a blocked name.
     pub cname_inspection: bool,
+    /// `option services_url`: a services.json (HostlistsRegistry format)
+    /// to use instead of the built-in catalogue, downloaded like a list.
+    pub services_url: Option<String>,
+    /// Its saved copy under `list_dir`.
+    pub services_saved: Option<PathBuf>,
     /// Clients allowed to ask (`allow_client`); by default loopback and the
     /// networks of this machine's interfaces, as read when the config was
     /// (see `localnet`; the server follows their changes).
@@ -445,6 +450,8 @@ impl Config {
             download_timeout: Duration::from_secs(120),
             ca_file: PathBuf::new(),
             cname_inspection: true,
+            services_url: None,
+            services_saved: None,
             // The daemon serves the networks it is on instead (`lists::serve_own_networks`).
             allow_client: crate::access::AccessList::private(),
             allow_client_given: false,
@@ -546,6 +553,9 @@ impl Config {
                 src.saved = Some(cfg.list_dir.join(saved_file_name(&src.name, url)));
                 urls.push(url.clone());
             }
+        }
+        if let Some(url) = &cfg.services_url {
+            cfg.services_saved = Some(cfg.list_dir.join(saved_file_name("services", url)));
         }
         if cfg.listen.is_empty() {
             cfg.listen.push(DEFAULT_LISTEN);
@@ -914,6 +924,16 @@ impl SectionReader<'_> {
                     self.warn_unless_regular(v);
                 }
                 "cname_inspection" => cfg.cname_inspection = self.boolean(v)?,
+                "services_url" => {
+                    let lower = v.value.to_ascii_lowercase();
+                    cfg.services_url = match v.value.as_str() {
+                        "" => None,
+                        _ if (lower.starts_with("http://") || lower.starts_with("https://")) && v.value.len() >= 10 => {
+                            Some(v.value.clone())
+                        }
+                        _ => return Err(self.bad(v, "an http:// or https:// URL")),
+                    }
+                }
                 "allow_client" => {
                     if !replaced.allow_client {
                         cfg.allow_client = crate::access::AccessList::empty();

@@ -470,6 +470,9 @@ pub fn refresh_all(cfg: &Config, which: Which) -> Vec<Refreshed> {
 pub fn load_policy(cfg: &Config) -> Policy {
     let started = Instant::now();
     let policy = Policy::build(cfg);
+    for w in &policy.warnings {
+        log::warn!("{w}");
+    }
     for line in policy.summary_lines() {
         log::info!("{line}");
     }

@@ -11,6 +11,7 @@ pub mod groups;
 pub mod pause;
 pub mod records;
 pub mod schedule;
+pub mod services;
 
 use std::io::{BufRead, BufReader};
 use std::net::Ipv6Addr;
@@ -132,6 +133,8 @@ pub struct Policy {
     modes_vary: bool,
     /// TTL of block answers.
     ttl: u32,
+    /// What the load found wrong that is not a list's (unknown services).
+    pub warnings: Vec<String>,
 }
 
 impl Policy {
@@ -141,9 +144,12 @@ impl Policy {
         Policy::load_grouped(lists, GroupTable::default(), mode, ttl)
     }
 
-    /// The lists, groups and block answer of `cfg`.
+    /// The lists, services, groups and block answer of `cfg`.
     pub fn build(cfg: &crate::config::Config) -> Policy {
-        Policy::load_grouped(&cfg.lists, GroupTable::new(cfg), cfg.block_mode, cfg.block_ttl)
+        let (lists, warnings) = services::with_services(cfg);
+        let mut p = Policy::load_grouped(&lists, GroupTable::new(cfg), cfg.block_mode, cfg.block_ttl);
+        p.warnings = warnings;
+        p
     }
 
     /// [`Policy::load`] with each source in the groups `groups` gives its `list group`.
@@ -184,7 +190,7 @@ impl Policy {
             .collect();
         let names = lists.iter().map(|l| Arc::from(l.name.as_str())).collect();
         let modes_vary = groups.modes.iter().any(Option::is_some);
-        Policy { classes, sources, names, source_groups, groups, mode, modes_vary, ttl }
+        Policy { classes, sources, names, source_groups, groups, mode, modes_vary, ttl, warnings: Vec::new() }
     }
 
     /// Blocked names after collapsing subdomains under listed parents (summed over group combinations).

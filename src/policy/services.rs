@@ -1,0 +1,285 @@
+//! Blocked services: a catalogue of services a household blocks by name
+//! (`list service 'tiktok'` in a `config group`), each the domains it uses.
+//!
+//! The catalogue is `services/services.json`, compiled in, in the schema of
+//! AdGuard's HostlistsRegistry (`{"blocked_services":[{"id","name","rules"}]}`)
+//! so that `option services_url` can point at a published file instead.
+//! A service a group lists becomes one more block source of that group,
+//! named `service:ID`: it is merged into the group's sets at load like any
+//! list, so a query pays no search through services, the group's block
+//! mode, schedule and allow entries apply, and CNAMEs are followed as for
+//! lists.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use nanoserde::{DeJson, SerJson};
+
+use crate::config::{Config, ListKind, ListSource};
+use crate::policy::domainset::name_key;
+use crate::policy::formats::normalize_name;
+
+/// The catalogue this project keeps, with a source per service.
+const BUILTIN: &str = include_str!("../../services/services.json");
+
+/// Prefix of the source name a service blocks under (the log's `list` column).
+pub const PREFIX: &str = "service:";
+
+/// One service.
+#[derive(Debug, Clone, PartialEq, Eq, SerJson)]
+pub struct Service {
+    /// What `list service` names.
+    pub id: String,
+    /// Shown to people.
+    pub name: String,
+    /// `video`, `social`, `chat`, `games`, … (empty if the file gives none).
+    pub category: String,
+    /// The domains it uses; each blocks everything under it too.
+    pub domains: Vec<String>,
+}
+
+/// The services of one file, by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Catalogue {
+    /// In file order.
+    pub services: Vec<Service>,
+    /// Rules skipped because they are not `||domain^`.
+    pub skipped_rules: usize,
+}
+
+#[derive(DeJson)]
+struct RawFile {
+    blocked_services: Vec<RawService>,
+}
+
+/// A service as the file has it: fields beyond these (`icon_svg`, `group`'s
+/// siblings, `source`) are skipped by the parser.
+#[derive(DeJson)]
+struct RawService {
+    id: String,
+    name: String,
+    rules: Vec<String>,
+    #[nserde(default)]
+    category: String,
+    /// HostlistsRegistry's name for the category.
+    #[nserde(default)]
+    group: String,
+}
+
+/// The domain of a `||domain^` rule (what services.json uses), lowercase;
+/// `None` for any other rule (a modifier would change its meaning).
+fn rule_domain(rule: &str) -> Option<String> {
+    let d = rule.trim().strip_prefix("||")?.strip_suffix('^')?;
+    let d = normalize_name(d)?;
+    (d.contains('.') && name_key(&d).is_some()).then_some(d)
+}
+
+impl Catalogue {
+    /// Reads a services.json. Services without an id, or without one
+    /// usable rule, are left out; a file that is not such JSON is an error.
+    pub fn parse(text: &str) -> Result<Catalogue, String> {
+        let raw = RawFile::deserialize_json(text).map_err(|e| format!("not a services.json: {e}"))?;
+        let mut cat = Catalogue::default();
+        for s in raw.blocked_services {
+            let id = s.id.trim().to_ascii_lowercase();
+            if id.is_empty() || cat.find(&id).is_some() {
+                continue;
+            }
+            let mut domains = Vec::with_capacity(s.rules.len());
+            for r in &s.rules {
+                match rule_domain(r) {
+                    Some(d) if !domains.contains(&d) => domains.push(d),
+                    Some(_) => {}
+                    None => cat.skipped_rules += 1,
+                }
+            }
+            if domains.is_empty() {
+                continue;
+            }
+            let category = if s.category.is_empty() { s.group } else { s.category };
+            cat.services.push(Service { id, name: s.name.trim().to_string(), category, domains });
+        }
+        Ok(cat)
+    }
+
+    /// The compiled-in catalogue, parsed once.
+    pub fn builtin() -> &'static Catalogue {
+        static CAT: OnceLock<Catalogue> = OnceLock::new();
+        // The file is checked by a test; were it ever unreadable, no service is known.
+        CAT.get_or_init(|| Catalogue::parse(BUILTIN).unwrap_or_default())
+    }
+
+    /// The service `id`.
+    pub fn find(&self, id: &str) -> Option<&Service> {
+        self.services.iter().find(|s| s.id == id)
+    }
+
+    /// `hydradns services --json`.
+    pub fn to_json(&self) -> String {
+        #[derive(SerJson)]
+        struct Out<'a> {
+            schema: u32,
+            services: &'a [Service],
+        }
+        Out { schema: 1, services: &self.services }.serialize_json()
+    }
+}
+
+/// The catalogue `cfg` uses: the last good download of `services_url`,
+/// else the built-in one (before the first download too, so a group's
+/// services block from the first start), with a note when it falls back.
+pub fn in_use(cfg: &Config) -> (std::borrow::Cow<'static, Catalogue>, Option<String>) {
+    let Some(saved) = &cfg.services_saved else { return (std::borrow::Cow::Borrowed(Catalogue::builtin()), None) };
+    match read_saved(saved) {
+        Ok(cat) => (std::borrow::Cow::Owned(cat), None),
+        Err(e) => (
+            std::borrow::Cow::Borrowed(Catalogue::builtin()),
+            Some(format!("services_url: {e}; using the built-in catalogue")),
+        ),
+    }
+}
+
+/// A saved services.json.
+pub fn read_saved(path: &Path) -> Result<Catalogue, String> {
+    let text = match crate::sys::open_regular(path) {
+        Ok(f) => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::Read::take(f, 64 << 20), &mut s)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            s
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err("not downloaded yet".into()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    Catalogue::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The block sources the groups' `list service` entries make: one per
+/// service in use, in the groups that list it; and a warning per id the
+/// catalogue lacks (it blocks nothing until it appears).
+pub fn sources(cfg: &Config, cat: &Catalogue) -> (Vec<ListSource>, Vec<String>) {
+    let mut out: Vec<ListSource> = Vec::new();
+    let mut warnings = Vec::new();
+    let file = cfg.groups.first().map_or("", |g| g.origin.rsplit_once(':').map_or(g.origin.as_str(), |(f, _)| f));
+    for g in &cfg.groups {
+        for (id, line) in &g.services {
+            let Some(s) = cat.find(id) else {
+                warnings.push(format!(
+                    "{file}:{line}: group '{}': unknown service '{id}' (see 'hydradns services'); it blocks nothing until the catalogue has it",
+                    g.name
+                ));
+                continue;
+            };
+            let name = format!("{PREFIX}{id}");
+            match out.iter_mut().find(|src| src.name == name) {
+                Some(src) => src.groups.push(g.name.clone()),
+                None => out.push(ListSource {
+                    name,
+                    kind: ListKind::Block,
+                    paths: Vec::new(),
+                    domains: s.domains.iter().map(|d| (d.clone(), *line)).collect(),
+                    origin: format!("{file}:{line}"),
+                    url: None,
+                    saved: None,
+                    groups: vec![g.name.clone()],
+                }),
+            }
+        }
+    }
+    (out, warnings)
+}
+
+/// `cfg`'s lists followed by the sources its groups' services make, and
+/// the warnings about them: what the policy loads and `hydradns check` explains.
+pub fn with_services(cfg: &Config) -> (Vec<ListSource>, Vec<String>) {
+    let (cat, note) = in_use(cfg);
+    let (extra, mut warnings) = sources(cfg, &cat);
+    warnings.extend(note.filter(|_| cfg.groups.iter().any(|g| !g.services.is_empty())));
+    let mut lists = cfg.lists.clone();
+    lists.extend(extra);
+    (lists, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The catalogue file itself: every id unique and usable in a config,
+    /// every service named, in a category, with a source and at least one
+    /// domain, and every rule a valid `||domain^`.
+    #[test]
+    fn the_builtin_catalogue_is_sound() {
+        #[derive(DeJson)]
+        struct Checked {
+            blocked_services: Vec<Entry>,
+        }
+        #[derive(DeJson)]
+        struct Entry {
+            id: String,
+            name: String,
+            category: String,
+            source: String,
+            rules: Vec<String>,
+        }
+        let file = Checked::deserialize_json(BUILTIN).unwrap();
+        assert!(file.blocked_services.len() >= 40, "{}", file.blocked_services.len());
+        let mut ids = std::collections::HashSet::new();
+        for s in &file.blocked_services {
+            assert!(ids.insert(s.id.as_str()), "id '{}' twice", s.id);
+            assert!(
+                !s.id.is_empty() && s.id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                "id '{}'",
+                s.id
+            );
+            assert!(!s.name.trim().is_empty() && !s.category.is_empty(), "{}", s.id);
+            assert!(s.source.starts_with("https://"), "{}: source '{}'", s.id, s.source);
+            assert!(!s.rules.is_empty(), "{} has no domain", s.id);
+            for r in &s.rules {
+                assert!(rule_domain(r).is_some(), "{}: rule '{r}' is not ||domain^ with a valid name", s.id);
+            }
+        }
+        let cat = Catalogue::builtin();
+        assert_eq!(cat.services.len(), file.blocked_services.len());
+        assert_eq!(cat.skipped_rules, 0);
+        assert!(cat.find("tiktok").unwrap().domains.contains(&"tiktok.com".to_string()));
+        assert!(cat.find("youtube").unwrap().domains.contains(&"youtube.com".to_string()));
+    }
+
+    #[test]
+    fn a_hostlistsregistry_file_needs_only_id_name_and_rules() {
+        let text = r#"{"blocked_services":[
+            {"id":"Extra","name":"Extra","rules":["||extra.example^","||Extra.example^","/regex/","||x.example^$important"],
+             "icon_svg":"<svg/>","group":"social","groups":["a"]},
+            {"id":"empty","name":"Empty","rules":["/only a regex/"]},
+            {"id":"extra","name":"Again","rules":["||again.example^"]}],
+            "groups":[{"id":"social"}]}"#;
+        let cat = Catalogue::parse(text).unwrap();
+        assert_eq!(cat.services.len(), 1);
+        let s = &cat.services[0];
+        assert_eq!((s.id.as_str(), s.category.as_str()), ("extra", "social"));
+        assert_eq!(s.domains, ["extra.example"]);
+        assert_eq!(cat.skipped_rules, 3);
+        assert!(Catalogue::parse("[1,2]").is_err());
+        assert!(Catalogue::parse("{\"blocked_services\":[{\"id\":\"a\"}]}").is_err());
+    }
+
+    #[test]
+    fn groups_listing_a_service_share_one_source_and_unknown_ids_warn() {
+        let cfg = Config::parse(
+            "/etc/config/hydradns",
+            "config group 'kids'\n\tlist service 'tiktok'\n\tlist service 'nosuch'\nconfig group 'teens'\n\tlist service 'TikTok'\n",
+        )
+        .unwrap();
+        let (lists, warnings) = with_services(&cfg);
+        assert_eq!(lists.len(), 1);
+        assert_eq!(lists[0].name, "service:tiktok");
+        assert_eq!(lists[0].groups, ["kids", "teens"]);
+        assert!(lists[0].domains.iter().any(|(d, l)| d == "tiktok.com" && *l == 2));
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].starts_with("/etc/config/hydradns:3: group 'kids': unknown service 'nosuch'"),
+            "{warnings:?}"
+        );
+    }
+}
