@@ -100,6 +100,7 @@ fn main() {
                     mac: None,
                     received: Instant::now(),
                     transport: Transport::Udp,
+                    safe_search: false,
                 };
                 match engine.handle(q, &origin, &mut out, &stats) {
                     Step::Reply => {}

@@ -424,6 +424,10 @@ fn check(args: Args) -> ExitCode {
             allow.as_ref().map_or(String::new(), |a| a.1.clone()),
             block.map_or(String::new(), |b| b.1)
         ),
+        Verdict::SafeSearch { target } => println!(
+            "{name}: safe search: answered with '{}' (its CNAME and addresses; HTTPS and SVCB get no data)",
+            policy::safesearch::TARGETS.get(target as usize).copied().unwrap_or("?")
+        ),
         Verdict::Pass => println!("{name}: not blocked"),
     }
     for e in policy::explain(&policy::services::with_services(&cfg).0, &key) {

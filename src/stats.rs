@@ -58,6 +58,8 @@ counters! {
     allowed,
     /// A list would have blocked them; answered as unlisted while blocking was paused.
     paused,
+    /// Search hosts answered with their engine's safe host, or NODATA for HTTPS/SVCB (safe search).
+    safe_search,
     /// Forwarded, then blocked because a CNAME in the answer led to a blocked name.
     cname_blocked,
     /// Forwarded, then blocked because the answer put a private address under a public name.

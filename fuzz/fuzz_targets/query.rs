@@ -21,7 +21,7 @@ fuzz_target!(|msg: &[u8]| {
     for (client, transport) in
         [(common::CLIENT, Transport::Udp), (common::CLIENT, Transport::Tcp), (proxy, Transport::Udp)]
     {
-        let origin = Origin { client, mac: None, received: Instant::now(), transport };
+        let origin = Origin { client, mac: None, received: Instant::now(), transport, safe_search: false };
         match engine.handle(msg, &origin, &mut out, &stats) {
             Step::Drop => continue,
             Step::Reply => {}

@@ -10,6 +10,7 @@ pub mod formats;
 pub mod groups;
 pub mod pause;
 pub mod records;
+pub mod safesearch;
 pub mod schedule;
 pub mod services;
 
@@ -48,6 +49,12 @@ pub enum Verdict {
     Blocked {
         /// Source of the block entry.
         source: u16,
+    },
+    /// A search host, for a client with safe search: answered with the
+    /// safe host (blocks win over it).
+    SafeSearch {
+        /// Index of the safe host in [`safesearch::TARGETS`].
+        target: u8,
     },
 }
 
@@ -135,6 +142,8 @@ pub struct Policy {
     ttl: u32,
     /// What the load found wrong that is not a list's (unknown services).
     pub warnings: Vec<String>,
+    /// The search hosts, when some group has safe search.
+    safe: safesearch::SafeSearch,
 }
 
 impl Policy {
@@ -149,6 +158,7 @@ impl Policy {
         let (lists, warnings) = services::with_services(cfg);
         let mut p = Policy::load_grouped(&lists, GroupTable::new(cfg), cfg.block_mode, cfg.block_ttl);
         p.warnings = warnings;
+        p.safe = safesearch::SafeSearch::new(cfg, &p.groups);
         p
     }
 
@@ -190,7 +200,18 @@ impl Policy {
             .collect();
         let names = lists.iter().map(|l| Arc::from(l.name.as_str())).collect();
         let modes_vary = groups.modes.iter().any(Option::is_some);
-        Policy { classes, sources, names, source_groups, groups, mode, modes_vary, ttl, warnings: Vec::new() }
+        Policy {
+            classes,
+            sources,
+            names,
+            source_groups,
+            groups,
+            mode,
+            modes_vary,
+            ttl,
+            warnings: Vec::new(),
+            safe: Default::default(),
+        }
     }
 
     /// Blocked names after collapsing subdomains under listed parents (summed over group combinations).
@@ -229,10 +250,28 @@ impl Policy {
     /// groups blocks it and no allow entry of those groups covers it.
     #[inline]
     pub fn check(&self, key: &[u8], active: u64) -> Checked {
-        match &self.classes[..] {
+        let checked = match &self.classes[..] {
             [one] => one.check(key, active),
             [] => Checked { verdict: Verdict::Pass, uniform: true },
             _ => self.check_classes(key, active),
+        };
+        if self.safe.is_empty() {
+            return checked;
+        }
+        self.safe_search(key, active, checked)
+    }
+
+    /// [`Policy::check`]'s verdict for a search host: the safe host for a
+    /// client with safe search, unless a list blocks the name. Either way
+    /// not the same for every client, so a cached answer is never served
+    /// without this look.
+    #[inline(never)]
+    fn safe_search(&self, key: &[u8], active: u64, checked: Checked) -> Checked {
+        match self.safe.target(key, active) {
+            None => checked,
+            Some(_) if matches!(checked.verdict, Verdict::Blocked { .. }) => Checked { uniform: false, ..checked },
+            Some(None) => Checked { uniform: false, ..checked },
+            Some(Some(target)) => Checked { verdict: Verdict::SafeSearch { target }, uniform: false },
         }
     }
 

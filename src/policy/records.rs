@@ -167,6 +167,7 @@ impl Records {
                             question_end: q.question_end,
                             target_at: at as u16,
                             target: target.clone(),
+                            safe_search: false,
                         });
                     }
                 }
@@ -209,9 +210,31 @@ pub struct Alias {
     target_at: u16,
     /// That name, folded wire format.
     pub target: Box<[u8]>,
+    /// A safe search answer: counted and logged as one when spliced, and
+    /// SERVFAIL, never a partial answer, when the safe host does not resolve.
+    pub safe_search: bool,
 }
 
 impl Alias {
+    /// The CNAME from `q`'s name to `target` (wire format, folded) that
+    /// safe search answers with, its addresses to follow.
+    pub fn safe_search(q: &Query, target: &[u8], ttl: u32) -> Alias {
+        let mut prefix = Vec::with_capacity(q.question_end + 12 + target.len());
+        wire::build::start(&mut prefix, q, rcode::NOERROR);
+        let at = prefix.len() + 12;
+        record(&mut prefix, HEADER_LEN as u16, rtype::CNAME, ttl, target);
+        header::set_counts(&mut prefix, [1, 1, 0, 0]);
+        Alias { prefix, question_end: q.question_end, target_at: at as u16, target: target.into(), safe_search: true }
+    }
+
+    /// The client's question name (wire format) and type.
+    pub fn question(&self) -> (&[u8], u16) {
+        let end = self.question_end.min(self.prefix.len());
+        let name = self.prefix.get(HEADER_LEN..end.saturating_sub(4)).unwrap_or_default();
+        let qtype = self.prefix.get(end.saturating_sub(4)..end).map_or(0, |t| u16::from_be_bytes([t[0], t[1]]));
+        (name, qtype)
+    }
+
     /// Writes into `out` the chain followed by `inner`'s answer and authority
     /// records: `inner` is the whole answer for the target, as sent for a
     /// query for it. Its names are copied with every compression pointer
@@ -226,6 +249,14 @@ impl Alias {
         let chain = header::counts(&self.prefix)[1];
         let rc = if inner.len() >= HEADER_LEN { header::rcode(inner) } else { rcode::SERVFAIL };
         let f = header::flags(out) & !(flags::AA | flags::RCODE_MASK);
+        if self.safe_search && rc != rcode::NOERROR {
+            // The safe host does not resolve: the client must not fall back
+            // on the unrestricted one, nor cache a name error for it.
+            out.truncate(self.question_end);
+            header::set_flags(out, f | rcode::SERVFAIL as u16);
+            wire::build::finish(out, edns, [0, 0, 0], false);
+            return;
+        }
         header::set_flags(out, f | rc as u16);
         let copied = self.copy_records(inner, out);
         let (an, ns) = copied.unwrap_or_else(|| {

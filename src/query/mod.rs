@@ -449,6 +449,10 @@ pub struct Origin {
     pub received: Instant,
     /// How the answer goes back.
     pub transport: Transport,
+    /// This is the safe host's half of a safe search answer: counted and
+    /// logged once, as the client's question, when the CNAME goes before it
+    /// ([`Engine::splice_alias`]).
+    pub safe_search: bool,
 }
 
 /// What is known about an answer when it is recorded.
@@ -708,6 +712,25 @@ impl Engine {
                 Counters::bump(&stats.allowed);
                 true
             }
+            Verdict::SafeSearch { target } => {
+                // Paused groups' safe search is paused with their lists.
+                let now = if groups.paused == 0 {
+                    checked.verdict
+                } else {
+                    snap.policy.check(&name_key[..n], groups.active()).verdict
+                };
+                // Other types than these go on as unlisted.
+                let rewritten =
+                    matches!(q.qtype, wire::rtype::A | wire::rtype::AAAA | wire::rtype::HTTPS | wire::rtype::SVCB);
+                if let Verdict::SafeSearch { target } = now
+                    && rewritten
+                    && q.qclass == wire::CLASS_IN
+                {
+                    return self.safe_search(scratch, &snap, target, &q, origin, out, stats);
+                }
+                let _ = target;
+                false
+            }
             Verdict::Pass => false,
         };
         if q.qtype == wire::rtype::ANY && !snap.config.any_forward {
@@ -781,6 +804,45 @@ impl Engine {
         };
         let on = member & !snap.schedules.off();
         Groups { on, paused: self.pause.paused_groups() & on }
+    }
+
+    /// A search host for a client with safe search: A and AAAA get a CNAME
+    /// to the safe host (index `target` in [`crate::policy::safesearch::TARGETS`])
+    /// followed by its addresses, asked like any query; HTTPS and SVCB get
+    /// NODATA.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn safe_search(
+        &self,
+        scratch: &mut Scratch,
+        snap: &Snapshot,
+        target: u8,
+        q: &Query,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) -> Step {
+        let ttl = snap.config.block_ttl;
+        let host = crate::policy::safesearch::TARGETS.get(target as usize).copied().unwrap_or_default();
+        let mut name = Vec::with_capacity(host.len() + 2);
+        let addresses = matches!(q.qtype, wire::rtype::A | wire::rtype::AAAA);
+        if addresses && wire::build::push_name(&mut name, host).is_some() {
+            let alias = Alias::safe_search(q, &name, ttl);
+            return self.alias(scratch, alias, q, origin, out, stats);
+        }
+        Counters::bump(&stats.safe_search);
+        if addresses {
+            // No safe host to name (cannot happen with the table's names).
+            wire::build::start(out, q, rcode::SERVFAIL);
+            wire::build::finish(out, q.edns, [0, 0, 0], false);
+        } else {
+            wire::build::start(out, q, rcode::NOERROR);
+            wire::build::negative_soa(out, ttl);
+            wire::build::finish(out, q.edns, [0, 1, 0], false);
+        }
+        fit(out, q, origin.transport, stats);
+        self.done(origin, Answered::of(q, Outcome::SafeSearch), out, stats)
     }
 
     /// NXDOMAIN for a name that tells clients to keep to this resolver
@@ -861,15 +923,16 @@ impl Engine {
             edns: q.edns.map(|e| wire::Edns { options_at: msg.len() as u16, options_end: msg.len() as u16, ..e }),
         };
         let snap = self.snapshot.load();
-        match self.answer_query(scratch, snap, &msg, &target, origin, out, stats) {
+        let inner = Origin { safe_search: alias.safe_search, ..*origin };
+        match self.answer_query(scratch, snap, &msg, &target, &inner, out, stats) {
             Step::Reply => {
-                splice(&alias, q.edns, origin.transport, q.udp_limit(), out, stats);
+                self.splice_alias(&alias, origin, q.edns, q.udp_limit(), out, stats);
                 Step::Reply
             }
             Step::Drop => Step::Drop,
             // The answer written now is a stale or cached one; the refresh answers no one.
             Step::Refresh(miss) => {
-                splice(&alias, q.edns, origin.transport, q.udp_limit(), out, stats);
+                self.splice_alias(&alias, origin, q.edns, q.udp_limit(), out, stats);
                 Step::Refresh(miss)
             }
             Step::Resolve(mut miss) => {
@@ -892,7 +955,27 @@ impl Engine {
     /// outside target, if `miss` is one.
     pub(super) fn spliced(&self, miss: &Miss, out: &mut Vec<u8>, stats: &Counters) {
         if let (Some(alias), Some(q)) = (&miss.alias, miss.query()) {
-            splice(alias, q.edns, miss.origin.transport, q.udp_limit(), out, stats);
+            self.splice_alias(alias, &miss.origin, q.edns, q.udp_limit(), out, stats);
+        }
+    }
+
+    /// [`splice`], then for safe search the count and log entry the
+    /// safe host's half did not make, as the client's own question.
+    fn splice_alias(
+        &self,
+        alias: &Alias,
+        origin: &Origin,
+        edns: Option<wire::Edns>,
+        limit: usize,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) {
+        splice(alias, edns, origin.transport, limit, out, stats);
+        if alias.safe_search {
+            Counters::bump(&stats.safe_search);
+            let (qname, qtype) = alias.question();
+            let a = Answered { qname, qtype, outcome: Outcome::SafeSearch, upstream: None, list: None };
+            self.done(&Origin { safe_search: false, ..*origin }, a, out, stats);
         }
     }
 
@@ -959,6 +1042,10 @@ impl Engine {
 
     /// Counts the answer's latency and queues its log entry.
     fn done(&self, origin: &Origin, a: Answered<'_>, out: &[u8], stats: &Counters) -> Step {
+        if origin.safe_search {
+            // Counted and logged as the client's question once spliced.
+            return Step::Reply;
+        }
         let latency_us = origin.received.elapsed().as_micros().min(u32::MAX as u128) as u32;
         stats.latency.record(latency_us as u64);
         let rcode = if out.len() >= wire::HEADER_LEN { header::rcode(out) } else { 0 };
@@ -1109,11 +1196,11 @@ impl Engine {
         stats: &Counters,
     ) -> bool {
         let Some(alias) = led.miss.alias.take() else { return self.finish_led(led, reply, out, stats) };
-        let (transport, q) = (led.miss.origin.transport, led.miss.query());
+        let (origin, q) = (led.miss.origin, led.miss.query());
         let (edns, limit) = (q.and_then(|q| q.edns), q.map_or(wire::PLAIN_UDP_SIZE as usize, |q| q.udp_limit()));
         let answered = self.finish_led(led, reply, out, stats);
         if answered {
-            splice(&alias, edns, transport, limit, out, stats);
+            self.splice_alias(&alias, &origin, edns, limit, out, stats);
         }
         answered
     }

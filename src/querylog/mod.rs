@@ -54,6 +54,8 @@ pub enum Outcome {
     Record,
     /// A list would have blocked it, but blocking was paused.
     Paused,
+    /// A search host answered with its engine's safe host (safe search).
+    SafeSearch,
 }
 
 impl Outcome {
@@ -68,11 +70,12 @@ impl Outcome {
             Outcome::Stale => "stale",
             Outcome::Record => "record",
             Outcome::Paused => "paused",
+            Outcome::SafeSearch => "safe_search",
         }
     }
 
     /// Every outcome, in a fixed order (counters are kept per outcome).
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Forwarded,
         Outcome::Cached,
         Outcome::Blocked,
@@ -81,6 +84,7 @@ impl Outcome {
         Outcome::Stale,
         Outcome::Record,
         Outcome::Paused,
+        Outcome::SafeSearch,
     ];
 }
 

@@ -365,7 +365,8 @@ async fn serve_conn(
             }
         }
         Counters::bump(&stats.tcp_queries);
-        let origin = Origin { client, mac: None, received: Instant::now(), transport: Transport::Tcp };
+        let origin =
+            Origin { client, mac: None, received: Instant::now(), transport: Transport::Tcp, safe_search: false };
         let miss = match engine.handle(&msg, &origin, &mut out, &stats) {
             Step::Reply => {
                 if !write_frame(&stream, &lock, &out, idle).await {

@@ -362,7 +362,8 @@ impl Loop {
         for i in 0..taken {
             let Some(client) = self.batch.peer(i) else { continue };
             Counters::bump(&self.stats.udp_queries);
-            let origin = Origin { client: client.ip(), mac: None, received, transport: Transport::Udp };
+            let origin =
+                Origin { client: client.ip(), mac: None, received, transport: Transport::Udp, safe_search: false };
             if self.out.len == BATCH {
                 self.flush_replies();
             }
