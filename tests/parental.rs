@@ -185,3 +185,42 @@ config group 'guests'
     let r = ask(KID, gw.addr, "search.brave.com", AAAA);
     assert_eq!((r.rcode, r.answers.len()), (RCODE::ServerFailure, 0), "{r:?}");
 }
+
+#[test]
+fn each_group_chooses_what_the_log_keeps() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let groups = "
+config client
+\toption name 'shared-console'
+\tlist match '127.0.0.6'
+\tlist group 'guests'
+\tlist group 'teens'
+config group 'kids'
+\toption querylog 'none'
+config group 'teens'
+\toption querylog 'anonymous'
+config group 'guests'
+\toption querylog 'full'
+";
+    let gw = gateway_at(&up, &format!("{CLIENTS}{groups}"), None);
+    for _ in 0..3 {
+        assert_eq!(ask(KID, gw.addr, "kid.example", A).ips(), ["192.0.2.1"]);
+    }
+    ask(TEEN, gw.addr, "teen.example", A);
+    ask("127.0.0.6", gw.addr, "console.example", A);
+    ask(GUEST, gw.addr, "guest.example", A);
+    ask(PARENT, gw.addr, "parent.example", A);
+    wait_for("the log", Duration::from_secs(10), || !log_rows(&gw, &["--domain", "parent.example"]).is_empty());
+    assert!(log_rows(&gw, &["--domain", "kid.example"]).is_empty(), "querylog none: no row");
+    assert_eq!(gw.report().queries, 7, "but counted");
+    for name in ["teen.example", "console.example"] {
+        let rows = log_rows(&gw, &["--domain", name]);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        let r = &rows[0];
+        assert_eq!((r.client.as_str(), &r.mac, &r.client_name), ("0.0.0.0", &None, &None), "{name}: {r:?}");
+    }
+    let guest = &log_rows(&gw, &["--domain", "guest.example"])[0];
+    assert_eq!((guest.client.as_str(), guest.client_name.as_deref()), (GUEST, Some("guest")));
+    let parent = &log_rows(&gw, &["--domain", "parent.example"])[0];
+    assert_eq!(parent.client, PARENT);
+}

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use crate::config::groups::{ScheduleConfig, group_names};
+use crate::config::groups::{GroupLog, ScheduleConfig, group_names};
 use crate::config::{BlockMode, Config};
 
 /// The `default` group's bit.
@@ -24,12 +24,19 @@ pub struct GroupTable {
     pub modes: Vec<Option<BlockMode>>,
     /// The schedule of each group, by bit.
     pub schedules: Vec<Option<ScheduleConfig>>,
+    /// What the query log keeps of each group's clients, by bit.
+    pub logs: Vec<GroupLog>,
 }
 
 impl Default for GroupTable {
     /// Only `default`, unscheduled.
     fn default() -> GroupTable {
-        GroupTable { names: vec![Arc::from("default")], modes: vec![None], schedules: vec![None] }
+        GroupTable {
+            names: vec![Arc::from("default")],
+            modes: vec![None],
+            schedules: vec![None],
+            logs: vec![GroupLog::Full],
+        }
     }
 }
 
@@ -46,7 +53,18 @@ impl GroupTable {
                 cfg.schedules.iter().find(|c| &c.name == s).cloned()
             })
             .collect();
-        GroupTable { names, modes, schedules }
+        let logs = names.iter().map(|n| section(n).map_or(GroupLog::Full, |g| g.querylog)).collect();
+        GroupTable { names, modes, schedules, logs }
+    }
+
+    /// Some group's clients are logged other than in full.
+    pub fn logs_vary(&self) -> bool {
+        self.logs.iter().any(|l| *l != GroupLog::Full)
+    }
+
+    /// What the log keeps of a client in groups `mask`: the most private of theirs.
+    pub fn log_of(&self, mask: u64) -> GroupLog {
+        self.logs.iter().enumerate().filter(|(i, _)| mask >> i & 1 != 0).map(|(_, l)| *l).max().unwrap_or_default()
     }
 
     /// The mask of groups named in `names`; an empty list is `default`.

@@ -188,6 +188,7 @@ mod tests {
             names: names.iter().map(|n| std::sync::Arc::from(*n)).collect(),
             modes: vec![None; names.len()],
             schedules: vec![None; names.len()],
+            logs: vec![Default::default(); names.len()],
         };
         let p = Pause::default();
         assert_eq!(p.paused_groups(), 0);

@@ -29,6 +29,7 @@ use crate::access::{self, AccessList, DenyAction};
 use crate::cache::{self, Cache, Stale, Stored};
 use crate::client;
 use crate::client::rules::{ClientRules, Learned};
+use crate::config::groups::GroupLog;
 use crate::config::{BlockMode, Config};
 use crate::policy::domainset::{SEP, name_key};
 use crate::policy::groups::DEFAULT;
@@ -527,6 +528,8 @@ pub struct Engine {
     learning_bell: (smol::channel::Sender<()>, smol::channel::Receiver<()>),
     /// The list name logged for `block_bypass` answers.
     bypass: Arc<str>,
+    /// Some group's `querylog` is not `full`: each entry looks up its client's groups.
+    log_private: AtomicBool,
 }
 
 impl Engine {
@@ -537,6 +540,7 @@ impl Engine {
         // (see `learning`).
         let learned = ArcSwap::from_pointee(learn(&snapshot));
         let learning = AtomicBool::new(snapshot.clients.needs_learning());
+        let log_private = AtomicBool::new(snapshot.policy.groups.logs_vary());
         if let Some(log) = &log {
             log.set_client_names(client::names::configured_names(&snapshot.config.clients));
         }
@@ -551,6 +555,7 @@ impl Engine {
             learning,
             learning_bell: smol::channel::bounded(1),
             bypass: Arc::from("block_bypass"),
+            log_private,
         }
     }
 
@@ -1052,13 +1057,19 @@ impl Engine {
         Counters::bump(&stats.qtypes[crate::stats::qtype_slot(a.qtype)]);
         Counters::bump(&stats.answers[a.outcome as usize][crate::stats::rcode_slot(rcode)]);
         if let Some(log) = &self.log {
+            let keep = if self.log_private.load(Relaxed) { self.log_kept(origin) } else { GroupLog::Full };
+            if keep == GroupLog::None {
+                return Step::Reply;
+            }
+            let anonymous = keep == GroupLog::Anonymous;
             let mut name = [0u8; MAX_NAME_LEN];
             let len = a.qname.len().min(MAX_NAME_LEN);
             name[..len].copy_from_slice(&a.qname[..len]);
             log.log(Entry {
                 at: origin.received,
                 client: origin.client,
-                mac: origin.mac,
+                mac: if anonymous { None } else { origin.mac },
+                anonymous,
                 name,
                 name_len: len as u8,
                 qtype: a.qtype,
@@ -1070,6 +1081,21 @@ impl Engine {
             });
         }
         Step::Reply
+    }
+
+    /// What the log keeps of `origin`'s client: the most private `querylog`
+    /// of the groups it is in (whether or not inside their schedules).
+    #[cold]
+    #[inline(never)]
+    fn log_kept(&self, origin: &Origin) -> GroupLog {
+        let snap = self.snapshot.load();
+        let member = if snap.clients.is_empty() {
+            DEFAULT
+        } else {
+            let learned = self.learned.load();
+            snap.clients.groups(snap.clients.find(origin.client, origin.mac, &learned))
+        };
+        snap.policy.groups.log_of(member)
     }
 
     /// Resolves a miss upstream (or joins an identical one in flight) and
@@ -1417,6 +1443,7 @@ impl Engine {
             let _ = self.learning_bell.0.try_send(());
         }
         self.learning.store(needed, Relaxed);
+        self.log_private.store(snapshot.policy.groups.logs_vary(), Relaxed);
         if let Some(log) = &self.log {
             log.set_client_names(client::names::configured_names(&snapshot.config.clients));
         }

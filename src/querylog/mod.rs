@@ -120,6 +120,8 @@ pub struct Entry {
     pub latency_us: u32,
     /// The client's hardware address, when a trusted forwarder gave it.
     pub mac: Option<[u8; 6]>,
+    /// Its group logs it `anonymous`: the row keeps no address, MAC or name.
+    pub anonymous: bool,
 }
 
 impl Entry {

@@ -193,6 +193,14 @@ fn move_aside(path: &Path) -> PathBuf {
     aside
 }
 
+/// The address of no one, in the client's family.
+fn unspecified(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    }
+}
+
 /// Client address as stored: cut to /24 or /48 when anonymizing.
 fn client_ip(ip: IpAddr, anonymize: bool) -> IpAddr {
     match (ip, anonymize) {
@@ -357,7 +365,9 @@ impl Writer {
             let ts = self.unix_ms(e.at);
             // Entries from different workers may arrive slightly out of time order.
             self.last_id = ((ts as i64) << ID_SEQ_BITS).max(self.last_id + 1);
-            let client = client_ip(e.client, self.cfg.anonymize_clients);
+            // A group's `querylog anonymous` keeps no part of the address, not even the /24.
+            let client =
+                if e.anonymous { unspecified(e.client) } else { client_ip(e.client, self.cfg.anonymize_clients) };
             let client = self.clients.entry(client).or_insert_with(|| append_display(&mut text, client)).clone();
             let upstream =
                 e.upstream.map(|u| self.upstreams.entry(u).or_insert_with(|| append_display(&mut text, u)).clone());
@@ -367,7 +377,7 @@ impl Writer {
                 }
             });
             // Anonymized clients keep no hardware address or name either.
-            let (mac, client_name) = if self.cfg.anonymize_clients {
+            let (mac, client_name) = if self.cfg.anonymize_clients || e.anonymous {
                 (None, None)
             } else {
                 let mac = self.names.mac(e.client, e.mac);
@@ -640,6 +650,7 @@ mod tests {
                     list: None,
                     latency_us: i as u32,
                     mac: None,
+                    anonymous: false,
                 }
             })
             .collect();
