@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "common/http.rs"]
+mod http;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::process::Command;
@@ -223,4 +225,45 @@ config group 'guests'
     assert_eq!((guest.client.as_str(), guest.client_name.as_deref()), (GUEST, Some("guest")));
     let parent = &log_rows(&gw, &["--domain", "parent.example"])[0];
     assert_eq!(parent.client, PARENT);
+}
+
+#[test]
+fn services_url_loads_a_hostlistsregistry_file_and_keeps_it_through_a_failed_refresh() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let web = http::HttpServer::start();
+    let body = r#"{"blocked_services":[
+        {"id":"exampletube","name":"ExampleTube","rules":["||tube.example^","||tubecdn.example^"],
+         "icon_svg":"<svg></svg>","group":"video"}],
+        "groups":[{"id":"video","name":"Video"}]}"#;
+    web.set("/services.json", http::Route::List { body: body.into(), etag: "\"s1\"".into() });
+    let extra = format!(
+        "\toption list_dir '@DIR@/lists'\n\toption download_timeout '2s'\n\toption services_url '{}'\n{CLIENTS}\
+         config group 'kids'\n\tlist service 'exampletube'\nconfig group 'teens'\nconfig group 'guests'\n",
+        web.url("/services.json")
+    );
+    let gw = gateway_at(&up, &extra, None);
+    wait_for("the services download", Duration::from_secs(10), || {
+        ask(KID, gw.addr, "www.tube.example", A).ips() == ["0.0.0.0"]
+    });
+    assert!(gw.log().contains("unknown service 'exampletube'"), "before the first download: {}", gw.log());
+    assert_eq!(ask(KID, gw.addr, "img.tubecdn.example", A).ips(), ["0.0.0.0"]);
+    assert_eq!(ask(PARENT, gw.addr, "www.tube.example", A).ips(), ["192.0.2.1"]);
+    let (code, out, err) = cli(&["services", "-c", cfg_path(&gw), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(r#""id":"exampletube""#) && out.contains(r#""category":"video""#), "{out}");
+    assert!(!out.contains("tiktok"), "the downloaded catalogue replaces the built-in one: {out}");
+    // Refreshes that fail (an HTTP error, then a page that is no services.json) keep the copy.
+    for route in
+        [http::Route::Status(500), http::Route::List { body: b"<html>nope</html>".to_vec(), etag: "\"x\"".into() }]
+    {
+        web.set("/services.json", route);
+        let (_, out, err) = cli(&["update", "-c", cfg_path(&gw), "--json"]);
+        assert!(out.contains(r#""name":"services","status":"failed""#), "{out} {err}");
+        assert_eq!(ask(KID, gw.addr, "www.tube.example", A).ips(), ["0.0.0.0"]);
+    }
+    // A reload reads the saved copy again, with the server still failing.
+    gw.signal("HUP");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(ask(KID, gw.addr, "new.tube.example", A).ips(), ["0.0.0.0"]);
+    assert!(web.conditional_hits("/services.json") >= 1, "ETag sent");
 }

@@ -555,7 +555,8 @@ impl Config {
             }
         }
         if let Some(url) = &cfg.services_url {
-            cfg.services_saved = Some(cfg.list_dir.join(saved_file_name("services", url)));
+            // `.json`: the downloader vets it as a services.json, not a list.
+            cfg.services_saved = Some(cfg.list_dir.join(saved_file_name("services", url)).with_extension("json"));
         }
         if cfg.listen.is_empty() {
             cfg.listen.push(DEFAULT_LISTEN);

@@ -141,11 +141,24 @@ pub struct Vetter {
     bytes: u64,
     /// A NUL byte showed up early: binary data.
     binary: bool,
+    /// A services.json, gathered whole to be parsed at the end (the
+    /// download's size cap bounds it).
+    json: Option<Vec<u8>>,
 }
 
 impl Vetter {
+    /// A vetter for a services.json (`option services_url`) rather than a list.
+    pub fn services() -> Vetter {
+        Vetter { json: Some(Vec::new()), ..Vetter::default() }
+    }
+
     /// Feeds the next piece of the download.
     pub fn feed(&mut self, piece: &[u8]) {
+        if let Some(json) = self.json.as_mut() {
+            self.bytes += piece.len() as u64;
+            json.extend_from_slice(piece);
+            return;
+        }
         if self.bytes < BINARY_SNIFF as u64 {
             let look = &piece[..piece.len().min(BINARY_SNIFF - self.bytes as usize)];
             self.binary |= look.contains(&0);
@@ -181,6 +194,21 @@ impl Vetter {
 
     /// The verdict once the download is complete.
     pub fn finish(mut self, previous_entries: Option<u64>) -> Result<ParseStats, String> {
+        if let Some(json) = self.json.take() {
+            let text = std::str::from_utf8(&json).map_err(|_| "not UTF-8 text".to_string())?;
+            let cat = crate::policy::services::Catalogue::parse(text)?;
+            let domains: u64 = cat.services.iter().map(|s| s.domains.len() as u64).sum();
+            if cat.services.is_empty() {
+                return Err("no service with a usable rule".into());
+            }
+            let lines = cat.services.len() as u64;
+            return Ok(ParseStats {
+                lines,
+                blocks: domains,
+                unsupported: cat.skipped_rules as u64,
+                ..ParseStats::default()
+            });
+        }
         if !self.partial.is_empty() {
             let last = std::mem::take(&mut self.partial);
             self.line(&last);
@@ -404,7 +432,8 @@ fn download_into(
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let mut incoming = Incoming::new(saved);
     let tmp = incoming.tmp.clone();
-    let mut vetter = Vetter::default();
+    let mut vetter =
+        if saved.extension().is_some_and(|e| e == "json") { Vetter::services() } else { Vetter::default() };
     let mut sink = |piece: &[u8]| {
         vetter.feed(piece);
         incoming.feed(piece)
@@ -447,7 +476,8 @@ pub fn refresh_all(cfg: &Config, which: Which) -> Vec<Refreshed> {
         Which::Due => is_due(cfg, s),
         Which::Failed => s.saved.as_deref().is_some_and(|p| failed(p, &load_meta(p))),
     };
-    let sources: Vec<&ListSource> = cfg.lists.iter().filter(|s| s.url.is_some()).filter(chosen).collect();
+    let all = downloaded(cfg);
+    let sources: Vec<&ListSource> = all.iter().filter(chosen).collect();
     if sources.is_empty() {
         return Vec::new();
     }
@@ -464,6 +494,28 @@ pub fn refresh_all(cfg: &Config, which: Which) -> Vec<Refreshed> {
         }
     }
     results
+}
+
+/// Name of the download of `option services_url`, in the log and `hydradns update`.
+pub const SERVICES_SOURCE: &str = "services";
+
+/// Every download of `cfg`: the lists with a `url`, then `services_url`'s
+/// services.json (refreshed with them, kept the same way).
+fn downloaded(cfg: &Config) -> Vec<ListSource> {
+    let mut all: Vec<ListSource> = cfg.lists.iter().filter(|s| s.url.is_some()).cloned().collect();
+    if let (Some(url), Some(saved)) = (&cfg.services_url, &cfg.services_saved) {
+        all.push(ListSource {
+            name: SERVICES_SOURCE.into(),
+            kind: ListKind::Block,
+            paths: Vec::new(),
+            domains: Vec::new(),
+            origin: cfg.source.clone(),
+            url: Some(url.clone()),
+            saved: Some(saved.clone()),
+            groups: Vec::new(),
+        });
+    }
+    all
 }
 
 /// Loads lists for `cfg` and logs how each source fared.
@@ -518,7 +570,7 @@ fn is_due(cfg: &Config, src: &ListSource) -> bool {
 
 /// When the lists thread should next wake for a scheduled refresh.
 fn next_refresh(cfg: &Config) -> Option<Instant> {
-    let due = cfg.lists.iter().filter(|s| s.url.is_some()).filter_map(|s| due_unix(cfg, s.saved.as_deref()?)).min()?;
+    let due = downloaded(cfg).iter().filter_map(|s| due_unix(cfg, s.saved.as_deref()?)).min()?;
     Some(Instant::now() + Duration::from_secs(due.saturating_sub(unix_now())))
 }
 
