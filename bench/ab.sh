@@ -6,7 +6,9 @@
 #   bench/ab.sh LABEL=BIN [LABEL=BIN…] [-- redline options]
 # A LABEL ending in +log runs its build with the query log on (on tmpfs); a
 # LABEL holding +groups adds bench/groups.conf (3 groups, 50 client rules;
-# a build from before groups ignores those sections, with warnings).
+# a build from before groups ignores those sections, with warnings); one
+# holding +parental adds bench/parental.conf (3 groups with 10 services and
+# safe search each, the load generator in all of them).
 #   e.g. bench/ab.sh old=/tmp/hydradns-old new=target/x86_64-unknown-linux-musl/release/hydradns \
 #          -- --lists 1m --scenarios mix --rounds 5
 # Defaults: the 100k list, all three scenarios, 5 rounds of 5 s.

@@ -105,6 +105,8 @@ def main():
     ap.add_argument("--keep", metavar="DIR",
                     help="with --by-function: keep the callgrind files in DIR, for callgrind_annotate FILE src/….rs")
     ap.add_argument("--scenarios", help="comma-separated subset of " + ",".join(s for s, _ in SCENARIOS))
+    ap.add_argument("--extra-conf", metavar="FILE",
+                    help="append FILE to HydraDNS's config (e.g. bench/parental.conf)")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")

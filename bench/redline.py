@@ -480,7 +480,7 @@ def make_servers(args, work, upstream_port, log_batch, shipped=False):
         tag = os.path.basename(list_path).split(".")[0]
         out = {}
 
-        def hydradns(name, log_on, binary, groups=False):
+        def hydradns(name, log_on, binary, groups=False, parental=False):
             s = Server(name, [])
             s.bin = binary
             s.port = free_port()
@@ -509,6 +509,11 @@ config querylog 'querylog'
 {querylog}""")
                 if groups:
                     f.write(open(os.path.join(os.path.dirname(__file__), "groups.conf")).read())
+                # Three groups with ten services and safe search each (bench/parental.conf).
+                extra = os.path.join(os.path.dirname(__file__), "parental.conf") if parental else \
+                    getattr(args, "extra_conf", None)
+                if extra:
+                    f.write(open(extra).read())
             s.cmd = [binary, "run", "--user", "root", "--log", "stderr", "-c", conf]
             if shipped:
                 # The package runs the watchdog beside it (fail_open); its
@@ -593,8 +598,9 @@ forward-zone:
         out = {n: s for n, s in out.items() if n in args.servers.split(",")}
         for label, binary in getattr(args, "ab", []):
             # A label ending in +log runs that build with the query log on;
-            # one holding +groups, with bench/groups.conf (3 groups, 50 client rules).
-            hydradns(f"hydradns:{label}", label.endswith("+log"), binary, "+groups" in label)
+            # one holding +groups, with bench/groups.conf (3 groups, 50 client rules);
+            # one holding +parental, with bench/parental.conf.
+            hydradns(f"hydradns:{label}", label.endswith("+log"), binary, "+groups" in label, "+parental" in label)
         out["_upstream"] = args.upstream_proc
         return out
 

@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use nanoserde::{DeJson, SerJson};
+use nanoserde::SerJson;
 
 use crate::config::{Config, ListKind, ListSource};
 use crate::policy::domainset::name_key;
@@ -26,7 +26,7 @@ const BUILTIN: &str = include_str!("../../services/services.json");
 pub const PREFIX: &str = "service:";
 
 /// One service.
-#[derive(Debug, Clone, PartialEq, Eq, SerJson)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Service {
     /// What `list service` names.
     pub id: String,
@@ -47,23 +47,163 @@ pub struct Catalogue {
     pub skipped_rules: usize,
 }
 
-#[derive(DeJson)]
-struct RawFile {
-    blocked_services: Vec<RawService>,
+/// A reader of just enough JSON for a services.json: nanoserde's derive took
+/// 12 KB of the binary for this one cold file. Any JSON reads (members of
+/// any type it does not need are skipped, nesting up to [`MAX_DEPTH`]);
+/// anything else is `None`.
+struct Json<'a> {
+    b: &'a [u8],
+    i: usize,
 }
 
-/// A service as the file has it: fields beyond these (`icon_svg`, `group`'s
-/// siblings, `source`) are skipped by the parser.
-#[derive(DeJson)]
+/// Deepest nesting skipped: a hostile file cannot exhaust the stack.
+const MAX_DEPTH: u32 = 32;
+
+impl Json<'_> {
+    fn ws(&mut self) {
+        while self.b.get(self.i).is_some_and(|c| c.is_ascii_whitespace()) {
+            self.i += 1;
+        }
+    }
+
+    /// Whether the next byte after whitespace is `c`, consumed if so.
+    fn eat(&mut self, c: u8) -> bool {
+        self.ws();
+        let hit = self.b.get(self.i) == Some(&c);
+        self.i += usize::from(hit);
+        hit
+    }
+
+    #[inline(never)]
+    fn string(&mut self) -> Option<String> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let mut out = Vec::new();
+        loop {
+            let c = *self.b.get(self.i)?;
+            self.i += 1;
+            match c {
+                b'"' => return String::from_utf8(out).ok(),
+                b'\\' => {
+                    let e = *self.b.get(self.i)?;
+                    self.i += 1;
+                    let ch = match e {
+                        b'n' => '\n',
+                        b't' => '\t',
+                        b'r' => '\r',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'u' => {
+                            let hex = std::str::from_utf8(self.b.get(self.i..self.i + 4)?).ok()?;
+                            self.i += 4;
+                            // Surrogate halves (an emoji in a name) become U+FFFD: only ids and domains matter.
+                            char::from_u32(u32::from_str_radix(hex, 16).ok()?).unwrap_or('\u{fffd}')
+                        }
+                        other => char::from(other),
+                    };
+                    out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
+                }
+                _ => out.push(c),
+            }
+        }
+    }
+
+    /// Skips one value of any type.
+    fn skip(&mut self, depth: u32) -> Option<()> {
+        self.ws();
+        match *self.b.get(self.i)? {
+            b'"' => self.string().map(drop),
+            b'{' if depth < MAX_DEPTH => self.object(&mut |j, _| j.skip(depth + 1)),
+            b'[' if depth < MAX_DEPTH => self.array(&mut |j| j.skip(depth + 1)),
+            b'{' | b'[' => None,
+            _ => {
+                let start = self.i;
+                while self.b.get(self.i).is_some_and(|c| c.is_ascii_alphanumeric() || b"+-.".contains(c)) {
+                    self.i += 1;
+                }
+                (self.i > start).then_some(())
+            }
+        }
+    }
+
+    /// An object: `member` is given each key and reads its value.
+    // `dyn`, not generic: one copy of each, not one per caller (this is cold).
+    #[inline(never)]
+    fn object(&mut self, member: &mut dyn FnMut(&mut Self, String) -> Option<()>) -> Option<()> {
+        if !self.eat(b'{') {
+            return None;
+        }
+        if self.eat(b'}') {
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            if !self.eat(b':') {
+                return None;
+            }
+            member(self, key)?;
+            if self.eat(b'}') {
+                return Some(());
+            }
+            if !self.eat(b',') {
+                return None;
+            }
+        }
+    }
+
+    /// An array: `element` reads each value.
+    #[inline(never)]
+    fn array(&mut self, element: &mut dyn FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if !self.eat(b'[') {
+            return None;
+        }
+        if self.eat(b']') {
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            if self.eat(b']') {
+                return Some(());
+            }
+            if !self.eat(b',') {
+                return None;
+            }
+        }
+    }
+}
+
+/// One entry of `blocked_services` as the file has it (only these members are read).
+#[derive(Default)]
 struct RawService {
-    id: String,
-    name: String,
-    rules: Vec<String>,
-    #[nserde(default)]
+    id: Option<String>,
+    name: Option<String>,
+    rules: Option<Vec<String>>,
     category: String,
     /// HostlistsRegistry's name for the category.
-    #[nserde(default)]
     group: String,
+}
+
+impl RawService {
+    fn read(j: &mut Json<'_>) -> Option<RawService> {
+        let mut s = RawService::default();
+        j.object(&mut |j, key| {
+            match key.as_str() {
+                "id" => s.id = Some(j.string()?),
+                "name" => s.name = Some(j.string()?),
+                "category" => s.category = j.string()?,
+                "group" => s.group = j.string()?,
+                "rules" => {
+                    let mut rules = Vec::new();
+                    j.array(&mut |j| j.string().map(|r| rules.push(r)))?;
+                    s.rules = Some(rules);
+                }
+                _ => j.skip(0)?,
+            }
+            Some(())
+        })?;
+        Some(s)
+    }
 }
 
 /// The domain of a `||domain^` rule (what services.json uses), lowercase;
@@ -78,15 +218,34 @@ impl Catalogue {
     /// Reads a services.json. Services without an id, or without one
     /// usable rule, are left out; a file that is not such JSON is an error.
     pub fn parse(text: &str) -> Result<Catalogue, String> {
-        let raw = RawFile::deserialize_json(text).map_err(|e| format!("not a services.json: {e}"))?;
+        let mut raw: Option<Vec<RawService>> = None;
+        let mut j = Json { b: text.as_bytes(), i: 0 };
+        let read = j.object(&mut |j, key| {
+            if key != "blocked_services" {
+                return j.skip(0);
+            }
+            let mut all = Vec::new();
+            j.array(&mut |j| RawService::read(j).map(|s| all.push(s)))?;
+            raw = Some(all);
+            Some(())
+        });
+        j.ws();
+        let whole = read.is_some() && j.i == j.b.len();
+        let Some(raw) = raw.filter(|_| whole) else {
+            return Err(format!("not a services.json (JSON with blocked_services) at byte {}", j.i));
+        };
         let mut cat = Catalogue::default();
-        for s in raw.blocked_services {
-            let id = s.id.trim().to_ascii_lowercase();
+        for s in raw {
+            // Of a service, only id, name and rules are required.
+            let (Some(id), Some(name), Some(rules)) = (s.id, s.name, s.rules) else {
+                return Err("a service without id, name or rules".into());
+            };
+            let id = id.trim().to_ascii_lowercase();
             if id.is_empty() || cat.find(&id).is_some() {
                 continue;
             }
-            let mut domains = Vec::with_capacity(s.rules.len());
-            for r in &s.rules {
+            let mut domains = Vec::with_capacity(rules.len());
+            for r in &rules {
                 match rule_domain(r) {
                     Some(d) if !domains.contains(&d) => domains.push(d),
                     Some(_) => {}
@@ -97,7 +256,7 @@ impl Catalogue {
                 continue;
             }
             let category = if s.category.is_empty() { s.group } else { s.category };
-            cat.services.push(Service { id, name: s.name.trim().to_string(), category, domains });
+            cat.services.push(Service { id, name: name.trim().to_string(), category, domains });
         }
         Ok(cat)
     }
@@ -116,12 +275,20 @@ impl Catalogue {
 
     /// `hydradns services --json`.
     pub fn to_json(&self) -> String {
-        #[derive(SerJson)]
-        struct Out<'a> {
-            schema: u32,
-            services: &'a [Service],
+        let mut out = String::from("{\"schema\":1,\"services\":[");
+        for (i, s) in self.services.iter().enumerate() {
+            out.push_str(if i == 0 { "{\"id\":" } else { ",{\"id\":" });
+            out.push_str(&s.id.serialize_json());
+            out.push_str(",\"name\":");
+            out.push_str(&s.name.serialize_json());
+            out.push_str(",\"category\":");
+            out.push_str(&s.category.serialize_json());
+            out.push_str(",\"domains\":");
+            out.push_str(&s.domains.serialize_json());
+            out.push('}');
         }
-        Out { schema: 1, services: &self.services }.serialize_json()
+        out.push_str("]}");
+        out
     }
 }
 
@@ -210,6 +377,7 @@ mod tests {
     /// domain, and every rule a valid `||domain^`.
     #[test]
     fn the_builtin_catalogue_is_sound() {
+        use nanoserde::DeJson;
         #[derive(DeJson)]
         struct Checked {
             blocked_services: Vec<Entry>,
@@ -262,6 +430,36 @@ mod tests {
         assert_eq!(cat.skipped_rules, 3);
         assert!(Catalogue::parse("[1,2]").is_err());
         assert!(Catalogue::parse("{\"blocked_services\":[{\"id\":\"a\"}]}").is_err());
+    }
+
+    #[test]
+    fn any_json_reads_and_nothing_else_does() {
+        let ok = r#" { "version": 2.5e3, "ok": true, "none": null, "nested": {"a": [1, {"b": [[]]}, "x\"y"]},
+            "blocked_services": [ {"id": "a\u0062c", "name": "N\ud83d\ude00", "rules": ["||abc.example^"],
+            "extra": [-1, false, {"k": "v"}]} ] } "#;
+        let cat = Catalogue::parse(ok).unwrap();
+        assert_eq!((cat.services[0].id.as_str(), cat.services[0].domains[0].as_str()), ("abc", "abc.example"));
+        let deep = format!("{{\"x\":{}1{},\"blocked_services\":[]}}", "[".repeat(100), "]".repeat(100));
+        for bad in [
+            "",
+            "{",
+            "{\"blocked_services\":[",
+            "{\"blocked_services\":[]} junk",
+            "{\"blocked_services\":{}}",
+            "{\"a\":}",
+            "{\"blocked_services\":[{\"id\":\"x\",\"name\":\"y\",\"rules\":[\"\\u12\"]}]}",
+            "[]",
+            deep.as_str(),
+            "{\"blocked_services\":[{\"id\":\"x\"\"name\":\"y\"}]}",
+        ] {
+            assert!(Catalogue::parse(bad).is_err(), "{bad}");
+        }
+        // Every prefix of a good file is refused, none panics.
+        for n in 0..ok.len() {
+            if ok.is_char_boundary(n) && !ok[n..].trim().is_empty() {
+                assert!(Catalogue::parse(&ok[..n]).is_err(), "{}", &ok[..n]);
+            }
+        }
     }
 
     #[test]

@@ -977,11 +977,18 @@ impl Engine {
     ) {
         splice(alias, edns, origin.transport, limit, out, stats);
         if alias.safe_search {
-            Counters::bump(&stats.safe_search);
-            let (qname, qtype) = alias.question();
-            let a = Answered { qname, qtype, outcome: Outcome::SafeSearch, upstream: None, list: None };
-            self.done(&Origin { safe_search: false, ..*origin }, a, out, stats);
+            self.safe_search_done(alias, origin, out, stats);
         }
+    }
+
+    /// Counts and logs a safe search answer as the client's question.
+    #[cold]
+    #[inline(never)]
+    fn safe_search_done(&self, alias: &Alias, origin: &Origin, out: &[u8], stats: &Counters) {
+        Counters::bump(&stats.safe_search);
+        let (qname, qtype) = alias.question();
+        let a = Answered { qname, qtype, outcome: Outcome::SafeSearch, upstream: None, list: None };
+        self.done(&Origin { safe_search: false, ..*origin }, a, out, stats);
     }
 
     /// Turns `origin`'s client away (outside `allow_client`, over its rate),
