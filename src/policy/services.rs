@@ -47,10 +47,11 @@ pub struct Catalogue {
     pub skipped_rules: usize,
 }
 
-/// A reader of just enough JSON for a services.json: nanoserde's derive took
-/// 12 KB of the binary for this one cold file. Any JSON reads (members of
-/// any type it does not need are skipped, nesting up to [`MAX_DEPTH`]);
-/// anything else is `None`.
+/// A reader of just enough JSON for a services.json, a file from the
+/// network: any JSON reads (members it does not need are skipped, whatever
+/// their type), nesting is bounded ([`MAX_DEPTH`]) so a hostile file cannot
+/// exhaust the stack, and anything else is `None`. (nanoserde's derive,
+/// tried first, builds 0.9 KB smaller on aarch64 but has no depth bound.)
 struct Json<'a> {
     b: &'a [u8],
     i: usize,
