@@ -28,7 +28,8 @@ function E(tag, attrs, children) {
 	if (Array.isArray(tag)) return { tag: '#fragment', attrs: {}, children: flat(attrs) };
 	if (Array.isArray(attrs) || typeof attrs !== 'object' || attrs === null || attrs.tag)
 		[ attrs, children ] = [ {}, attrs ];
-	const node = { tag, attrs: attrs || {}, children: flat(children), appendChild(c) { this.children.push(c); } };
+	const node = { tag, attrs: attrs || {}, children: flat(children), style: {}, appendChild(c) { this.children.push(c); },
+		addEventListener(type, fn) { (this.listeners ||= {})[type] = fn; } };
 	return node;
 }
 function flat(c) {
@@ -104,6 +105,7 @@ function world(replies, uciData, hosts) {
 		bind: (fn, ctx, ...a) => fn.bind(ctx, ...a),
 		resolveDefault: (p, d) => Promise.resolve(p).catch(() => d),
 		isObject: (o) => o != null && typeof o === 'object',
+		toArray: (v) => (v == null ? [] : Array.isArray(v) ? v : String(v).split(/\s+/).filter(Boolean)),
 		env: {}
 	};
 	const ctx = vm.createContext({ console, E, _: (s) => s });
@@ -140,7 +142,9 @@ function makeForm() {
 		this.kind = kind; this.type = type; this.title = title; this.options = []; this.tabs = [];
 		this.tab = (name, title) => { this.tabs.push({ name, title }); };
 		this.option = (cls, name, title, description) => {
-			const o = { cls, name, title, description, values: [], value(v, label) { this.values.push(v); (this.labels ||= {})[v] = label; } };
+			const o = Object.assign(Object.create(typeof cls === 'object' ? cls : Object.prototype), { cls: typeof cls === 'object' ? cls.__name__ : cls, name, title, description, values: [],
+				value(v, label) { this.values.push(v); (this.labels ||= {})[v] = label; },
+				depends(k, v) { (this.deps ||= []).push([ k, v ]); } });
 			this.options.push(o);
 			return o;
 		};
@@ -152,8 +156,10 @@ function makeForm() {
 	Map.prototype.section = function (kind, type, title) { const s = new Section(this, kind, type, title); this.sections.push(s); return s; };
 	Map.prototype.render = function () { return Promise.resolve(E('div', { 'class': 'cbi-map' }, this.title)); };
 	const form = { Map, maps };
-	for (const k of [ 'TypedSection', 'NamedSection', 'GridSection', 'Flag', 'Value', 'ListValue', 'DynamicList', 'MultiValue', 'DummyValue' ])
+	for (const k of [ 'TypedSection', 'NamedSection', 'GridSection', 'Flag', 'Value', 'ListValue', 'DynamicList', 'DummyValue' ])
 		form[k] = k;
+	// A class a view extends: its methods end up on the options made of it.
+	form.MultiValue = { __name__: 'MultiValue', extend(p) { return Object.assign(Object.create(this), p); } };
 	return form;
 }
 

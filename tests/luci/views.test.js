@@ -227,6 +227,43 @@ test('settings and lists offer only options the daemon documents, and flags keep
 	}
 });
 
+test('settings: a group\'s services as toggles by category with a filter, safe search and its query log', async () => {
+	const catalogue = [
+		{ id: 'tiktok', name: 'TikTok', category: 'video', domains: [ 'tiktok.com' ] },
+		{ id: 'roblox', name: 'Roblox', category: 'games', domains: [ 'roblox.com', 'rbxcdn.com' ] }
+	];
+	const w = world({ 'luci.hydradns.services': () => ({ schema: 1, services: catalogue }) },
+		{ hydradns: [ { '.type': 'group', '.name': 'kids', '.anonymous': false, service: [ 'tiktok', 'gone' ] } ] });
+	const v = w.load('view.hydradns.settings');
+	await v.render(await v.load());
+	assert.ok(w.calls.some((c) => c.method === 'services'));
+	const g = w.form.maps[0].sections.find((s) => s.type === 'group');
+	const opt = (name) => g.options.find((o) => o.name === name);
+	assert.deepEqual([ 'service', 'safe_search', 'youtube_restrict', 'querylog' ].map((n) => opt(n).cls),
+		[ 'CBI.HydraDNSServices', 'Flag', 'ListValue', 'ListValue' ]);
+	assert.deepEqual(opt('youtube_restrict').values, [ 'moderate', 'strict' ]);
+	assert.deepEqual(opt('youtube_restrict').deps, [ [ 'safe_search', '1' ] ]);
+	assert.deepEqual(opt('querylog').values, [ 'full', 'anonymous', 'none' ]);
+
+	const widget = opt('service').renderWidget('kids', 0, [ 'tiktok', 'gone' ]);
+	assert.deepEqual(find(widget, (n) => n.tag === 'legend').map(text), [ 'games', 'not in the catalogue', 'video' ]);
+	const boxes = find(widget, (n) => n.tag === 'input' && n.attrs.type === 'checkbox');
+	assert.deepEqual(boxes.map((b) => [ b.attrs.value, b.attrs.checked ]), [ [ 'roblox', null ], [ 'gone', '' ], [ 'tiktok', '' ] ],
+		'what the group lists is checked; an id the catalogue lacks is kept');
+	// What a browser's DOM makes of the attributes.
+	boxes.forEach((b) => { b.checked = b.attrs.checked === ''; b.value = b.attrs.value; });
+	boxes[0].checked = true;
+	assert.deepEqual([ ...opt('service').formvalue('kids') ], [ 'roblox', 'gone', 'tiktok' ]);
+	// The filter matches names, ids and domains.
+	const filter = find(widget, (n) => n.tag === 'input' && n.attrs.type === 'text')[0];
+	filter.value = 'RBX';
+	filter.listeners.input();
+	assert.deepEqual(find(widget, (n) => n.tag === 'label').map((l) => l.style.display), [ 'inline-block', 'none', 'none' ]);
+	filter.value = '';
+	filter.listeners.input();
+	assert.ok(find(widget, (n) => n.tag === 'label').every((l) => l.style.display === 'inline-block'));
+});
+
 test('settings: force DNS has its own tab, with the parser\'s defaults; fail-open is in General', async () => {
 	const w = world({}, { hydradns: [ { '.type': 'hydradns', '.name': 'main', '.anonymous': false, enabled: '1' } ] },
 		[ [ '02:00:5e:10:00:01', 'kids-tablet' ] ]);
@@ -294,7 +331,7 @@ test('every method the pages call is in the ACL and the plugin; writes need the 
 		assert.ok(listed.includes(m), `${m} is not in the plugin's list`);
 	}
 	assert.deepEqual([ ...read, ...write ].sort(), [ ...listed ].sort(), 'the ACL names exactly the plugin\'s methods');
-	assert.deepEqual(read.sort(), [ 'log', 'status', 'top' ], 'read: the methods without side effects');
+	assert.deepEqual(read.sort(), [ 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
 	// check_config runs hydradns as root on a config the caller sends: only
 	// Save & Apply uses it, and a read-only login must not make root read
 	// the files of its choosing.

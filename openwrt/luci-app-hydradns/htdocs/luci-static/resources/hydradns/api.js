@@ -15,6 +15,7 @@ var SCHEMA = 1;
 var FOREVER = '3650d';
 
 var callStatus = rpc.declare({ object: 'luci.hydradns', method: 'status' });
+var callServices = rpc.declare({ object: 'luci.hydradns', method: 'services' });
 var callLog = rpc.declare({ object: 'luci.hydradns', method: 'log', params: [ 'limit', 'domain', 'client', 'blocked' ] });
 var callTop = rpc.declare({ object: 'luci.hydradns', method: 'top', params: [ 'kind', 'limit', 'since' ] });
 var callCheckConfig = rpc.declare({ object: 'luci.hydradns', method: 'check_config', params: [ 'config' ] });
@@ -80,6 +81,8 @@ return baseclass.extend({
 		return callLog(limit || 100, domain || '', client || '', blocked ? 1 : 0).then(entries);
 	},
 	top: function(kind, limit, since) { return callTop(kind, limit || 10, since || '24h').then(entries); },
+	// `hydradns services --json`: the catalogue a group's services are picked from.
+	services: function() { return callServices().then(checked).then(function(r) { return r.services || []; }); },
 	checkConfig: function(text) { return callCheckConfig(text).then(checked); },
 	pause: function(duration, group) { return callPause(duration, group || '').then(checked); },
 	resume: function(group) { return callResume(group || '').then(checked); },

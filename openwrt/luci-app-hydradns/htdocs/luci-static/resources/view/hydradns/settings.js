@@ -81,18 +81,62 @@ function blockModes(o) {
 	o.value('refused', _('REFUSED'));
 }
 
+// A group's services: the catalogue as checkboxes, one box per category,
+// with a filter box over names, ids and domains. Ids the catalogue lacks
+// (a services_url not yet downloaded) stay listed, and checked.
+var ServiceToggles = form.MultiValue.extend({
+	__name__: 'CBI.HydraDNSServices',
+
+	renderWidget: function(section_id, option_index, cfgvalue) {
+		var on = L.toArray(cfgvalue), known = {}, byCategory = {}, boxes = [], labels = [];
+		this.catalogue.forEach(function(sv) {
+			known[sv.id] = true;
+			(byCategory[sv.category || 'other'] = byCategory[sv.category || 'other'] || []).push(sv);
+		});
+		on.filter(function(id) { return !known[id]; }).forEach(function(id) {
+			(byCategory[_('not in the catalogue')] = byCategory[_('not in the catalogue')] || []).push({ id: id, name: id, domains: [] });
+		});
+		var fieldsets = Object.keys(byCategory).sort().map(function(category) {
+			return E('fieldset', { 'class': 'cbi-section' }, [ E('legend', {}, category) ].concat(byCategory[category].map(function(sv) {
+				var box = E('input', { 'type': 'checkbox', 'value': sv.id, 'checked': on.indexOf(sv.id) >= 0 ? '' : null });
+				var label = E('label', { 'title': sv.domains.join(' '), 'style': 'display:inline-block;margin-right:1em' },
+					[ box, ' ', sv.name ]);
+				label.search = (sv.id + ' ' + sv.name + ' ' + sv.domains.join(' ')).toLowerCase();
+				boxes.push(box);
+				labels.push(label);
+				return label;
+			})));
+		});
+		var filter = E('input', { 'type': 'text', 'class': 'cbi-input-text', 'placeholder': _('Filter: tiktok, games, …') });
+		filter.addEventListener('input', function() {
+			var q = filter.value.trim().toLowerCase();
+			labels.forEach(function(l) { l.style.display = !q || l.search.indexOf(q) >= 0 ? 'inline-block' : 'none'; });
+		});
+		this.boxes = this.boxes || {};
+		this.boxes[section_id] = boxes;
+		return E('div', {}, [ filter ].concat(fieldsets));
+	},
+
+	formvalue: function(section_id) {
+		return ((this.boxes || {})[section_id] || []).filter(function(b) { return b.checked; }).map(function(b) { return b.value; });
+	}
+});
+
 return view.extend({
 	load: function() {
 		return Promise.all([
 			uci.load('hydradns'),
 			// The router's devices (DHCP leases, neighbours) as choices for
 			// the exemptions; none where LuCI cannot tell.
-			L.resolveDefault(network.getHostHints(), null)
+			L.resolveDefault(network.getHostHints(), null),
+			// The services a group can block; none if the gateway cannot say.
+			L.resolveDefault(api.services(), [])
 		]);
 	},
 
 	render: function(data) {
 		var hosts = data && data[1];
+		var catalogue = (data && data[2]) || [];
 		var m = new form.Map('hydradns', _('HydraDNS: settings'),
 			_('Every option is described in docs/configuration.md. Save & Apply checks the whole configuration with "hydradns check-config" first; a reload keeps the cache.'));
 		var s, o;
@@ -244,6 +288,24 @@ return view.extend({
 		o.rmempty = false;
 		o.value('', _('as the gateway'));
 		blockModes(o);
+		o = s.option(ServiceToggles, 'service', _('Blocked services'),
+			_('Each blocks the service\'s domains and everything under them for this group, inside its schedule.'));
+		o.catalogue = catalogue;
+		o = s.option(form.Flag, 'safe_search', _('Safe search'),
+			_('Google, Bing, DuckDuckGo, YouTube, Brave, Ecosia, Pixabay and Yandex answer with their restricted hosts.'));
+		o.rmempty = false;
+		o.default = '0';
+		o = s.option(form.ListValue, 'youtube_restrict', _('YouTube'));
+		o.rmempty = false;
+		o.value('moderate', _('moderate'));
+		o.value('strict', _('strict'));
+		o.depends('safe_search', '1');
+		o = s.option(form.ListValue, 'querylog', _('Query log'),
+			_('What the log keeps of this group\'s devices; a device in several groups gets the most private.'));
+		o.rmempty = false;
+		o.value('full', _('everything'));
+		o.value('anonymous', _('no address, MAC or name'));
+		o.value('none', _('nothing (still counted)'));
 
 		s = m.section(form.TypedSection, 'schedule', _('Schedules'));
 		s.addremove = true;
