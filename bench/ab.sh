@@ -8,7 +8,8 @@
 # LABEL holding +groups adds bench/groups.conf (3 groups, 50 client rules;
 # a build from before groups ignores those sections, with warnings); one
 # holding +parental adds bench/parental.conf (3 groups with 10 services and
-# safe search each, the load generator in all of them).
+# safe search each, the load generator in all of them; +parental-off: the
+# same groups and lists without the services and safe search).
 #   e.g. bench/ab.sh old=/tmp/hydradns-old new=target/x86_64-unknown-linux-musl/release/hydradns \
 #          -- --lists 1m --scenarios mix --rounds 5
 # Defaults: the 100k list, all three scenarios, 5 rounds of 5 s.

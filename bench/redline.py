@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import random
+import re
 import socket
 import statistics
 import struct
@@ -509,11 +510,15 @@ config querylog 'querylog'
 {querylog}""")
                 if groups:
                     f.write(open(os.path.join(os.path.dirname(__file__), "groups.conf")).read())
-                # Three groups with ten services and safe search each (bench/parental.conf).
+                # Three groups with ten services and safe search each
+                # (bench/parental.conf), or ("off") the same groups without them.
                 extra = os.path.join(os.path.dirname(__file__), "parental.conf") if parental else \
                     getattr(args, "extra_conf", None)
                 if extra:
-                    f.write(open(extra).read())
+                    lines = open(extra).read().splitlines(keepends=True)
+                    if parental == "off":
+                        lines = [x for x in lines if not re.search("service|safe_search|youtube_restrict", x)]
+                    f.write("".join(lines))
             s.cmd = [binary, "run", "--user", "root", "--log", "stderr", "-c", conf]
             if shipped:
                 # The package runs the watchdog beside it (fail_open); its
@@ -599,8 +604,10 @@ forward-zone:
         for label, binary in getattr(args, "ab", []):
             # A label ending in +log runs that build with the query log on;
             # one holding +groups, with bench/groups.conf (3 groups, 50 client rules);
-            # one holding +parental, with bench/parental.conf.
-            hydradns(f"hydradns:{label}", label.endswith("+log"), binary, "+groups" in label, "+parental" in label)
+            # one holding +parental, with bench/parental.conf (+parental-off: its
+            # groups and lists without the services and safe search).
+            parental = "off" if "+parental-off" in label else "+parental" in label
+            hydradns(f"hydradns:{label}", label.endswith("+log"), binary, "+groups" in label, parental)
         out["_upstream"] = args.upstream_proc
         return out
 

@@ -325,7 +325,7 @@ pub fn read_saved(path: &Path) -> Result<Catalogue, String> {
 }
 
 /// The block sources the groups' `list service` entries make: one per
-/// service in use, in the groups that list it; and a warning per id the
+/// service a group lists, in that group; and a warning per id the
 /// catalogue lacks (it blocks nothing until it appears).
 pub fn sources(cfg: &Config, cat: &Catalogue) -> (Vec<ListSource>, Vec<String>) {
     let mut out: Vec<ListSource> = Vec::new();
@@ -340,20 +340,20 @@ pub fn sources(cfg: &Config, cat: &Catalogue) -> (Vec<ListSource>, Vec<String>) 
                 ));
                 continue;
             };
-            let name = format!("{PREFIX}{id}");
-            match out.iter_mut().find(|src| src.name == name) {
-                Some(src) => src.groups.push(g.name.clone()),
-                None => out.push(ListSource {
-                    name,
-                    kind: ListKind::Block,
-                    paths: Vec::new(),
-                    domains: s.domains.iter().map(|d| (d.clone(), *line)).collect(),
-                    origin: format!("{file}:{line}"),
-                    url: None,
-                    saved: None,
-                    groups: vec![g.name.clone()],
-                }),
-            }
+            // One source per group, not one for all the groups that list the
+            // service: a source in two groups would make a set of its own
+            // for that combination, one more binary search for every query
+            // of a client in both; in one group it joins that group's set.
+            out.push(ListSource {
+                name: format!("{PREFIX}{id}"),
+                kind: ListKind::Block,
+                paths: Vec::new(),
+                domains: s.domains.iter().map(|d| (d.clone(), *line)).collect(),
+                origin: format!("{file}:{line}"),
+                url: None,
+                saved: None,
+                groups: vec![g.name.clone()],
+            });
         }
     }
     (out, warnings)
@@ -466,16 +466,16 @@ mod tests {
     }
 
     #[test]
-    fn groups_listing_a_service_share_one_source_and_unknown_ids_warn() {
+    fn each_group_listing_a_service_gets_its_source_and_unknown_ids_warn() {
         let cfg = Config::parse(
             "/etc/config/hydradns",
             "config group 'kids'\n\tlist service 'tiktok'\n\tlist service 'nosuch'\nconfig group 'teens'\n\tlist service 'TikTok'\n",
         )
         .unwrap();
         let (lists, warnings) = with_services(&cfg);
-        assert_eq!(lists.len(), 1);
-        assert_eq!(lists[0].name, "service:tiktok");
-        assert_eq!(lists[0].groups, ["kids", "teens"]);
+        assert_eq!(lists.len(), 2);
+        assert!(lists.iter().all(|l| l.name == "service:tiktok"));
+        assert_eq!((&lists[0].groups[..], &lists[1].groups[..]), (&["kids".to_string()][..], &["teens".to_string()][..]));
         assert!(lists[0].domains.iter().any(|(d, l)| d == "tiktok.com" && *l == 2));
         assert_eq!(warnings.len(), 1);
         assert!(
