@@ -475,7 +475,10 @@ mod tests {
         let (lists, warnings) = with_services(&cfg);
         assert_eq!(lists.len(), 2);
         assert!(lists.iter().all(|l| l.name == "service:tiktok"));
-        assert_eq!((&lists[0].groups[..], &lists[1].groups[..]), (&["kids".to_string()][..], &["teens".to_string()][..]));
+        assert_eq!(
+            (&lists[0].groups[..], &lists[1].groups[..]),
+            (&["kids".to_string()][..], &["teens".to_string()][..])
+        );
         assert!(lists[0].domains.iter().any(|(d, l)| d == "tiktok.com" && *l == 2));
         assert_eq!(warnings.len(), 1);
         assert!(
