@@ -12,6 +12,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod control;
+pub mod json;
 pub mod lists;
 pub mod localnet;
 pub mod logging;

@@ -25,6 +25,8 @@ const BUILTIN: &str = include_str!("../../services/services.json");
 /// Prefix of the source name a service blocks under (the log's `list` column).
 pub const PREFIX: &str = "service:";
 
+use crate::json::Json;
+
 /// One service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Service {
@@ -45,135 +47,6 @@ pub struct Catalogue {
     pub services: Vec<Service>,
     /// Rules skipped because they are not `||domain^`.
     pub skipped_rules: usize,
-}
-
-/// A reader of just enough JSON for a services.json, a file from the
-/// network: any JSON reads (members it does not need are skipped, whatever
-/// their type), nesting is bounded ([`MAX_DEPTH`]) so a hostile file cannot
-/// exhaust the stack, and anything else is `None`. nanoserde's derive,
-/// tried first (0.9 KB smaller on aarch64), panics (`unimplemented!`, an
-/// abort in the release build) when input ends inside a member it skips:
-/// a truncated download would have taken the gateway down.
-struct Json<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-/// Deepest nesting skipped: a hostile file cannot exhaust the stack.
-const MAX_DEPTH: u32 = 32;
-
-impl Json<'_> {
-    fn ws(&mut self) {
-        while self.b.get(self.i).is_some_and(|c| c.is_ascii_whitespace()) {
-            self.i += 1;
-        }
-    }
-
-    /// Whether the next byte after whitespace is `c`, consumed if so.
-    fn eat(&mut self, c: u8) -> bool {
-        self.ws();
-        let hit = self.b.get(self.i) == Some(&c);
-        self.i += usize::from(hit);
-        hit
-    }
-
-    #[inline(never)]
-    fn string(&mut self) -> Option<String> {
-        if !self.eat(b'"') {
-            return None;
-        }
-        let mut out = Vec::new();
-        loop {
-            let c = *self.b.get(self.i)?;
-            self.i += 1;
-            match c {
-                b'"' => return String::from_utf8(out).ok(),
-                b'\\' => {
-                    let e = *self.b.get(self.i)?;
-                    self.i += 1;
-                    let ch = match e {
-                        b'n' => '\n',
-                        b't' => '\t',
-                        b'r' => '\r',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'u' => {
-                            let hex = std::str::from_utf8(self.b.get(self.i..self.i + 4)?).ok()?;
-                            self.i += 4;
-                            // Surrogate halves (an emoji in a name) become U+FFFD: only ids and domains matter.
-                            char::from_u32(u32::from_str_radix(hex, 16).ok()?).unwrap_or('\u{fffd}')
-                        }
-                        other => char::from(other),
-                    };
-                    out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
-                }
-                _ => out.push(c),
-            }
-        }
-    }
-
-    /// Skips one value of any type.
-    fn skip(&mut self, depth: u32) -> Option<()> {
-        self.ws();
-        match *self.b.get(self.i)? {
-            b'"' => self.string().map(drop),
-            b'{' if depth < MAX_DEPTH => self.object(&mut |j, _| j.skip(depth + 1)),
-            b'[' if depth < MAX_DEPTH => self.array(&mut |j| j.skip(depth + 1)),
-            b'{' | b'[' => None,
-            _ => {
-                let start = self.i;
-                while self.b.get(self.i).is_some_and(|c| c.is_ascii_alphanumeric() || b"+-.".contains(c)) {
-                    self.i += 1;
-                }
-                (self.i > start).then_some(())
-            }
-        }
-    }
-
-    /// An object: `member` is given each key and reads its value.
-    // `dyn`, not generic: one copy of each, not one per caller (this is cold).
-    #[inline(never)]
-    fn object(&mut self, member: &mut dyn FnMut(&mut Self, String) -> Option<()>) -> Option<()> {
-        if !self.eat(b'{') {
-            return None;
-        }
-        if self.eat(b'}') {
-            return Some(());
-        }
-        loop {
-            let key = self.string()?;
-            if !self.eat(b':') {
-                return None;
-            }
-            member(self, key)?;
-            if self.eat(b'}') {
-                return Some(());
-            }
-            if !self.eat(b',') {
-                return None;
-            }
-        }
-    }
-
-    /// An array: `element` reads each value.
-    #[inline(never)]
-    fn array(&mut self, element: &mut dyn FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        if !self.eat(b'[') {
-            return None;
-        }
-        if self.eat(b']') {
-            return Some(());
-        }
-        loop {
-            element(self)?;
-            if self.eat(b']') {
-                return Some(());
-            }
-            if !self.eat(b',') {
-                return None;
-            }
-        }
-    }
 }
 
 /// One entry of `blocked_services` as the file has it (only these members are read).
@@ -222,7 +95,7 @@ impl Catalogue {
     /// usable rule, are left out; a file that is not such JSON is an error.
     pub fn parse(text: &str) -> Result<Catalogue, String> {
         let mut raw: Option<Vec<RawService>> = None;
-        let mut j = Json { b: text.as_bytes(), i: 0 };
+        let mut j = Json::new(text);
         let read = j.object(&mut |j, key| {
             if key != "blocked_services" {
                 return j.skip(0);
@@ -232,10 +105,9 @@ impl Catalogue {
             raw = Some(all);
             Some(())
         });
-        j.ws();
-        let whole = read.is_some() && j.i == j.b.len();
+        let whole = read.is_some() && j.at_end();
         let Some(raw) = raw.filter(|_| whole) else {
-            return Err(format!("not a services.json (JSON with blocked_services) at byte {}", j.i));
+            return Err(format!("not a services.json (JSON with blocked_services) at byte {}", j.offset()));
         };
         let mut cat = Catalogue::default();
         for s in raw {
