@@ -3,13 +3,21 @@
 //!
 //! The live database sits on tmpfs (RAM): cheap to write, gone at reboot.
 //! The copy at `flash_path` is an SQLite database with the live one's
-//! `queries` and `totals` tables, so `sqlite3` and the readers open it as
+//! `totals` table and its rows in slices of time: a table per slice
+//! (`queries_<first ms>`, a 24th of `retention`) and a
+//! view `queries` over them all, so `sqlite3` and the readers open it as
 //! they open the live one. Every `flush_interval` and at stop it receives,
-//! in one transaction, only the rows added since the last flush, loses the
-//! rows past `retention`, and takes the live totals; a flush with no new
-//! rows writes nothing at all (the expired rows wait for the next one). Until issue 46 every flush copied the
-//! whole database (≈ 27 MB an hour for a household at a week's retention);
-//! docs/how-it-works.md has the measured bytes of both.
+//! in one transaction, only the rows added since the last flush, drops the
+//! slices wholly past `retention`, and takes the live totals; a flush with
+//! no new rows writes nothing at all (the expired slices wait for the next
+//! one). A dropped table's pages go to SQLite's free list without being
+//! copied to the journal, and the next rows reuse them; deleting the same
+//! rows one by one journals every page they were on, which was most of
+//! what a flush wrote (2.7 × the new rows at 50,000 queries a day, against
+//! 1.x now). So rows stay on flash up to one slice past `retention` (7 h of
+//! a week). Until issue 46 every flush copied the whole database (≈ 27 MB
+//! an hour for a household at a week's retention); docs/how-it-works.md has
+//! the measured bytes of each design.
 //!
 //! The copy keeps SQLite's rollback journal (`journal_mode=DELETE`,
 //! `synchronous=FULL`), not WAL: appended pages past the old end of the file
@@ -32,11 +40,10 @@ use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use super::LogCounters;
-use super::writer::{ID_SEQ_BITS, SCHEMA, code, delete_oldest_tenth, is_corrupt, migrate};
+use super::writer::{ID_SEQ_BITS, SCHEMA, code, is_corrupt, migrate};
 use crate::config::QueryLogConfig;
 
 /// The live database's columns, in the order both tables declare them: a
@@ -51,6 +58,54 @@ const BASE_COLUMNS: [&str; 10] =
 /// Times a flush makes room (deletes the oldest tenth) when the copy is at
 /// `max_size`, before it gives up until the next flush.
 const MAKE_ROOM_TRIES: usize = 10;
+
+/// The copy's slice tables: `queries_` and the slice's first Unix ms.
+const SLICE_PREFIX: &str = "queries_";
+
+/// How long a slice of the copy is: a 24th of `retention` (7 h of a week),
+/// so rows stay on flash at most that long past it, and the view is over at
+/// most ~25 tables (SQLite allows 500 in one compound SELECT).
+fn slice_ms(retention: Duration) -> u64 {
+    (retention.as_millis() as u64 / 24).max(1000)
+}
+
+/// The slice tables of the copy, oldest first.
+fn slices(conn: &Connection) -> rusqlite::Result<Vec<(u64, String)>> {
+    let mut stmt = conn
+        .prepare("SELECT name FROM main.sqlite_schema WHERE type = 'table' AND name LIKE 'queries\\_%' ESCAPE '\\'")?;
+    let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    let mut out = Vec::new();
+    for name in names {
+        let name = name?;
+        if let Some(start) = name.strip_prefix(SLICE_PREFIX).and_then(|n| n.parse::<u64>().ok()) {
+            out.push((start, name));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Whether `name` is one of ours: `totals`, the view, or a slice table.
+fn is_ours(name: &str) -> bool {
+    name == "totals"
+        || name == "queries"
+        || name.strip_prefix(SLICE_PREFIX).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The slice table `name`, as the live database's `queries` is declared.
+fn create_slice(conn: &Connection, name: &str) -> rusqlite::Result<()> {
+    let queries = SCHEMA.split(';').next().unwrap_or_default();
+    conn.execute_batch(&queries.replacen("queries (", &format!("{name} ("), 1))
+}
+
+/// The view `queries` over every slice, made anew when the slices change.
+fn make_view(conn: &Connection, slices: &[(u64, String)]) -> rusqlite::Result<()> {
+    let union: Vec<String> = slices.iter().map(|(_, t)| format!("SELECT {COLUMNS} FROM main.{t}")).collect();
+    conn.execute_batch(&format!(
+        "DROP VIEW IF EXISTS main.queries; CREATE VIEW main.queries AS {};",
+        union.join(" UNION ALL ")
+    ))
+}
 
 /// SQLite's own side files of a database: the rollback journal this version
 /// uses, the WAL and its index an older version's whole-database copy carried.
@@ -113,26 +168,42 @@ fn try_open(path: &Path, max_size: u64, check: bool) -> Result<Connection, OpenE
             return Err(OpenError::Unusable(format!("quick_check: {ok}")));
         }
     }
-    let tables: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT IN ('queries', 'totals')",
-            [],
-            |r| r.get(0),
-        )
+    let names: Vec<(String, String)> = conn
+        .prepare("SELECT type, name FROM sqlite_schema WHERE type IN ('table', 'view')")
+        .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
         .map_err(sql)?;
-    let has_queries: bool = conn
-        .query_row("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'queries')", [], |r| {
-            r.get(0)
-        })
-        .map_err(sql)?;
-    if tables > 0 {
-        return Err(OpenError::Unusable(format!("{tables} tables that are not the query log's")));
+    let foreign = names.iter().filter(|(_, n)| !is_ours(n)).count();
+    if foreign > 0 {
+        return Err(OpenError::Unusable(format!("{foreign} tables that are not the query log's")));
     }
-    if has_queries && let Some(c) = BASE_COLUMNS.iter().find(|c| !super::read::has_column(&conn, c)) {
-        return Err(OpenError::Unusable(format!("its queries table has no column {c}")));
+    if names.iter().any(|(t, n)| t == "table" && n == "queries") {
+        // The previous version's copy: one `queries` table. It becomes a
+        // slice of its own, named after its oldest row, trimmed by retention
+        // until it is wholly past it (`bring_up_to_date`).
+        if let Some(c) = BASE_COLUMNS.iter().find(|c| !super::read::has_column(&conn, c)) {
+            return Err(OpenError::Unusable(format!("its queries table has no column {c}")));
+        }
+        migrate(&conn).map_err(sql)?;
+        let oldest: Option<i64> = conn.query_row("SELECT min(id) FROM queries", [], |r| r.get(0)).map_err(sql)?;
+        let start = oldest.map_or(0, |id| (id >> ID_SEQ_BITS).max(0));
+        conn.execute_batch(&format!("BEGIN; ALTER TABLE queries RENAME TO {SLICE_PREFIX}{start}; COMMIT;"))
+            .map_err(sql)?;
     }
-    conn.execute_batch(SCHEMA).map_err(sql)?;
-    migrate(&conn).map_err(sql)?;
+    conn.execute_batch(SCHEMA.split(';').nth(1).unwrap_or_default()).map_err(sql)?;
+    let have = slices(&conn).map_err(sql)?;
+    if have.is_empty() || !names.iter().any(|(t, n)| t == "view" && n == "queries") {
+        let tx = conn.unchecked_transaction().map_err(sql)?;
+        let have = if have.is_empty() {
+            // A view needs a table to be over; the first flush's rows go to the slice of now.
+            let name = format!("{SLICE_PREFIX}0");
+            create_slice(&tx, &name).map_err(sql)?;
+            vec![(0, name)]
+        } else {
+            have
+        };
+        make_view(&tx, &have).map_err(sql)?;
+        tx.commit().map_err(sql)?;
+    }
     let page_size: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0)).map_err(sql)?;
     let max_pages = (max_size / page_size.max(512) as u64).max(16);
     conn.pragma_update(None, "max_page_count", max_pages as i64).map_err(sql)?;
@@ -190,13 +261,19 @@ pub fn restore_if_missing(live: &Path, flash: &Path, max_size: u64) -> Result<bo
     let tmp = tmp_path(live);
     let _ = std::fs::remove_file(&tmp);
     crate::sys::private_file(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    {
-        let mut dst = Connection::open(&tmp).map_err(|e| format!("open {}: {e}", tmp.display()))?;
-        let backup = Backup::new(&src, &mut dst).map_err(|e| format!("restore: {e}"))?;
-        match backup.step(-1).map_err(|e| format!("restore: {e}"))? {
-            StepResult::Done => {}
-            other => return Err(format!("restore did not finish: {other:?}")),
-        }
+    // Row by row into the live schema (the copy's slices are its own shape),
+    // in one transaction of a database nobody else has open yet.
+    let restored = (|| -> rusqlite::Result<()> {
+        src.execute("ATTACH ?1 AS live", [tmp.to_string_lossy()])?;
+        src.execute_batch(&format!("BEGIN; {}", SCHEMA.replace("EXISTS ", "EXISTS live.")))?;
+        src.execute_batch(&format!(
+            "INSERT INTO live.queries ({COLUMNS}) SELECT {COLUMNS} FROM main.queries ORDER BY id;
+             INSERT INTO live.totals SELECT outcome, count FROM main.totals; COMMIT; DETACH live;"
+        ))
+    })();
+    if let Err(e) = restored {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("restore: {e}"));
     }
     std::fs::rename(&tmp, live).map_err(|e| format!("rename to {}: {e}", live.display()))?;
     Ok(true)
@@ -216,6 +293,7 @@ pub struct Flushed {
 /// Brings the flash copy up to date with `cfg.path` as of `now_ms` (Unix
 /// ms). `check`: check the copy's integrity first (see [`try_open`]).
 pub fn flush(cfg: &QueryLogConfig, now_ms: u64, check: bool) -> Result<Flushed, String> {
+    let slice = slice_ms(cfg.retention);
     if !cfg.path.exists() {
         return Err(format!("{} does not exist", cfg.path.display()));
     }
@@ -226,16 +304,26 @@ pub fn flush(cfg: &QueryLogConfig, now_ms: u64, check: bool) -> Result<Flushed, 
     // -shm files on close instead of leaving them behind on tmpfs.
     conn.execute("ATTACH ?1 AS live", [live]).map_err(|e| format!("attach {live}: {e}"))?;
     let cutoff = (now_ms.saturating_sub(cfg.retention.as_millis() as u64) as i64) << ID_SEQ_BITS;
-    let done = bring_up_to_date(&mut conn, cutoff).map_err(|e| e.to_string());
+    let done = bring_up_to_date(&mut conn, cutoff, slice).map_err(|e| e.to_string());
     let _ = conn.execute_batch("DETACH live");
     done
 }
 
 /// The flush's one transaction, or none when there is nothing to do.
-fn bring_up_to_date(conn: &mut Connection, cutoff: i64) -> rusqlite::Result<Flushed> {
+fn bring_up_to_date(conn: &mut Connection, cutoff: i64, slice: u64) -> rusqlite::Result<Flushed> {
     // Row ids only grow (the writer keeps them so), so "new" is "above the
     // copy's newest": no state to keep between flushes or across restarts.
-    let newest: i64 = conn.query_row("SELECT coalesce(max(id), 0) FROM main.queries", [], |r| r.get(0))?;
+    // The newest slice's newest row: one step down one b-tree (a max over
+    // the view would read every slice).
+    let mut newest = 0i64;
+    for (_, table) in slices(conn)?.iter().rev() {
+        if let Some(id) =
+            conn.query_row(&format!("SELECT max(id) FROM main.{table}"), [], |r| r.get::<_, Option<i64>>(0))?
+        {
+            newest = id;
+            break;
+        }
+    }
     // Rows the live writer has not yet deleted for their age are not copied.
     let from = newest.max(cutoff - 1);
     let new: bool = conn.query_row("SELECT EXISTS (SELECT 1 FROM live.queries WHERE id > ?1)", [from], |r| r.get(0))?;
@@ -251,11 +339,14 @@ fn bring_up_to_date(conn: &mut Connection, cutoff: i64) -> rusqlite::Result<Flus
     let mut made_room = 0u64;
     for _ in 0..MAKE_ROOM_TRIES {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let deleted = tx.execute("DELETE FROM main.queries WHERE id < ?1", [cutoff])? as u64;
-        let inserted = tx.execute(
-            &format!("INSERT INTO main.queries ({COLUMNS}) SELECT {COLUMNS} FROM live.queries WHERE id > ?1"),
-            [from],
-        );
+        let mut have = slices(&tx)?;
+        let before = have.clone();
+        // New rows first: a slice the expired rows share with them stays.
+        let inserted = insert_new(&tx, &mut have, from, slice);
+        let deleted = if inserted.is_ok() { expire(&tx, &mut have, cutoff, slice)? } else { 0 };
+        if inserted.is_ok() && have != before {
+            make_view(&tx, &have)?;
+        }
         match inserted {
             Ok(added) => {
                 tx.execute(
@@ -270,7 +361,9 @@ fn bring_up_to_date(conn: &mut Connection, cutoff: i64) -> rusqlite::Result<Flus
                 // tenth in a transaction of its own, and try again.
                 drop(tx);
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                made_room += delete_oldest_tenth(&tx)? as u64;
+                let mut have = slices(&tx)?;
+                made_room += make_room(&tx, &mut have)?;
+                make_view(&tx, &have)?;
                 tx.commit()?;
             }
             Err(e) => return Err(e),
@@ -280,6 +373,81 @@ fn bring_up_to_date(conn: &mut Connection, cutoff: i64) -> rusqlite::Result<Flus
         rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
         Some(format!("no room for the new rows under max_size after deleting {made_room}")),
     ))
+}
+
+/// Drops the slices wholly past `cutoff` (a row id); a table longer than a
+/// slice (the previous version's, or one from a longer `retention`) loses
+/// its expired rows one by one instead. Returns the rows that went.
+fn expire(tx: &Connection, have: &mut Vec<(u64, String)>, cutoff: i64, slice: u64) -> rusqlite::Result<u64> {
+    let mut gone = 0u64;
+    // The empty placeholder of a fresh copy goes as soon as rows have a slice.
+    while let Some((start, table)) = have.first().cloned() {
+        let newest: Option<i64> = tx.query_row(&format!("SELECT max(id) FROM main.{table}"), [], |r| r.get(0))?;
+        match newest {
+            Some(id) if id >= cutoff => {
+                let oldest: i64 = tx.query_row(&format!("SELECT min(id) FROM main.{table}"), [], |r| r.get(0))?;
+                let first_ms = ((oldest >> ID_SEQ_BITS).max(0) as u64).min(start);
+                let wide = (id >> ID_SEQ_BITS).max(0) as u64 >= first_ms + slice;
+                if wide && oldest < cutoff {
+                    gone += tx.execute(&format!("DELETE FROM main.{table} WHERE id < ?1"), [cutoff])? as u64;
+                }
+                break;
+            }
+            Some(_) => {
+                gone += tx.query_row(&format!("SELECT count(*) FROM main.{table}"), [], |r| r.get::<_, i64>(0))? as u64
+            }
+            None if have.len() == 1 => break,
+            None => {}
+        }
+        tx.execute_batch(&format!("DROP TABLE main.{table}"))?;
+        have.remove(0);
+    }
+    Ok(gone)
+}
+
+/// Copies the live rows above `from` into the slices they belong to,
+/// making the slices that do not exist yet. Returns the rows copied.
+fn insert_new(tx: &Connection, have: &mut Vec<(u64, String)>, from: i64, slice: u64) -> rusqlite::Result<u64> {
+    let mut added = 0u64;
+    let mut next: Option<i64> = tx.query_row("SELECT min(id) FROM live.queries WHERE id > ?1", [from], |r| r.get(0))?;
+    while let Some(id) = next {
+        let ms = (id >> ID_SEQ_BITS).max(0) as u64;
+        let start = ms - ms % slice;
+        let end = (((start + slice) as i64) << ID_SEQ_BITS).max(id + 1);
+        let table = format!("{SLICE_PREFIX}{start}");
+        if !have.iter().any(|(_, t)| *t == table) {
+            create_slice(tx, &table)?;
+            have.push((start, table.clone()));
+            have.sort();
+        }
+        added += tx.execute(
+            &format!(
+                "INSERT INTO main.{table} ({COLUMNS}) SELECT {COLUMNS} FROM live.queries WHERE id > ?1 AND id >= ?2 AND id < ?3"
+            ),
+            [from, id, end],
+        )? as u64;
+        next = tx.query_row("SELECT min(id) FROM live.queries WHERE id >= ?1", [end], |r| r.get(0))?;
+    }
+    Ok(added)
+}
+
+/// Frees room under `max_size`: the oldest slice goes whole, or, when only
+/// one is left, its oldest tenth (at least 100 rows). Returns the rows that went.
+fn make_room(tx: &Connection, have: &mut Vec<(u64, String)>) -> rusqlite::Result<u64> {
+    let Some((_, table)) = have.first().cloned() else { return Ok(0) };
+    if have.len() > 1 {
+        let n: i64 = tx.query_row(&format!("SELECT count(*) FROM main.{table}"), [], |r| r.get(0))?;
+        tx.execute_batch(&format!("DROP TABLE main.{table}"))?;
+        have.remove(0);
+        return Ok(n as u64);
+    }
+    Ok(tx.execute(
+        &format!(
+            "DELETE FROM main.{table} WHERE id <= (SELECT id FROM main.{table} ORDER BY id
+                LIMIT 1 OFFSET max(100, (SELECT count(*) FROM main.{table}) / 10) - 1)"
+        ),
+        [],
+    )? as u64)
 }
 
 /// What the flusher is told.
@@ -461,6 +629,63 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
     }
 
+    fn tables(path: &Path) -> Vec<String> {
+        let c = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        slices(&c).unwrap().into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Rows go to the slice of their time; a slice goes whole once all its
+    /// rows are past retention (not row by row), and the view shows the rest.
+    #[test]
+    fn slices_go_whole_once_past_retention() {
+        const H: i64 = 3_600_000;
+        let d = dir("slices");
+        let c = cfg(&d); // a week's retention: slices of 7 h
+        assert_eq!(slice_ms(c.retention), 7 * H as u64);
+        let base = now_ms() as i64 / (7 * H) * (7 * H);
+        let week = 168 * H;
+        let conn = super::super::writer::open(&c.path, 1 << 30).unwrap();
+        add(&conn, base - week - 8 * H, 4);
+        assert_eq!(flush(&c, (base - week - 8 * H) as u64, true).unwrap().added, 4);
+        // One slice: a row that will be past retention, three that will not.
+        add(&conn, base - week + H, 1);
+        assert_eq!(flush(&c, (base - week + H) as u64, false).unwrap().added, 1);
+        add(&conn, base - week + 4 * H, 3);
+        add(&conn, base + 3 * H, 2);
+        let done = flush(&c, (base + 3 * H) as u64, false).unwrap();
+        assert_eq!((done.added, done.deleted), (5, 4), "the old slice went whole");
+        assert_eq!(tables(&c.flash_path).len(), 2, "{:?}", tables(&c.flash_path));
+        assert_eq!(count(&c.flash_path), 6, "the row 2 h past retention stays with its slice");
+        add(&conn, base + 5 * H, 1);
+        let done = flush(&c, (base + 5 * H) as u64, false).unwrap();
+        assert_eq!((done.added, done.deleted), (1, 4), "all of that slice past retention: it goes");
+        assert_eq!(count(&c.flash_path), 3);
+        assert_eq!(tables(&c.flash_path).len(), 1);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// The previous version's one table is trimmed row by row while it
+    /// still holds rows inside retention (it is wider than a slice).
+    #[test]
+    fn the_previous_versions_table_is_trimmed_by_retention() {
+        const H: i64 = 3_600_000;
+        let d = dir("legacy");
+        let c = cfg(&d);
+        let now = now_ms() as i64;
+        std::fs::create_dir_all(c.flash_path.parent().unwrap()).unwrap();
+        {
+            let old = super::super::writer::open(&c.flash_path, 1 << 30).unwrap();
+            add(&old, now - 200 * H, 5);
+            add(&old, now - 100 * H, 6);
+        }
+        let conn = super::super::writer::open(&c.path, 1 << 30).unwrap();
+        add(&conn, now, 1);
+        let done = flush(&c, now as u64, true).unwrap();
+        assert_eq!((done.added, done.deleted), (1, 5), "past the week: gone; inside: kept");
+        assert_eq!(count(&c.flash_path), 7);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     #[test]
     fn unusable_copies_are_set_aside_not_deleted() {
         let d = dir("aside");
@@ -510,7 +735,7 @@ mod tests {
             add(&conn, now, 7);
             std::fs::create_dir_all(c.flash_path.parent().unwrap()).unwrap();
             let mut dst = Connection::open(&c.flash_path).unwrap();
-            Backup::new(&conn, &mut dst).unwrap().step(-1).unwrap();
+            rusqlite::backup::Backup::new(&conn, &mut dst).unwrap().step(-1).unwrap();
         }
         std::fs::remove_file(&c.path).unwrap();
         assert!(restore_if_missing(&c.path, &c.flash_path, c.max_size).unwrap());
