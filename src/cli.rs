@@ -648,10 +648,13 @@ fn stats_text(r: &Report) -> String {
     // The owner's view of the wear (issue 46): what reached flash, by whom.
     let _ = writeln!(
         o,
-        "flash        {} KiB written since start ({} KiB query log, {} KiB lists)",
+        "flash        {} KiB in {} files written since start ({} KiB in {} query log, {} KiB in {} lists)",
         (q.flash_bytes_written + r.lists_flash_bytes_written) / 1024,
+        q.flash_files_written + r.lists_flash_files_written,
         q.flash_bytes_written / 1024,
-        r.lists_flash_bytes_written / 1024
+        q.flash_files_written,
+        r.lists_flash_bytes_written / 1024,
+        r.lists_flash_files_written
     );
     o
 }

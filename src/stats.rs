@@ -358,6 +358,10 @@ pub struct LogReport {
     /// Bytes the query log wrote to flash since start (its flushes; issue 46).
     #[nserde(default)]
     pub flash_bytes_written: u64,
+    /// Files the query log wrote to flash since start (the copy and its
+    /// journal, per flush that wrote).
+    #[nserde(default)]
+    pub flash_files_written: u64,
 }
 
 /// One list source's figures.
@@ -411,6 +415,10 @@ pub struct Report {
     /// saved copies and their metadata (issue 46: an unchanged list writes none).
     #[nserde(default)]
     pub lists_flash_bytes_written: u64,
+    /// Files the list downloads wrote to flash since start (a saved copy or
+    /// its metadata replaced counts one each).
+    #[nserde(default)]
+    pub lists_flash_files_written: u64,
     /// Engine time per answered query.
     pub latency: Latency,
     /// When blocking resumes (`hydradns pause`), Unix seconds; 0 while it is on.

@@ -147,6 +147,8 @@ fn an_unchanged_list_writes_nothing_to_flash() {
     let before = stamps(&dir);
     assert_eq!(before.len(), 2, "the copy and its metadata: {before:?}");
     let worn = gw.report().lists_flash_bytes_written;
+    let files = gw.report().lists_flash_files_written;
+    assert_eq!(files, 2, "the copy and its metadata");
 
     let r = update(&gw);
     assert_eq!(r[0].status, "not-modified", "{r:?}");
@@ -163,6 +165,7 @@ fn an_unchanged_list_writes_nothing_to_flash() {
     assert_eq!(web.last_if_none_match("/list.txt").as_deref(), Some("\"v1-gzip\""));
     assert_eq!(stamps(&dir), before);
     assert_eq!(gw.report().lists_flash_bytes_written, worn, "the gateway's own count agrees");
+    assert_eq!(gw.report().lists_flash_files_written, files, "no file written");
 
     // A change is saved as before.
     web.set("/list.txt", Route::List { body: list_body(2100, "remote.example"), etag: "\"v2\"".into() });

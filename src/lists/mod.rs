@@ -126,6 +126,9 @@ fn save_meta(saved: &Path, meta: &Meta, new_copy: bool) -> std::io::Result<bool>
     let path = meta_path(saved);
     let write = new_copy || !path.exists() || differs_beyond_checks(meta, &meta_on_disk(&path));
     let written = if write { write_atomic(&path, meta.serialize_json().as_bytes()).map(|()| true) } else { Ok(false) };
+    if matches!(written, Ok(true)) {
+        FLASH_FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     if let Ok(mut held) = UNSAVED.lock() {
         held.retain(|(p, _)| *p != path);
         if !matches!(written, Ok(true)) {
@@ -417,6 +420,7 @@ impl<'a> Incoming<'a> {
         let file = self.file.take().ok_or("nothing to save")?;
         file.sync_all().map_err(|e| format!("fsync {}: {e}", self.tmp.display()))?;
         std::fs::rename(&self.tmp, self.saved).map_err(|e| format!("saving {}: {e}", self.saved.display()))?;
+        FLASH_FILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }
@@ -582,6 +586,9 @@ fn next_refresh(cfg: &Config) -> Option<Instant> {
 /// Bytes the lists thread wrote to flash since start (its `write_bytes`:
 /// it writes only `list_dir`), for `stats` and the metrics: the owner sees the wear.
 pub static FLASH_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Files the lists thread wrote to `list_dir` since start: each saved copy
+/// or metadata file replaced.
+pub static FLASH_FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// How long stopping waits for the lists thread to finish what it is doing.
 const STOP_WAIT: Duration = Duration::from_millis(250);

@@ -84,7 +84,7 @@ impl Display for Secs {
 type Scalar = (&'static str, &'static str, fn(&Report) -> u64);
 
 /// Families of one unlabelled sample, from the report.
-const SCALARS: [Scalar; 16] = [
+const SCALARS: [Scalar; 18] = [
     ("hydradns_udp_receive_drops_total", "counter", |r| r.udp_receive_drops),
     ("hydradns_cache_entries", "gauge", |r| r.cache_entries),
     ("hydradns_cache_capacity", "gauge", |r| r.cache_capacity),
@@ -92,6 +92,7 @@ const SCALARS: [Scalar; 16] = [
     ("hydradns_allowlist_names", "gauge", |r| r.allowlist_names),
     ("hydradns_lists_bytes", "gauge", |r| r.lists_bytes),
     ("hydradns_lists_flash_bytes_written_total", "counter", |r| r.lists_flash_bytes_written),
+    ("hydradns_lists_flash_files_written_total", "counter", |r| r.lists_flash_files_written),
     ("hydradns_querylog_enabled", "gauge", |r| u64::from(r.querylog.enabled)),
     ("hydradns_querylog_written_total", "counter", |r| r.querylog.written),
     ("hydradns_querylog_dropped_total", "counter", |r| r.querylog.dropped),
@@ -99,6 +100,7 @@ const SCALARS: [Scalar; 16] = [
     ("hydradns_querylog_queued", "gauge", |r| r.querylog.queued),
     ("hydradns_querylog_flush_errors_total", "counter", |r| r.querylog.flush_errors),
     ("hydradns_querylog_flash_bytes_written_total", "counter", |r| r.querylog.flash_bytes_written),
+    ("hydradns_querylog_flash_files_written_total", "counter", |r| r.querylog.flash_files_written),
     ("hydradns_blocking_paused_until_seconds", "gauge", |r| r.paused_until),
     ("hydradns_start_time_seconds", "gauge", |r| crate::sys::unix_now().saturating_sub(r.uptime_s)),
 ];

@@ -480,6 +480,7 @@ fn flush_counted(cfg: &QueryLogConfig, counters: &LogCounters, checked: &mut boo
             counters.last_flush_unix.store(crate::sys::unix_now(), Relaxed);
             if done.wrote {
                 counters.flushes.fetch_add(1, Relaxed);
+                counters.flash_files.fetch_add(2, Relaxed);
                 log::info!(
                     "query log copied to {} ({} new rows, {} deleted, {} KiB written)",
                     cfg.flash_path.display(),

@@ -184,6 +184,9 @@ pub struct LogCounters {
     /// Bytes the flushes wrote to flash since start (the flusher thread's
     /// `write_bytes`: data and SQLite's journal, not the file system's own metadata).
     pub flash_bytes: AtomicU64,
+    /// Files the flushes wrote to flash since start: per flush that wrote,
+    /// the copy and its rollback journal (made and removed each time).
+    pub flash_files: AtomicU64,
 }
 
 /// The workers' handle: cheap to clone, never blocks.

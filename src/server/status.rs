@@ -51,6 +51,7 @@ impl Status {
                 flush_errors: l.counters.flush_errors.load(Relaxed),
                 last_flush_unix: l.counters.last_flush_unix.load(Relaxed),
                 flash_bytes_written: l.counters.flash_bytes.load(Relaxed),
+                flash_files_written: l.counters.flash_files.load(Relaxed),
             },
             None => LogReport::default(),
         };
@@ -68,6 +69,7 @@ impl Status {
             allowlist_names: snap.policy.allowed_len() as u64,
             lists_bytes: snap.policy.heap_bytes() as u64,
             lists_flash_bytes_written: crate::lists::FLASH_BYTES.load(Relaxed),
+            lists_flash_files_written: crate::lists::FLASH_FILES.load(Relaxed),
             latency: percentiles(self.workers.iter().map(|w| &w.latency)),
             paused_until: self.engine.pause.until_unix(),
             upstreams: snap
