@@ -354,7 +354,7 @@ fn bring_up_to_date(conn: &mut Connection, cutoff: i64, slice: u64) -> rusqlite:
                     [],
                 )?;
                 tx.commit()?;
-                return Ok(Flushed { added: added as u64, deleted: deleted + made_room, wrote: true });
+                return Ok(Flushed { added, deleted: deleted + made_room, wrote: true });
             }
             Err(e) if code(&e) == Some(ErrorCode::DiskFull) => {
                 // At max_size (or the flash is full): undo, free the oldest
