@@ -505,3 +505,55 @@ fn printing_into_a_closed_pipe_ends_quietly() {
         assert!(stdout.contains("status=141"), "{args}: killed by SIGPIPE (128 + 13): {stdout} {stderr}");
     }
 }
+
+/// Started twice on one address, the second gateway joined the first's
+/// `SO_REUSEPORT` group and took half the queries, silently. It must
+/// refuse to start, naming the address, and leave every query to the first.
+#[test]
+fn a_second_gateway_on_the_same_address_refuses_to_start() {
+    use std::io::Read;
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let first = Gateway::start(&config(&[&up], ""));
+    let addr = first.addr.to_string();
+    let dir = TempDir::new();
+    let text = Gateway::localize(&config(&[&up], "").replace("127.0.0.1:0", &addr), &dir.0);
+    let conf = dir.file("hydradns.conf", &text);
+    /// Killed and reaped however the test ends.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut second = Reaped(
+        hydradns()
+            .args(["run", "--user", "root", "--log", "stderr", "-c"])
+            .arg(&conf)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    let mut status = None;
+    while started.elapsed() < Duration::from_secs(5) && status.is_none() {
+        status = second.0.try_wait().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Asked while the second is still up, if it came up: from many source
+    // ports, so the kernel would spread them over both.
+    for i in 0..20 {
+        assert_eq!(udp(first.addr, &format!("q{i}.example"), A).ips(), ["192.0.2.1"]);
+    }
+    let answered_by_first = first.stats().get("udp_queries").copied();
+    let mut err = String::new();
+    if status.is_some() {
+        second.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    }
+    let status = status.unwrap_or_else(|| panic!("the second gateway started"));
+    assert!(!status.success(), "{err}");
+    assert!(err.contains(&format!("cannot listen on {addr}")) && err.contains("another program listens"), "{err}");
+    assert_eq!(answered_by_first, Some(20), "{}", first.log());
+}

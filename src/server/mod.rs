@@ -97,7 +97,7 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
     let workers = cfg.worker_count();
     let mut listeners = Vec::new();
     for addr in &cfg.listen {
-        let l = sockets::bind(*addr, workers).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let l = sockets::bind(*addr, workers, &listeners).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         listeners.push(l);
     }
     // Before any thread or parser of ours runs: nothing after this needs root.
