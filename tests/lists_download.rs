@@ -265,6 +265,36 @@ fn https_with_the_configured_ca_and_not_without_it() {
     assert!(wait_blocked(&gw, "h1.tls.example"), "{}", gw.log());
 }
 
+/// An `https://` list redirected to plain `http://` was followed: anyone on
+/// the path could then write the list. The download fails, the last good
+/// copy stays, and the log says why; a redirect that stays on HTTPS works.
+#[test]
+fn an_https_list_is_not_taken_over_plain_http() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let web = HttpServer::start_tls();
+    let plain = HttpServer::start();
+    web.set("/l", Route::List { body: list_body(100, "tls.example"), etag: "\"t\"".into() });
+    let gw = Gateway::start(&list_config(
+        &up,
+        &web.url("/l"),
+        &format!("\toption ca_file '{}'\n", http::test_ca().display()),
+    ));
+    assert!(wait_blocked(&gw, "h1.tls.example"), "{}", gw.log());
+    plain.set("/l", Route::List { body: list_body(200, "plain.example"), etag: "\"p\"".into() });
+    web.set("/l", Route::Redirect(plain.url("/l")));
+    let r = update(&gw);
+    assert_eq!(r[0].status, "failed", "{r:?}");
+    assert!(r[0].error.as_deref().unwrap_or("").contains("redirected to plain HTTP"), "{r:?}");
+    assert_eq!(plain.hits("/l"), 0, "nothing asked over plain HTTP");
+    assert_eq!(udp(gw.addr, "h1.plain.example", A).ips(), ["192.0.2.1"]);
+    assert_eq!(udp(gw.addr, "h1.tls.example", A).ips(), ["0.0.0.0"], "the last good copy stays");
+    assert!(gw.log().contains("redirected to plain HTTP"), "{}", gw.log());
+    web.set("/moved", Route::List { body: list_body(150, "moved.example"), etag: "\"m\"".into() });
+    web.set("/l", Route::Redirect(web.url("/moved")));
+    let r = update(&gw);
+    assert_eq!(r[0].status, "updated", "{r:?}");
+}
+
 #[test]
 fn update_without_a_running_gateway_saves_the_copies() {
     let web = HttpServer::start();

@@ -4,6 +4,10 @@
 //! one small round trip. The body is read under a size cap, so a hostile or
 //! broken server cannot exhaust memory, within a connect timeout and a total
 //! timeout. HTTPS verifies against a PEM bundle (the system's by default).
+//! A list asked for over HTTPS is taken only over HTTPS: a redirect to
+//! plain HTTP would let anyone on the path write the list (an `@@` rule, a
+//! block of the whole `com`), so it fails the download and the last good
+//! copy stays.
 
 use std::path::Path;
 use std::time::Duration;
@@ -65,14 +69,18 @@ impl Downloader {
         sink: &mut dyn FnMut(&[u8]) -> Result<(), String>,
     ) -> Result<Fetched, String> {
         use std::io::Read;
-        let mut req = self.agent.get(url);
+        let https = url.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+        let mut req = self.agent.get(url).config().https_only(https).build();
         if let Some(etag) = &have.etag {
             req = req.header("If-None-Match", etag);
         }
         if let Some(lm) = &have.last_modified {
             req = req.header("If-Modified-Since", lm);
         }
-        let mut resp = req.call().map_err(|e| e.to_string())?;
+        let mut resp = req.call().map_err(|e| match e {
+            ureq::Error::RequireHttpsOnly(to) => format!("redirected to plain HTTP ({to}): refused"),
+            e => e.to_string(),
+        })?;
         match resp.status().as_u16() {
             304 => Ok(Fetched::NotModified),
             200 => {

@@ -25,6 +25,8 @@ pub enum Route {
     Endless(u64),
     /// 200 for this body: sends the first half, then stalls without closing.
     Stall(Vec<u8>),
+    /// 302 to this URL.
+    Redirect(String),
 }
 
 #[derive(Default)]
@@ -160,6 +162,7 @@ fn serve<S: Read + Write>(stream: S, state: &Mutex<State>, stop: &AtomicBool) {
     let _ = match route {
         None => out.write_all(head("404 Not Found", 0, "").as_bytes()),
         Some(Route::Status(code)) => out.write_all(head(&format!("{code} Scripted"), 0, "").as_bytes()),
+        Some(Route::Redirect(to)) => out.write_all(head("302 Found", 0, &format!("Location: {to}\r\n")).as_bytes()),
         Some(Route::List { body, etag }) => {
             if if_none_match.as_deref() == Some(etag.as_str()) {
                 out.write_all(head("304 Not Modified", 0, &format!("ETag: {etag}\r\n")).as_bytes())
