@@ -347,6 +347,9 @@ fn check_config(args: Args) -> ExitCode {
                 missing = true;
             }
         }
+        for w in policy::scan_warnings(src) {
+            eprintln!("{}: list '{}': {w} (warning)", src.origin, src.name);
+        }
     }
     println!(
         "{}: ok ({} listen, {} upstreams, {} lists, {} forward rules{})",
@@ -919,6 +922,12 @@ fn status(args: Args) -> ExitCode {
     for l in lists.iter_mut() {
         if let Some(live) = stats.iter().flat_map(|r| &r.lists).find(|r| r.name == l.name && r.kind == l.kind) {
             (l.entries, l.skipped) = (live.blocks + live.allows, live.unsupported + live.invalid);
+            // The gateway reads as its own user: what it could not read is
+            // what counts, though this command (as root) could.
+            if let Some(e) = live.errors.first() {
+                l.last_error = Some(e.clone());
+            }
+            l.warnings.clone_from(&live.warnings);
         }
     }
     let unfiltered = crate::watchdog::unfiltered(Path::new(crate::watchdog::STATE_FILE));
@@ -977,6 +986,9 @@ fn status(args: Args) -> ExitCode {
         };
         let error = l.last_error.as_ref().map(|e| format!(", last error: {e}")).unwrap_or_default();
         println!("list         {} ({}): {} entries{when}{error}", l.name, l.kind, l.entries);
+        for w in &l.warnings {
+            println!("             warning: {w}");
+        }
     }
     code
 }
@@ -1008,6 +1020,9 @@ fn lists_cmd(args: Args) -> ExitCode {
         }
         if let Some(e) = &l.last_error {
             println!("  last error    {e}");
+        }
+        for w in &l.warnings {
+            println!("  warning       {w}");
         }
     }
     ExitCode::SUCCESS

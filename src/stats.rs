@@ -379,6 +379,12 @@ pub struct ListReport {
     pub unsupported: u64,
     /// Lines skipped as malformed.
     pub invalid: u64,
+    /// Files the running gateway could not read (as its user), with the reason.
+    #[nserde(default)]
+    pub errors: Vec<String>,
+    /// Entries covering a whole top-level domain, and the like.
+    #[nserde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// Everything `hydradns stats` shows. Field names are a stable interface (docs/operation.md).

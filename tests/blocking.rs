@@ -99,8 +99,9 @@ fn block_mode_addresses() {
     assert_eq!((aaaa.rcode, aaaa.answers.len()), (RCODE::NoError, 0), "no IPv6 given: empty answer");
 }
 
-/// The AdGuard DNS filter as its authors mean it: blocks, `@@` exceptions,
-/// `$badfilter` cancellations; plus a HaGeZi hosts file next to it.
+/// The AdGuard DNS filter: blocks and `$badfilter` cancellations; its `@@`
+/// exceptions are not taken from a blocklist (a third-party list must not
+/// unblock anything: issue 49); plus a HaGeZi hosts file next to it.
 #[test]
 fn real_third_party_lists() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
@@ -119,9 +120,13 @@ fn real_third_party_lists() {
         assert_eq!(udp(gw.addr, blocked, A).ips(), ["0.0.0.0"], "{blocked}");
     }
     assert_eq!(up.total(), 0);
-    // @@ exceptions in the filter, and ||linksprf.com^ cancelled by ||linksprf.com^$badfilter.
-    for allowed in ["cdn.taboola.com", "api.ads.tvb.com", "linksprf.com", "pe", "example.org"] {
+    // ||linksprf.com^ cancelled by ||linksprf.com^$badfilter.
+    for allowed in ["linksprf.com", "pe", "example.org"] {
         assert_eq!(udp(gw.addr, allowed, A).ips(), ["192.0.2.1"], "{allowed}");
+    }
+    // The filter's own @@ exceptions, skipped in a blocklist.
+    for excepted in ["cdn.taboola.com", "api.ads.tvb.com"] {
+        assert_eq!(udp(gw.addr, excepted, A).ips(), ["0.0.0.0"], "{excepted}");
     }
     let log = gw.log();
     assert!(log.contains("list 'hagezi' (blocklist): 86359 blocks"), "{log}");
@@ -147,8 +152,10 @@ fn check_command_names_list_and_entry() {
     assert!(out.starts_with("x.safe.example.com: allowed by list 'mine' (entry safe.example.com)"), "{out}");
     assert!(out.contains("list 'ads' blocks it: ") && out.contains("l.txt:1  ||example.com^"), "{out}");
     assert!(out.contains("list 'mine' allows it: ") && out.contains("c.conf:6  safe.example.com"), "{out}");
+    // A blocklist's `@@` rule allows nothing, and `check` does not name it.
     let (_, out, _) = cli(&["check", "-c", cfg, "good.example.com"]);
-    assert!(out.contains("allowed by list 'ads' (entry good.example.com)"), "{out}");
+    assert!(out.starts_with("good.example.com: blocked by list 'ads' (entry example.com)"), "{out}");
+    assert!(!out.contains("@@"), "{out}");
     let (_, out, _) = cli(&["check", "-c", cfg, "example.org"]);
     assert_eq!(out.trim(), "example.org: not blocked");
     let (code, _, err) = cli(&["check", "-c", cfg, "not a name"]);

@@ -247,6 +247,58 @@ fn unreadable_list_is_logged_and_the_rest_loads() {
     assert_eq!(udp(gw.addr, "still.example", A).ips(), ["0.0.0.0"]);
 }
 
+/// An entry covering a whole TLD (`||com^` in a downloaded list blocks the
+/// web) loaded without a word. `check-config` and the log warn.
+#[test]
+fn a_list_entry_covering_a_whole_tld_is_warned_about() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    let list = dir.file("wide.txt", "ads.example\n||com^\n");
+    let text = config(&[&up], &format!("config blocklist\n\toption name 'wide'\n\toption path '{}'\n", list.display()));
+    let conf = dir.file("hydradns.conf", &Gateway::localize(&text, &dir.0));
+    let (code, _, err) = cli(&["check-config", "-c", conf.to_str().unwrap()]);
+    let warning = "list 'wide': 1 entry covers a whole top-level domain (com): every name under it is blocked";
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(warning) && err.contains("(warning)"), "{err}");
+    let gw = Gateway::start_with(dir, conf);
+    assert!(gw.log().contains(&format!("warn: {warning}")), "{}", gw.log());
+}
+
+/// A list file the gateway cannot read once it has become its own user
+/// (root's 0600 file) was logged at info beside the counts, and `status`,
+/// run as root, read the file itself and showed nothing wrong. It is a
+/// warning, and `status` shows the running gateway's error.
+#[test]
+fn a_list_the_gateway_cannot_read_is_a_warning_that_status_shows() {
+    if !is_root() {
+        eprintln!("skipped: needs root, to change user");
+        return;
+    }
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    let secret = dir.file("secret.txt", "secret.example\n");
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let text = config(
+        &[&up],
+        &format!(
+            "\toption control_socket '@DIR@/run/control.sock'\n\
+             config blocklist\n\toption name 'secret'\n\toption path '{}'\n\tlist domain 'still.example'\n",
+            secret.display()
+        ),
+    );
+    let conf = dir.file("hydradns.conf", &Gateway::localize(&text, &dir.0));
+    let gw = Gateway::start_as(dir, conf, hydradns(), "nobody");
+    let warning = format!("warn: list 'secret': cannot read {}: Permission denied", secret.display());
+    assert!(gw.log().contains(&warning), "{}", gw.log());
+    assert_eq!(udp(gw.addr, "still.example", A).ips(), ["0.0.0.0"]);
+    let (code, out, err) = cli(&["status", "-c", gw.config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let line = out.lines().find(|l| l.starts_with("list         secret")).unwrap_or_default();
+    assert!(line.contains("last error: ") && line.contains("Permission denied"), "{out}");
+    let (_, json, _) = cli(&["status", "-c", gw.config.to_str().unwrap(), "--json"]);
+    assert!(json.contains("Permission denied"), "{json}");
+}
+
 /// A quiet house, a quiet gateway: with the query log on, a downloaded list
 /// and the summary line, as shipped, no thread wakes while no query comes
 /// (it was 50 a second: the log writer polled its queue, each receive
@@ -518,15 +570,7 @@ fn a_second_gateway_on_the_same_address_refuses_to_start() {
     let dir = TempDir::new();
     let text = Gateway::localize(&config(&[&up], "").replace("127.0.0.1:0", &addr), &dir.0);
     let conf = dir.file("hydradns.conf", &text);
-    /// Killed and reaped however the test ends.
-    struct Reaped(std::process::Child);
-    impl Drop for Reaped {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut second = Reaped(
+    let mut second = KillOnDrop(
         hydradns()
             .args(["run", "--user", "root", "--log", "stderr", "-c"])
             .arg(&conf)

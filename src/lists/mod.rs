@@ -537,6 +537,9 @@ pub fn load_policy(cfg: &Config) -> Policy {
     for line in policy.summary_lines() {
         log::info!("{line}");
     }
+    for line in policy.warning_lines() {
+        log::warn!("{line}");
+    }
     log::info!("lists loaded in {} ms", started.elapsed().as_millis());
     policy
 }
@@ -796,6 +799,10 @@ pub struct ListInfo {
     pub etag: Option<String>,
     /// Size on disk.
     pub bytes: u64,
+    /// What the owner should look at although the list loaded (entries
+    /// covering a whole top-level domain).
+    #[nserde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// Describes every source of `cfg` from disk (works with the gateway stopped).
@@ -823,6 +830,8 @@ pub fn describe_with(cfg: &Config, count: bool) -> Vec<ListInfo> {
                     kind: src.kind,
                     stats: Default::default(),
                     errors: Vec::new(),
+                    pending: None,
+                    warnings: Vec::new(),
                 }
             };
             let meta = src.saved.as_deref().map(load_meta);
@@ -835,7 +844,12 @@ pub fn describe_with(cfg: &Config, count: bool) -> Vec<ListInfo> {
                 entries: report.stats.blocks + report.stats.allows,
                 skipped: report.stats.unsupported + report.stats.invalid,
                 last_success: meta.as_ref().and_then(|m| iso(m.last_success_unix)),
-                last_error: meta.as_ref().and_then(|m| m.last_error.clone()).or_else(|| report.errors.first().cloned()),
+                last_error: meta
+                    .as_ref()
+                    .and_then(|m| m.last_error.clone())
+                    .or_else(|| report.errors.first().cloned())
+                    .or(report.pending),
+                warnings: report.warnings,
                 etag: meta.as_ref().and_then(|m| m.etag.clone()),
                 bytes: files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum(),
             }

@@ -70,8 +70,92 @@ pub struct SourceReport {
     pub kind: ListKind,
     /// Line classification counts.
     pub stats: ParseStats,
-    /// Files that could not be read, with the reason.
+    /// Files that could not be read, with the reason (logged as warnings).
     pub errors: Vec<String>,
+    /// A downloaded source with no copy yet: normal before the first download.
+    pub pending: Option<String>,
+    /// What the owner should look at although it loaded: entries covering
+    /// a whole top-level domain ([`WholeTlds`]).
+    pub warnings: Vec<String>,
+}
+
+/// Whether a rule of a source of `kind` takes effect. An `@@` allow rule in
+/// a *blocklist* does not: a third-party blocklist's `@@||com^` would
+/// unblock the owner's own entries and every other list's, so only an
+/// allowlist may allow (its blocks are allows too); such rules are counted
+/// as unsupported.
+fn takes_effect(kind: ListKind, rule: Rule) -> bool {
+    !matches!((kind, rule), (ListKind::Block, Rule::Allow) | (ListKind::Allow, Rule::BadFilter))
+}
+
+/// Entries that cover a whole top-level domain (`com`, `||com^`): legal,
+/// and now and then meant (an unused TLD such as `zip`), but in a
+/// downloaded list far likelier a mistake or an attack that blocks, or
+/// allows, every name of a country or of the web. The load logs them as a
+/// warning, `check-config` and `status` show them. The first few are named.
+#[derive(Debug, Default)]
+pub struct WholeTlds {
+    /// Entries seen.
+    count: u64,
+    /// The first [`WHOLE_TLDS_NAMED`] distinct ones.
+    names: Vec<String>,
+}
+
+/// Whole-TLD entries a warning names; the rest are counted.
+const WHOLE_TLDS_NAMED: usize = 5;
+
+impl WholeTlds {
+    /// Notes `name` (an entry that took effect) if it is one label.
+    fn note(&mut self, name: &str) {
+        let name = name.strip_suffix('.').unwrap_or(name);
+        if name.contains('.') {
+            return;
+        }
+        self.count += 1;
+        if self.names.len() < WHOLE_TLDS_NAMED && !self.names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+            self.names.push(name.to_ascii_lowercase());
+        }
+    }
+
+    /// The warning for a source of `kind`, if any entry was seen.
+    fn warning(&self, kind: ListKind) -> Option<String> {
+        (self.count > 0).then(|| {
+            let more = if self.count > self.names.len() as u64 { ", ..." } else { "" };
+            format!(
+                "{} {} a whole top-level domain ({}{more}): every name under it is {}",
+                self.count,
+                if self.count == 1 { "entry covers" } else { "entries cover" },
+                self.names.join(", "),
+                match kind {
+                    ListKind::Block => "blocked",
+                    ListKind::Allow => "allowed",
+                }
+            )
+        })
+    }
+}
+
+/// The warnings of `src` without building anything (`check-config`):
+/// entries covering a whole top-level domain. Files that cannot be read
+/// are left to the caller.
+pub fn scan_warnings(src: &ListSource) -> Vec<String> {
+    let mut wide = WholeTlds::default();
+    let mut stats = ParseStats::default();
+    let mut emit = |rule: Rule, name: &str| {
+        let valid = formats::for_each_label_rev(name, |_| {}).is_some();
+        if valid && takes_effect(src.kind, rule) && rule != Rule::BadFilter {
+            wide.note(name);
+        }
+        valid
+    };
+    let saved = src.saved.iter().filter(|_| src.url.is_some());
+    for path in src.paths.iter().chain(saved) {
+        let _ = read_list_file(path, &mut stats, &mut emit);
+    }
+    for (name, _line) in &src.domains {
+        formats::parse_line(name, &mut stats, &mut emit);
+    }
+    wide.warning(src.kind).into_iter().collect()
 }
 
 /// What the lists say about a name for one client, and whether every
@@ -401,6 +485,18 @@ impl Policy {
         }
     }
 
+    /// What the owner should see as a warning after a load: files that
+    /// could not be read, entries covering a whole top-level domain.
+    pub fn warning_lines(&self) -> Vec<String> {
+        self.sources
+            .iter()
+            .flat_map(|s| {
+                let read = s.errors.iter().map(move |e| format!("list '{}': cannot read {e}", s.name));
+                read.chain(s.warnings.iter().map(move |w| format!("list '{}': {w}", s.name)))
+            })
+            .collect()
+    }
+
     /// One log line per source plus a total, for syslog after every load.
     pub fn summary_lines(&self) -> Vec<String> {
         let mut lines: Vec<String> = self
@@ -423,9 +519,9 @@ impl Policy {
                     st.invalid,
                     st.lines
                 );
-                for e in &s.errors {
+                if let Some(p) = &s.pending {
                     line.push_str("; ");
-                    line.push_str(e);
+                    line.push_str(p);
                 }
                 line
             })
@@ -442,13 +538,33 @@ impl Policy {
 
 /// Reads one source's files and inline entries into the builders.
 fn load_source(src: &ListSource, tag: u16, block: &mut SetBuilder, allow: &mut SetBuilder) -> SourceReport {
-    let mut report =
-        SourceReport { name: src.name.clone(), kind: src.kind, stats: ParseStats::default(), errors: Vec::new() };
-    let mut emit = |rule: Rule, name: &str| match (src.kind, rule) {
-        (ListKind::Block, Rule::Block) => block.insert(name, tag),
-        (ListKind::Block, Rule::BadFilter) => block.cancel(name),
-        (_, Rule::Allow) | (ListKind::Allow, Rule::Block) => allow.insert(name, tag),
-        (ListKind::Allow, Rule::BadFilter) => false,
+    let mut report = SourceReport {
+        name: src.name.clone(),
+        kind: src.kind,
+        stats: ParseStats::default(),
+        errors: Vec::new(),
+        pending: None,
+        warnings: Vec::new(),
+    };
+    let mut wide = WholeTlds::default();
+    // Valid `@@` rules of a blocklist, counted as allows by the parser.
+    let mut not_taken = 0u64;
+    let mut emit = |rule: Rule, name: &str| {
+        let taken = match (src.kind, rule) {
+            (ListKind::Block, Rule::Block) => block.insert(name, tag),
+            (ListKind::Block, Rule::BadFilter) => return block.cancel(name),
+            (ListKind::Block, Rule::Allow) => {
+                let valid = formats::for_each_label_rev(name, |_| {}).is_some();
+                not_taken += u64::from(valid);
+                return valid;
+            }
+            (ListKind::Allow, Rule::Allow | Rule::Block) => allow.insert(name, tag),
+            (ListKind::Allow, Rule::BadFilter) => return false,
+        };
+        if taken {
+            wide.note(name);
+        }
+        taken
     };
     for path in &src.paths {
         if let Err(e) = read_list_file(path, &mut report.stats, &mut emit) {
@@ -459,7 +575,7 @@ fn load_source(src: &ListSource, tag: u16, block: &mut SetBuilder, allow: &mut S
         match read_list_file(saved, &mut report.stats, &mut emit) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                report.errors.push(format!("no copy of {url} yet; waiting for the first download"))
+                report.pending = Some(format!("no copy of {url} yet; waiting for the first download"))
             }
             Err(e) => report.errors.push(format!("{}: {e}", saved.display())),
         }
@@ -467,6 +583,9 @@ fn load_source(src: &ListSource, tag: u16, block: &mut SetBuilder, allow: &mut S
     for (name, _line) in &src.domains {
         formats::parse_line(name, &mut report.stats, &mut emit);
     }
+    report.stats.allows = report.stats.allows.saturating_sub(not_taken);
+    report.stats.unsupported += not_taken;
+    report.warnings.extend(wide.warning(src.kind));
     report
 }
 
@@ -607,7 +726,7 @@ pub fn explain(lists: &[ListSource], key: &[u8]) -> Vec<Explained> {
                 }
                 ok.is_some()
             });
-            for rule in hits {
+            for rule in hits.into_iter().filter(|&r| r == Rule::BadFilter || takes_effect(src.kind, r)) {
                 let effect = match (src.kind, rule) {
                     (_, Rule::BadFilter) => "cancels",
                     (ListKind::Block, Rule::Block) => "blocks",
@@ -759,9 +878,46 @@ mod tests {
         assert_eq!(verdict(&p, "ads.example.com"), Verdict::Blocked { source: 0 });
         assert_eq!(verdict(&p, "good.example.com"), Verdict::Allowed { source: 1 });
         assert_eq!(verdict(&p, "x.good.example.com"), Verdict::Allowed { source: 1 });
-        assert_eq!(verdict(&p, "ok.tracker.example"), Verdict::Allowed { source: 0 });
+        // A blocklist's `@@` rule allows nothing (see `takes_effect`).
+        assert_eq!(verdict(&p, "ok.tracker.example"), Verdict::Blocked { source: 0 });
         assert_eq!(verdict(&p, "a.tracker.example"), Verdict::Blocked { source: 0 });
         assert_eq!(verdict(&p, "example.org"), Verdict::Pass);
+    }
+
+    /// `@@||com^` in a third-party blocklist unblocked the owner's own
+    /// entries; it is counted as unsupported there and kept in allowlists.
+    /// An entry covering a whole TLD loads with a warning.
+    #[test]
+    fn a_blocklist_cannot_allow_and_whole_tlds_are_warned_about() {
+        let sources = [
+            source("own", ListKind::Block, &["ads.example.com"]),
+            source("third", ListKind::Block, &["@@||com^", "@@||x.example.com^", "tracker.example"]),
+            source("mine", ListKind::Allow, &["@@||ok.example^", "good.example"]),
+        ];
+        let p = Policy::load(&sources, BlockMode::Null, 60);
+        assert_eq!(verdict(&p, "ads.example.com"), Verdict::Blocked { source: 0 });
+        let third = &p.sources[1].stats;
+        assert_eq!((third.blocks, third.allows, third.unsupported), (1, 0, 2), "{third:?}");
+        assert!(p.is_allowed(&domainset::name_key("ok.example").unwrap(), groups::DEFAULT));
+        assert_eq!((p.sources[2].stats.allows, p.sources[2].stats.unsupported), (1, 0));
+        assert!(p.warning_lines().is_empty(), "a rule that does nothing needs no warning: {:?}", p.warning_lines());
+        assert!(explain(&sources, &domainset::name_key("x.example.com").unwrap()).is_empty());
+
+        let wide = [
+            source("wide", ListKind::Block, &["||com^", "net", "zip.", "fine.example"]),
+            source("open", ListKind::Allow, &["@@||org^"]),
+        ];
+        let p = Policy::load(&wide, BlockMode::Null, 60);
+        assert_eq!(verdict(&p, "anything.com"), Verdict::Blocked { source: 0 });
+        assert_eq!(
+            p.warning_lines(),
+            [
+                "list 'wide': 3 entries cover a whole top-level domain (com, net, zip): every name under it is blocked",
+                "list 'open': 1 entry covers a whole top-level domain (org): every name under it is allowed",
+            ]
+        );
+        assert_eq!(scan_warnings(&wide[0]), [p.sources[0].warnings[0].clone()]);
+        assert!(scan_warnings(&sources[1]).is_empty());
     }
 
     fn answer(mode: BlockMode, qtype: u16, edns: bool) -> simple_dns::Packet<'static> {

@@ -112,6 +112,8 @@ impl Status {
                     allows: s.stats.allows,
                     unsupported: s.stats.unsupported,
                     invalid: s.stats.invalid,
+                    errors: s.errors.clone(),
+                    warnings: s.warnings.clone(),
                 })
                 .collect(),
             groups: self.groups(&snap),
