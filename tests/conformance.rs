@@ -255,8 +255,12 @@ impl Drop for Scripted {
 }
 
 fn gateway(up: &Scripted) -> Gateway {
+    gateway_with(up, "")
+}
+
+fn gateway_with(up: &Scripted, extra: &str) -> Gateway {
     Gateway::start(&format!(
-        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '1s'\n\tlist upstream '{}'\n",
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '1s'\n\tlist upstream '{}'\n{extra}",
         up.addr
     ))
 }
@@ -318,14 +322,16 @@ fn rfc8906_edns_compliance() {
     assert!(gw.stop().success());
 }
 
-/// AD reaches every client that asks for it, by AD (RFC 6840 §5.7, dig and
-/// glibc with trust-ad) or by DO, fresh and from the cache, whatever CD;
-/// never a client that asked by neither. The upstream is always asked with
-/// AD, so one cached answer serves both kinds.
+/// From an upstream it trusts (`trust_upstream_ad`; a plain one's AD is
+/// cleared otherwise, `tests/upstream.rs`), AD reaches every client that
+/// asks for it, by AD (RFC 6840 §5.7, dig and glibc with trust-ad) or by
+/// DO, fresh and from the cache, whatever CD; never a client that asked by
+/// neither. The upstream is always asked with AD, so one cached answer
+/// serves both kinds.
 #[test]
 fn ad_is_relayed_to_clients_that_ask_and_only_to_them() {
     let up = Scripted::start();
-    let gw = gateway(&up);
+    let gw = gateway_with(&up, "\toption trust_upstream_ad '1'\n");
     for round in ["fresh", "cached"] {
         for (i, (ad, dnssec_ok, cd)) in [false, true]
             .into_iter()

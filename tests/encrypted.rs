@@ -93,6 +93,17 @@ fn dnsdist_over_tls_answers_on_one_connection() {
     assert_eq!((u.state.as_str(), u.handshakes, u.answers, u.errors), ("connected", 1, 80, 0), "{u:?}");
 }
 
+/// An encrypted upstream's AD bit is passed on by default: its channel
+/// is authenticated (a plain one's is cleared: `tests/upstream.rs`).
+#[test]
+fn the_ad_bit_of_an_encrypted_upstream_is_passed_on() {
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 9));
+    let dnsdist = Dnsdist::start(backend.addr);
+    let g = gateway(&format!("tls://localhost:{}#127.0.0.1", dnsdist.addr.port()), "");
+    assert!(answered_with_ad(g.addr, "secure.example"));
+    assert!(!answered_with_ad(g.addr, "plain.example"));
+}
+
 #[test]
 fn the_name_is_found_through_bootstrap_only() {
     // The bootstrap resolver says localhost is 127.0.0.1; no client query goes to it.

@@ -12,6 +12,22 @@ use std::time::{Duration, Instant};
 use common::*;
 use simple_dns::RCODE;
 
+/// A plain upstream's AD bit was passed on to clients, though anyone on
+/// the path can set it. Cleared unless `trust_upstream_ad` (dnsmasq's
+/// `proxy-dnssec`); cached answers too.
+#[test]
+fn the_ad_bit_of_a_plain_upstream_is_passed_on_only_when_trusted() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], ""));
+    assert!(!answered_with_ad(gw.addr, "secure.example"), "from the upstream");
+    assert!(!answered_with_ad(gw.addr, "secure.example"), "from the cache");
+    drop(gw);
+    let gw = Gateway::start(&config(&[&up], "\toption trust_upstream_ad '1'\n"));
+    assert!(answered_with_ad(gw.addr, "secure.example"), "from the upstream");
+    assert!(answered_with_ad(gw.addr, "secure.example"), "from the cache");
+    assert!(!answered_with_ad(gw.addr, "plain.example"), "not set where the upstream did not");
+}
+
 #[test]
 fn fails_over_to_the_next_upstream_and_sticks_with_it() {
     let dead = Upstream::start("192.0.2.1".parse().unwrap());

@@ -245,6 +245,9 @@ pub struct Config {
     pub stale_max_age: u32,
     /// Refresh names in use shortly before they expire.
     pub prefetch: bool,
+    /// Pass on the AD bit of plain (UDP/TCP) upstreams' answers; encrypted
+    /// ones' always is (see `upstream::Group::trust_plain_ad`).
+    pub trust_upstream_ad: bool,
     /// A TCP client that sends nothing for this long is disconnected.
     pub tcp_idle_timeout: Duration,
     /// Open TCP connections allowed at once, over all listeners.
@@ -426,6 +429,7 @@ impl Config {
             stale_answer_ttl: 30,
             stale_max_age: 86_400,
             prefetch: true,
+            trust_upstream_ad: false,
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_max_connections: 128,
             tcp_max_per_client: 16,
@@ -891,6 +895,7 @@ impl SectionReader<'_> {
                 }
                 "serve_stale" => cfg.serve_stale = self.boolean(v)?,
                 "prefetch" => cfg.prefetch = self.boolean(v)?,
+                "trust_upstream_ad" => cfg.trust_upstream_ad = self.boolean(v)?,
                 "stale_client_timeout" => cfg.stale_client_timeout = self.duration(v, 0, 60_000)?,
                 "stale_answer_ttl" => cfg.stale_answer_ttl = self.duration(v, 1000, 3_600_000)?.as_secs() as u32,
                 "stale_max_age" => cfg.stale_max_age = self.duration(v, 1000, 30 * 86_400_000)?.as_secs() as u32,

@@ -120,7 +120,10 @@ impl Snapshot {
             .forwards
             .iter()
             .flat_map(|f| {
-                let group = Arc::new(Group::new(&f.servers, &known, config.upstream_strategy));
+                let group = Arc::new(
+                    Group::new(&f.servers, &known, config.upstream_strategy)
+                        .trusting_plain_ad(config.trust_upstream_ad),
+                );
                 f.domains.iter().filter_map(move |d| Some((name_key(d)?.into_boxed_slice(), group.clone())))
             })
             .collect();
@@ -159,7 +162,8 @@ impl Snapshot {
             (true, Some(p)) => Group::new(&config.bootstrap, &p.bootstrap.servers, upstream::Strategy::Failover),
             (true, None) => Group::new(&config.bootstrap, &[], upstream::Strategy::Failover),
             (false, _) => Group::new(&[], &[], upstream::Strategy::Failover),
-        };
+        }
+        .trusting_plain_ad(config.trust_upstream_ad);
         if encrypted {
             upstream::runtime::configure(&config, &bootstrap.servers, &clock);
         }
@@ -176,7 +180,8 @@ impl Snapshot {
             policy,
             rebind_allow,
             cache,
-            upstreams: Group::with_fallbacks(&config.upstreams, &config.fallbacks, &known, config.upstream_strategy),
+            upstreams: Group::with_fallbacks(&config.upstreams, &config.fallbacks, &known, config.upstream_strategy)
+                .trusting_plain_ad(config.trust_upstream_ad),
             forwards,
             timeout: config.upstream_timeout,
             stale_for: if config.serve_stale { config.stale_max_age } else { 0 },

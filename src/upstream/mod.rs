@@ -175,6 +175,12 @@ pub struct Group {
     preferred: AtomicUsize,
     /// How a resolution picks its first server.
     strategy: Strategy,
+    /// Whether the AD bit of a plain server's answer is passed on. Anyone
+    /// on the path of plain DNS can set it, so by default it is cleared,
+    /// as dnsmasq does unless told `proxy-dnssec` (`trust_upstream_ad`);
+    /// an encrypted server's is kept: its channel is authenticated, so its
+    /// AD says what the resolver the owner chose says (RFC 6840 §5.8).
+    trust_plain_ad: bool,
 }
 
 /// Servers per group: a resolution marks the ones it tried in a `u64`.
@@ -237,7 +243,13 @@ impl Group {
             .map(|u| known.iter().find(|s| s.spec == *u).cloned().unwrap_or_else(|| Arc::new(Server::from_spec(u))))
             .collect();
         let primary = upstreams.len().min(servers.len());
-        Group { servers, primary, preferred: AtomicUsize::new(0), strategy }
+        Group { servers, primary, preferred: AtomicUsize::new(0), strategy, trust_plain_ad: false }
+    }
+
+    /// This group, passing on plain servers' AD bit when `trust` (see [`Group::trust_plain_ad`]).
+    pub fn trusting_plain_ad(mut self, trust: bool) -> Group {
+        self.trust_plain_ad = trust;
+        self
     }
 
     /// Whether server `idx` is a fallback.
@@ -416,7 +428,11 @@ impl Failover {
         let server = &group.servers[idx];
         let n = group.primary;
         match outcome {
-            Ok(r) => {
+            Ok(mut r) => {
+                if server.link.is_none() && !group.trust_plain_ad {
+                    let f = header::flags(&r);
+                    header::set_flags(&mut r, f & !flags::AD);
+                }
                 server.answers.fetch_add(1, Relaxed);
                 if server.health.answered() {
                     log::info!("upstream {}: answers again", server.spec);

@@ -387,6 +387,10 @@ fn answer(msg: &[u8], ip: Ipv4Addr, over_tcp: bool, force: u8) -> Vec<u8> {
     } else {
         p.name_servers.push(soa("test", 300, 300));
     }
+    if name.starts_with("secure.") {
+        // As a validating resolver answers a signed name.
+        p.set_flags(PacketFlag::AUTHENTIC_DATA);
+    }
     if q.opt().is_some() {
         *p.opt_mut() = Some(rdata::OPT { opt_codes: vec![], udp_packet_size: 1232, version: 0 });
     }
@@ -455,6 +459,15 @@ pub fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
 }
 
 /// Sends raw bytes over UDP and waits for one datagram.
+/// Whether the answer to `name` (asked with AD set, RFC 6840 §5.7) has AD.
+pub fn answered_with_ad(server: SocketAddr, name: &str) -> bool {
+    let mut q = build_query(0x4144, name, A, Some(1232));
+    q[3] |= 0x20;
+    let r = udp_raw(server, &q, Duration::from_secs(5)).unwrap_or_else(|| panic!("no answer to {name}"));
+    assert_eq!(r[3] & 0x0f, 0, "{name}: rcode");
+    r[3] & 0x20 != 0
+}
+
 pub fn udp_raw(server: SocketAddr, msg: &[u8], wait: Duration) -> Option<Vec<u8>> {
     let bind = if server.is_ipv4() { "127.0.0.1:0" } else { "[::1]:0" };
     let s = UdpSocket::bind(bind).unwrap();
