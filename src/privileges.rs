@@ -77,6 +77,21 @@ pub fn prepare_dir(dir: &Path, account: &Account) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether `account` (without supplementary groups, as [`drop_to`] leaves
+/// it) may create files in the directory `meta` describes.
+fn writable_by(meta: &std::fs::Metadata, account: &Account) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let mode = meta.mode();
+    let bits = if meta.uid() == account.uid {
+        mode >> 6
+    } else if meta.gid() == account.gid {
+        mode >> 3
+    } else {
+        mode
+    };
+    bits & 0o3 == 0o3
+}
+
 /// Becomes `account` for good: no supplementary groups, its primary group,
 /// its user id as real, effective and saved id, and so no capabilities.
 /// Uses the C library's calls, which apply to every thread of the process
@@ -151,14 +166,27 @@ pub fn settle(cfg: &Config, wanted: Option<&str>) -> Result<Option<u32>, String>
         );
     }
     let dirs = [
-        cfg.control_socket.parent().filter(|_| !cfg.control_socket.as_os_str().is_empty()),
-        Some(cfg.list_dir.as_path()).filter(|_| cfg.lists.iter().any(|l| l.url.is_some())),
-        cfg.querylog.path.parent().filter(|_| cfg.querylog.enabled),
-        cfg.querylog.flash_path.parent().filter(|_| cfg.querylog.enabled),
+        ("the control socket", cfg.control_socket.parent().filter(|_| !cfg.control_socket.as_os_str().is_empty())),
+        ("downloaded lists", Some(cfg.list_dir.as_path()).filter(|_| cfg.lists.iter().any(|l| l.url.is_some()))),
+        ("the query log", cfg.querylog.path.parent().filter(|_| cfg.querylog.enabled)),
+        ("the query log's flash copy", cfg.querylog.flash_path.parent().filter(|_| cfg.querylog.enabled)),
     ];
-    for dir in dirs.into_iter().flatten() {
+    for (what, dir) in dirs.into_iter().filter_map(|(w, d)| Some((w, d?))) {
         if let Err(e) = prepare_dir(dir, &account) {
             log::warn!("cannot create {} for user '{}': {e}", dir.display(), account.name);
+        } else if let Ok(meta) = std::fs::metadata(dir)
+            && !writable_by(&meta, &account)
+        {
+            // Typically left by an earlier run as root, or made by hand.
+            log::warn!(
+                "{dir} (for {what}) belongs to uid {owner} (mode {mode:o}): user '{name}', which the gateway \
+                 becomes once its sockets are bound, cannot write there; `chown -R {name} {dir}` (or remove it, \
+                 to have it made anew), or choose another directory",
+                dir = dir.display(),
+                owner = std::os::unix::fs::MetadataExt::uid(&meta),
+                mode = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777,
+                name = account.name,
+            );
         }
     }
     drop_to(&account)?;

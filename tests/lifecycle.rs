@@ -299,6 +299,29 @@ fn a_list_the_gateway_cannot_read_is_a_warning_that_status_shows() {
     assert!(json.contains("Permission denied"), "{json}");
 }
 
+/// A state directory left by a run as root broke the query log with
+/// "unable to open database file", which did not say that the gateway had
+/// become another user. The start says so, and what to do.
+#[test]
+fn a_state_directory_the_gateways_user_cannot_write_is_explained() {
+    if !is_root() {
+        eprintln!("skipped: needs root, to change user");
+        return;
+    }
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    let live = dir.0.join("live");
+    std::fs::create_dir(&live).unwrap();
+    let text = config(&[&up], "\toption control_socket '@DIR@/run/control.sock'\n");
+    let conf = dir.file("hydradns.conf", &Gateway::localize(&text, &dir.0));
+    let gw = Gateway::start_as(dir, conf, hydradns(), "nobody");
+    let log = gw.log();
+    let line = log.lines().find(|l| l.contains(&format!("{} (for the query log)", live.display()))).unwrap_or_default();
+    assert!(line.contains("warn: ") && line.contains("belongs to uid 0"), "{log}");
+    assert!(line.contains("user 'nobody', which the gateway becomes") && line.contains("chown -R nobody"), "{log}");
+    assert_eq!(udp(gw.addr, "a.example", A).ips(), ["192.0.2.1"], "DNS works all the same");
+}
+
 /// A quiet house, a quiet gateway: with the query log on, a downloaded list
 /// and the summary line, as shipped, no thread wakes while no query comes
 /// (it was 50 a second: the log writer polled its queue, each receive
