@@ -230,6 +230,201 @@ pub fn lower_thread_priority() {
     }
 }
 
+/// Where a datagram on a wildcard socket (`0.0.0.0`, `[::]`) was sent:
+/// the address the client asked and the interface it came in on
+/// (`IP_PKTINFO`, `IPV6_PKTINFO`), so the answer leaves from that address.
+/// Left to the routing table, it would leave from the route's preferred
+/// source, which a client that asked another of the host's addresses
+/// (a second IPv4 address, ULA beside GUA, link-local) drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Local {
+    /// Not known, or not needed (a socket bound to one address).
+    #[default]
+    Any,
+    /// An IPv4 destination (the interface is left to the routing table).
+    V4(Ipv4Addr),
+    /// An IPv6 destination and its interface (a link-local one needs it).
+    V6(Ipv6Addr, u32),
+}
+
+/// Asks the kernel to say where each datagram on the wildcard socket `sock`
+/// was sent (see [`Local`]).
+pub fn enable_pktinfo(sock: impl AsFd, ipv6: bool) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (level, name) =
+        if ipv6 { (libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO) } else { (libc::IPPROTO_IP, libc::IP_PKTINFO) };
+    let on: libc::c_int = 1;
+    // SAFETY: the option value is a live c_int of the size given.
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_fd().as_raw_fd(),
+            level,
+            name,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Room for the control messages of one datagram: one `in6_pktinfo` (or
+/// `in_pktinfo`) with its header takes 40 bytes on 64-bit targets.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Control([u8; 64]);
+
+/// Reads the packet info of `hdr`'s control messages, as received.
+fn local_of(hdr: &libc::msghdr) -> Local {
+    let mut found = Local::Any;
+    // SAFETY: `hdr` is a header the kernel filled: its control pointer and
+    // length (as the kernel cut it) describe one of our `Control` buffers,
+    // or are null and zero. The CMSG_ helpers stay within that length; the
+    // data of a message of the type tested is the struct read, which is
+    // read unaligned.
+    #[allow(unsafe_code)]
+    unsafe {
+        if hdr.msg_control.is_null() || (hdr.msg_flags & libc::MSG_CTRUNC) != 0 {
+            return Local::Any;
+        }
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        while !c.is_null() {
+            let (level, kind, data) = ((*c).cmsg_level, (*c).cmsg_type, libc::CMSG_DATA(c));
+            if level == libc::IPPROTO_IP && kind == libc::IP_PKTINFO {
+                let info = std::ptr::read_unaligned(data.cast::<libc::in_pktinfo>());
+                let addr = Ipv4Addr::from(u32::from_be(info.ipi_addr.s_addr));
+                // No answer can leave from a group or broadcast address:
+                // those go as before, from the route's source.
+                if !addr.is_multicast() && !addr.is_broadcast() {
+                    found = Local::V4(addr);
+                }
+            } else if level == libc::IPPROTO_IPV6 && kind == libc::IPV6_PKTINFO {
+                let info = std::ptr::read_unaligned(data.cast::<libc::in6_pktinfo>());
+                let addr = Ipv6Addr::from(info.ipi6_addr.s6_addr);
+                if !addr.is_multicast() {
+                    found = Local::V6(addr, info.ipi6_ifindex);
+                }
+            }
+            c = libc::CMSG_NXTHDR(hdr, c);
+        }
+    }
+    found
+}
+
+/// Writes the packet info that sends from `local` into `control`, pointing
+/// `hdr` at it; leaves `hdr` without control data for [`Local::Any`].
+fn set_source(hdr: &mut libc::msghdr, control: &mut Control, local: Local) {
+    let (level, kind, len) = match local {
+        Local::Any => {
+            hdr.msg_control = std::ptr::null_mut();
+            hdr.msg_controllen = 0;
+            return;
+        }
+        Local::V4(_) => (libc::IPPROTO_IP, libc::IP_PKTINFO, std::mem::size_of::<libc::in_pktinfo>()),
+        Local::V6(..) => (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, std::mem::size_of::<libc::in6_pktinfo>()),
+    };
+    control.0 = [0; 64];
+    hdr.msg_control = control.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is arithmetic; `control` holds CMSG_SPACE of
+    // either struct (asserted below), so the header CMSG_FIRSTHDR finds
+    // and the data after it lie inside it; the writes are unaligned-safe.
+    #[allow(unsafe_code)]
+    unsafe {
+        let space = libc::CMSG_SPACE(len as u32) as usize;
+        debug_assert!(space <= std::mem::size_of::<Control>());
+        hdr.msg_controllen = space as _;
+        let c = libc::CMSG_FIRSTHDR(hdr);
+        if c.is_null() {
+            hdr.msg_control = std::ptr::null_mut();
+            hdr.msg_controllen = 0;
+            return;
+        }
+        (*c).cmsg_level = level;
+        (*c).cmsg_type = kind;
+        (*c).cmsg_len = libc::CMSG_LEN(len as u32) as _;
+        let data = libc::CMSG_DATA(c);
+        match local {
+            // The interface is left to the routing table (0): naming the
+            // one the query came in on would bypass it.
+            Local::V4(addr) => std::ptr::write_unaligned(
+                data.cast::<libc::in_pktinfo>(),
+                libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: libc::in_addr { s_addr: u32::from(addr).to_be() },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                },
+            ),
+            Local::V6(addr, ifindex) => std::ptr::write_unaligned(
+                data.cast::<libc::in6_pktinfo>(),
+                libc::in6_pktinfo { ipi6_addr: libc::in6_addr { s6_addr: addr.octets() }, ipi6_ifindex: ifindex },
+            ),
+            Local::Any => {}
+        }
+    }
+}
+
+/// Most datagrams one [`sendmmsg_from`] call sends: its headers live on the stack.
+pub const SEND_FROM_BATCH: usize = 16;
+
+/// [`sendmmsg`] for a wildcard socket: each datagram to its peer, from its
+/// [`Local`] address; at most [`SEND_FROM_BATCH`] per call, no allocation.
+/// How many went.
+pub fn sendmmsg_from<D: AsRef<[u8]>>(
+    sock: impl AsFd,
+    datagrams: &[D],
+    peers: &[SocketAddrAny],
+    locals: &[Local],
+    flags: SendFlags,
+) -> Result<usize, Errno> {
+    use std::os::fd::AsRawFd;
+    let n = datagrams.len().min(peers.len()).min(locals.len()).min(SEND_FROM_BATCH);
+    if n == 0 {
+        return Ok(0);
+    }
+    let mut iovs = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; SEND_FROM_BATCH];
+    let mut controls = [Control([0; 64]); SEND_FROM_BATCH];
+    // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
+    #[allow(unsafe_code)]
+    let mut hdrs: [libc::mmsghdr; SEND_FROM_BATCH] = unsafe { std::mem::zeroed() };
+    for i in 0..n {
+        let d = datagrams[i].as_ref();
+        iovs[i] = libc::iovec { iov_base: d.as_ptr() as *mut _, iov_len: d.len() };
+        let h = &mut hdrs[i].msg_hdr;
+        h.msg_name = peers[i].as_ptr() as *mut _;
+        h.msg_namelen = peers[i].addr_len() as _;
+        h.msg_iov = &mut iovs[i];
+        h.msg_iovlen = 1;
+        set_source(h, &mut controls[i], locals[i]);
+    }
+    // SAFETY: the first `n` headers point at live iovecs over `datagrams`
+    // (only read by the kernel), at the peers' addresses with their
+    // lengths, and at their control buffers, all of which outlive the call.
+    #[allow(unsafe_code)]
+    let sent =
+        unsafe { libc::sendmmsg(sock.as_fd().as_raw_fd(), hdrs.as_mut_ptr(), n as libc::c_uint, flags.bits() as _) };
+    if sent < 0 {
+        return Err(Errno::from_io_error(&std::io::Error::last_os_error()).unwrap_or(Errno::IO));
+    }
+    Ok(sent as usize)
+}
+
+/// One datagram to `peer` from `local` (see [`sendmmsg_from`]).
+pub fn send_from(
+    sock: impl AsFd,
+    datagram: &[u8],
+    peer: &SocketAddr,
+    local: Local,
+    flags: SendFlags,
+) -> Result<usize, Errno> {
+    if local == Local::Any {
+        return rustix::net::sendto(sock, datagram, flags, peer);
+    }
+    sendmmsg_from(sock, &[datagram], &[SocketAddrAny::from(*peer)], &[local], flags)
+}
+
 /// Room for one sender's address, as the kernel writes it (a `sockaddr_in`
 /// or `sockaddr_in6`); read back byte by byte in [`RecvBatch::peer`].
 #[derive(Clone, Copy)]
@@ -252,6 +447,10 @@ pub struct RecvBatch {
     iovs: Vec<libc::iovec>,
     /// Built once: each points at its iovec and its name in `names`.
     hdrs: Vec<libc::mmsghdr>,
+    /// Control room per datagram, for [`Local`]: empty unless asked for
+    /// ([`RecvBatch::with_pktinfo`]), so a socket bound to one address
+    /// pays nothing for it.
+    controls: Vec<Control>,
 }
 
 impl std::fmt::Debug for RecvBatch {
@@ -270,6 +469,7 @@ impl RecvBatch {
             lens: Vec::with_capacity(count),
             iovs: Vec::with_capacity(count),
             hdrs: Vec::with_capacity(count),
+            controls: Vec::new(),
         };
         b.iovs.extend(
             b.bufs.chunks_exact_mut(size).map(|c| libc::iovec { iov_base: c.as_mut_ptr().cast(), iov_len: c.len() }),
@@ -286,6 +486,16 @@ impl RecvBatch {
         b
     }
 
+    /// This batch, taking each datagram's [`Local`] too (a wildcard socket
+    /// with [`enable_pktinfo`]).
+    pub fn with_pktinfo(mut self) -> RecvBatch {
+        self.controls = vec![Control([0; 64]); self.hdrs.len()];
+        for (h, c) in self.hdrs.iter_mut().zip(self.controls.iter_mut()) {
+            h.msg_hdr.msg_control = c.0.as_mut_ptr().cast();
+        }
+        self
+    }
+
     /// Takes what is queued on `sock`, up to the batch's room: waits for the
     /// first datagram (as long as the socket's receive timeout) when `wait`,
     /// else returns `EAGAIN` at once if there is none. How many came.
@@ -296,12 +506,20 @@ impl RecvBatch {
             // The kernel wrote the last sender's length here.
             h.msg_hdr.msg_namelen = std::mem::size_of::<SockName>() as libc::socklen_t;
         }
+        if !self.controls.is_empty() {
+            for h in &mut self.hdrs {
+                // As for the name: the kernel wrote what it used.
+                h.msg_hdr.msg_controllen = std::mem::size_of::<Control>() as _;
+            }
+        }
         let count = self.hdrs.len();
         let flags = if wait { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
-        // SAFETY: each header points at its own iovec and name buffer, set in
-        // `new` to point into `self.bufs` and `self.names`, heap blocks that
-        // have not moved since (never resized) and are not touched until the
-        // call returns; the kernel writes at most the lengths given. `count`
+        // SAFETY: each header points at its own iovec, name buffer and (with
+        // packet info) control buffer, set in `new` and `with_pktinfo` to
+        // point into `self.bufs`, `self.names` and `self.controls`, heap
+        // blocks that have not moved since (never resized) and are not
+        // touched until the call returns; the kernel writes at most the
+        // lengths given. `count`
         // is the number of headers. No timeout pointer.
         #[allow(unsafe_code)]
         let n = unsafe {
@@ -326,6 +544,15 @@ impl RecvBatch {
     pub fn datagram(&self, i: usize) -> &[u8] {
         let len = self.lens.get(i).map_or(0, |l| l.0);
         &self.bufs[i * self.size..][..len]
+    }
+
+    /// Where datagram `i` of the last call was sent ([`Local::Any`] without
+    /// [`RecvBatch::with_pktinfo`]).
+    pub fn local(&self, i: usize) -> Local {
+        match (self.controls.is_empty(), self.hdrs.get(..self.lens.len()).and_then(|h| h.get(i))) {
+            (false, Some(h)) => local_of(&h.msg_hdr),
+            _ => Local::Any,
+        }
     }
 
     /// Who sent datagram `i` of the last call, if an IPv4 or IPv6 address.

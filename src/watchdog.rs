@@ -285,9 +285,10 @@ fn local_address(text: &str) -> Option<SocketAddr> {
 
 /// Asks the daemon a query it answers without the network (EDNS version 1:
 /// BADVERS); Ok on any answer of ours. One try: the next check, 2 s
-/// later, is the retry. Not a connected socket: a wildcard listener asked
-/// on 127.0.0.2 answers from the route's source, 127.0.0.1, which a
-/// connected socket would drop; the answer is known by its port and ID.
+/// later, is the retry. Not a connected socket: a wildcard listener of a
+/// version before `IP_PKTINFO` (server/udp.rs) asked on 127.0.0.2 answers
+/// from the route's source, 127.0.0.1, which a connected socket would
+/// drop; the answer is known by its port and ID.
 #[inline(never)]
 fn probe(addr: SocketAddr, id: u16) -> io::Result<()> {
     let local: SocketAddr =

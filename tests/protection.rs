@@ -192,6 +192,30 @@ impl Lan {
         assert!(ok, "ip {args}");
     }
 
+    /// As [`Lan::ask_from`], from a connected socket: the kernel drops an
+    /// answer from any address but `server`'s, as many clients' stub
+    /// resolvers do.
+    fn ask_connected(&self, from: &str, server: SocketAddr, name: &str) -> Option<RCODE> {
+        let (ns, from, name) = (format!("/run/netns/{}", self.cli), from.to_string(), name.to_string());
+        std::thread::spawn(move || {
+            let fd = std::fs::File::open(ns).unwrap();
+            rustix::thread::move_into_link_name_space(
+                std::os::fd::AsFd::as_fd(&fd),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .unwrap();
+            let s = UdpSocket::bind(SocketAddr::new(from.parse().unwrap(), 0)).unwrap();
+            s.connect(server).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
+            s.send(&build_query(79, &name, A, None)).unwrap();
+            let mut buf = [0u8; 1500];
+            let n = s.recv(&mut buf).ok()?;
+            Some(Reply::parse(buf[..n].to_vec()).rcode)
+        })
+        .join()
+        .unwrap()
+    }
+
     /// Sends one query to `server` from `from` (an address of the client's)
     /// and returns the answer's rcode, if one came.
     fn ask_from(&self, from: &str, server: SocketAddr, name: &str) -> Option<RCODE> {
@@ -253,4 +277,41 @@ fn by_default_the_networks_of_the_gateways_interfaces_are_served_and_followed() 
     lan.srv_ip(&format!("addr add 2001:db8:2::1/64 dev {} nodad", lan.link));
     assert!(gw.wait_log("networks changed", Duration::from_secs(10)), "{}", gw.log());
     assert_eq!(lan.ask_from("2001:db8:2::2", v6, "nas.home"), Some(RCODE::NoError), "{}", gw.log());
+}
+
+/// Listening on `0.0.0.0:53` and `[::]:53` (the docs' replace-mode recipe),
+/// answers left from the route's preferred source, not the address asked:
+/// a client asking the gateway's second address on a link (a ULA beside a
+/// GUA, an alias) with a connected socket dropped them. Each answer leaves
+/// from the address its query was sent to.
+#[test]
+fn wildcard_listeners_answer_from_the_address_asked() {
+    let Some(lan) = Lan::new() else {
+        eprintln!("skipped: needs root and ip");
+        return;
+    };
+    lan.srv_ip(&format!("addr add 192.0.2.3/24 dev {}", lan.link));
+    lan.srv_ip(&format!("addr add 2001:db8:1::3/64 dev {} nodad", lan.link));
+    let text = "config hydradns 'main'\n\tlist listen '0.0.0.0:53'\n\tlist listen '[::]:53'\n\
+                \tlist upstream '127.0.0.1:9'\n\
+                config record\n\toption name 'nas.home'\n\tlist ip '192.0.2.10'\n";
+    let dir = TempDir::new();
+    let config = dir.file("hydradns.conf", &Gateway::localize(text, &dir.0));
+    let mut cmd = std::process::Command::new("ip");
+    let bin = hydradns();
+    cmd.args(["netns", "exec", &lan.srv]).arg(bin.get_program()).args(bin.get_args());
+    let gw = Gateway::start_command(dir, config, cmd);
+    // Every address of the gateway's on the link, the preferred source and
+    // the other alike, each asked twice (a fresh answer and its batch path).
+    for (from, server) in [
+        ("192.0.2.2", "192.0.2.1:53"),
+        ("192.0.2.2", "192.0.2.3:53"),
+        ("2001:db8:1::2", "[2001:db8:1::1]:53"),
+        ("2001:db8:1::2", "[2001:db8:1::3]:53"),
+    ] {
+        let server: SocketAddr = server.parse().unwrap();
+        for _ in 0..2 {
+            assert_eq!(lan.ask_connected(from, server, "nas.home"), Some(RCODE::NoError), "{server}\n{}", gw.log());
+        }
+    }
 }

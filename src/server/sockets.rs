@@ -5,6 +5,8 @@
 //! packets and connections over the workers and no two cores share a socket
 //! queue. IPv6 sockets are `IPV6_V6ONLY` so `0.0.0.0:53` and `[::]:53` can be
 //! listened on side by side. Port 0 picks one free port shared by UDP and TCP.
+//! A wildcard UDP socket asks for each datagram's destination, so its
+//! answers leave from the address asked (`sys::Local`).
 //!
 //! `SO_REUSEPORT` lets any process of the same uid join the port and take a
 //! share of the packets: a second gateway started by mistake would answer
@@ -86,6 +88,10 @@ fn bind_set(addr: SocketAddr, workers: usize, shared: bool) -> io::Result<Listen
         // (this runs before the user changes); else the kernel caps it.
         if sockopt::set_socket_recv_buffer_size_force(&fd, UDP_RCVBUF).is_err() {
             sockopt::set_socket_recv_buffer_size(&fd, UDP_RCVBUF)?;
+        }
+        if addr.ip().is_unspecified() {
+            // Answers leave from the address each query was sent to (udp.rs).
+            crate::sys::enable_pktinfo(&fd, addr.is_ipv6())?;
         }
         bind_one(&fd, &addr, reuse)?;
         l.udp_inodes.push(rustix::fs::fstat(&fd)?.st_ino);

@@ -74,9 +74,9 @@ const SWEEP_EVERY: Duration = Duration::from_millis(200);
 /// Work the receive thread hands to the worker's executor, with where the answer goes.
 pub enum Job {
     /// A miss another thread leads: wait for its outcome.
-    Wait(Miss, Receiver<Resolution>, SocketAddr),
+    Wait(Miss, Receiver<Resolution>, Client),
     /// A miss whose UDP reply from server `usize` was truncated: go on over TCP.
-    Truncated(Led, usize, SocketAddr),
+    Truncated(Led, usize, Client),
 }
 
 /// Counts a worker's miss tasks; the guard gives the slot back however the task ends.
@@ -103,25 +103,44 @@ impl Drop for SlotGuard {
     }
 }
 
+/// A client of a UDP socket: its address, and the address it asked (a
+/// wildcard socket's answer leaves from there; see [`sys::Local`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Client {
+    /// Where the query came from.
+    addr: SocketAddr,
+    /// Where it was sent ([`sys::Local::Any`] on a socket bound to one address).
+    local: sys::Local,
+}
+
 /// Answers queued in one batch, and where each goes.
 struct Outbox {
     replies: Vec<Vec<u8>>,
     peers: Vec<SocketAddrAny>,
+    /// Each answer's source, on a wildcard socket only (else empty).
+    locals: Vec<sys::Local>,
+    /// The socket is a wildcard one: answers go with their source address.
+    pktinfo: bool,
     len: usize,
 }
 
 impl Outbox {
-    fn new() -> Outbox {
+    fn new(pktinfo: bool) -> Outbox {
         Outbox {
             replies: (0..BATCH).map(|_| Vec::with_capacity(512)).collect(),
             peers: Vec::with_capacity(BATCH),
+            locals: Vec::with_capacity(if pktinfo { BATCH } else { 0 }),
+            pktinfo,
             len: 0,
         }
     }
 
-    /// Queues the answer just written into the next reply buffer, for `peer`.
-    fn push(&mut self, peer: SocketAddr) {
-        self.peers.push(peer.into());
+    /// Queues the answer just written into the next reply buffer, for `client`.
+    fn push(&mut self, client: Client) {
+        self.peers.push(client.addr.into());
+        if self.pktinfo {
+            self.locals.push(client.local);
+        }
         self.len += 1;
     }
 
@@ -130,8 +149,14 @@ impl Outbox {
     fn flush(&mut self, sock: &UdpSocket, stats: &Counters) {
         let mut sent = 0;
         while sent < self.len {
-            let replies = self.replies[sent..self.len].iter().map(Vec::as_slice);
-            match sys::sendmmsg(sock, replies, Some(&self.peers[sent..self.len]), SendFlags::empty()) {
+            let result = if self.pktinfo {
+                let (replies, peers) = (&self.replies[sent..self.len], &self.peers[sent..self.len]);
+                sys::sendmmsg_from(sock, replies, peers, &self.locals[sent..self.len], SendFlags::empty())
+            } else {
+                let replies = self.replies[sent..self.len].iter().map(Vec::as_slice);
+                sys::sendmmsg(sock, replies, Some(&self.peers[sent..self.len]), SendFlags::empty())
+            };
+            match result {
                 Ok(n) if n > 0 => sent += n,
                 Err(Errno::INTR) => {}
                 // The first message failed (e.g. an unreachable peer): skip it.
@@ -143,15 +168,16 @@ impl Outbox {
         }
         self.len = 0;
         self.peers.clear();
+        self.locals.clear();
     }
 }
 
 /// A miss in flight from a receive thread.
 struct Pending {
     led: Led,
-    /// The client. A `SocketAddr`, not the 136-byte `SocketAddrAny` that
-    /// `sendmmsg` takes: a miss's state is moved several times on its way.
-    peer: SocketAddr,
+    /// The client. A `SocketAddr` inside, not the 136-byte `SocketAddrAny`
+    /// that `sendmmsg` takes: a miss's state is moved several times on its way.
+    peer: Client,
     /// The tries in flight (two at the start of a `parallel` resolution,
     /// else at most one): handle, the server's index in the group, when sent.
     current: [Option<(Try, usize, Instant)>; 2],
@@ -218,6 +244,8 @@ pub fn receive_loop(
     jobs: Sender<Job>,
     stop: Arc<AtomicBool>,
 ) {
+    // A wildcard socket was told to say where each query was sent (sockets.rs).
+    let pktinfo = sock.local_addr().is_ok_and(|a| a.ip().is_unspecified());
     let mux = match Mux::new(MAX_MISS_TASKS) {
         Ok(m) => m,
         Err(e) => {
@@ -233,8 +261,12 @@ pub fn receive_loop(
         mux,
         pending: Vec::new(),
         free: Vec::new(),
-        out: Outbox::new(),
-        batch: sys::RecvBatch::new(BATCH, RECV_BUF),
+        out: Outbox::new(pktinfo),
+        batch: if pktinfo {
+            sys::RecvBatch::new(BATCH, RECV_BUF).with_pktinfo()
+        } else {
+            sys::RecvBatch::new(BATCH, RECV_BUF)
+        },
         scratch: Scratch::new(),
         failed: Vec::new(),
         watched: false,
@@ -360,10 +392,10 @@ impl Loop {
         // a later one's latency includes its wait behind the earlier ones.
         let received = Instant::now();
         for i in 0..taken {
-            let Some(client) = self.batch.peer(i) else { continue };
+            let Some(addr) = self.batch.peer(i) else { continue };
+            let client = Client { addr, local: self.batch.local(i) };
             Counters::bump(&self.stats.udp_queries);
-            let origin =
-                Origin { client: client.ip(), mac: None, received, transport: Transport::Udp, safe_search: false };
+            let origin = Origin { client: addr.ip(), mac: None, received, transport: Transport::Udp, safe_search: false };
             if self.out.len == BATCH {
                 self.flush_replies();
             }
@@ -382,7 +414,7 @@ impl Loop {
     }
 
     /// Starts a miss: leads it upstream, hands a wait to the executor, or answers SERVFAIL.
-    fn forward(&mut self, miss: Miss, peer: SocketAddr) {
+    fn forward(&mut self, miss: Miss, peer: Client) {
         if self.out.len == BATCH {
             self.flush_replies();
         }
@@ -661,8 +693,8 @@ fn stale_waits(pending: &[Option<Pending>], slot: u32, due: Instant) -> bool {
 /// Sends one answer without blocking the executor (the socket itself blocks,
 /// for the receive thread); a full send buffer drops it, as UDP may, and
 /// it is counted.
-fn send(sock: &UdpSocket, msg: &[u8], peer: &SocketAddr, stats: &Counters) {
-    if !msg.is_empty() && rustix::net::sendto(sock, msg, SendFlags::DONTWAIT, peer).is_err() {
+fn send(sock: &UdpSocket, msg: &[u8], peer: &Client, stats: &Counters) {
+    if !msg.is_empty() && sys::send_from(sock, msg, &peer.addr, peer.local, SendFlags::DONTWAIT).is_err() {
         Counters::bump(&stats.udp_send_failed);
     }
 }
