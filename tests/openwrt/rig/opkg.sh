@@ -140,6 +140,50 @@ check_daemon
 [ "$(dhcp_sum)" = "$sum" ] || fail "restart changed /etc/config/dhcp"
 wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "not answering after restart"
 
+step "root's state is in a directory of root's alone; the daemon's symlinks lead root nowhere"
+# shellcheck disable=SC2012  # fixed paths
+[ "$(ls -ld /var/run/hydradns-root | awk '{ print $1 $3 }')" = drwx------root ] ||
+	fail "root's directory: $(ls -ld /var/run/hydradns-root)"
+[ -f /var/run/hydradns-root/restart.key ] && [ ! -e /var/run/hydradns/restart.key ] ||
+	fail "restart.key: $(ls -la /var/run/hydradns /var/run/hydradns-root)"
+printf 'root only\n' > /etc/victim && chmod 600 /etc/victim
+mkdir -p /etc/victimdir
+victim=$(file_id /etc/victim)
+# What the daemon's user could plant in its directory (owned as it would
+# be): the staged dhcp changes' place leading into a directory of root's.
+ln -s /etc/victimdir /var/run/hydradns/dhcp.staged && chown -h hydradns: /var/run/hydradns/dhcp.staged
+uci set 'dhcp.@dnsmasq[0].localttl=7'
+staged=$(uci changes dhcp)
+# A stop hands DNS back to dnsmasq, restarting it with the owner's staged
+# changes set aside.
+/etc/init.d/hydradns stop
+[ -z "$(ls -A /etc/victimdir)" ] || fail "root moved the staged changes through a symlink: $(ls -la /etc/victimdir)"
+[ "$(uci changes dhcp)" = "$staged" ] || fail "staged changes: before '$staged', now '$(uci changes dhcp)'"
+/etc/init.d/hydradns start
+check_daemon
+# A start while running (as the watchdog's filtered and unfiltered do)
+# writes the restart key again and looks for a legacy backup.
+for f in /var/run/hydradns/restart.key /etc/hydradns/dnsmasq.backup; do
+	ln -sfn /etc/victim "$f" && chown -h hydradns: "$f" || fail "cannot plant $f"
+done
+/etc/init.d/hydradns start
+check_daemon
+[ "$(file_id /etc/victim)" = "$victim" ] || fail "root wrote through a symlink of the daemon's"
+[ ! -e /etc/hydradns-dnsmasq.backup ] || fail "a symlinked legacy backup was imported"
+in_log "dnsmasq.backup not imported \\(not a regular file\\)" || fail "the refused backup is not logged"
+rm -rf /var/run/hydradns/restart.key /var/run/hydradns/dhcp.staged /etc/hydradns/dnsmasq.backup.refused /etc/victim /etc/victimdir
+# A regular file of the daemon's, on a router 0.1.0-1 never touched: refused too.
+printf 'port=0\n' > /etc/hydradns/dnsmasq.backup && chown hydradns: /etc/hydradns/dnsmasq.backup
+/etc/init.d/hydradns restart
+check_daemon
+[ ! -e /etc/hydradns-dnsmasq.backup ] && [ "$(uci -q get 'dhcp.@dnsmasq[0].port')" != 0 ] ||
+	fail "the daemon's backup was imported"
+in_log "not imported \\(not root's, and dhcp holds nothing 0.1.0-1 committed\\)" || fail "not logged"
+rm -f /etc/hydradns/dnsmasq.backup.refused
+uci revert dhcp
+# The stop gave dnsmasq its port back, the start took it again.
+dnsmasq_pid=$(pid_of dnsmasq)
+
 step "a reload that needs a restart: dnsmasq untouched"
 pid=$(pid_of hydradns)
 dhcp=$(file_id /etc/config/dhcp)
