@@ -247,6 +247,28 @@ fn unreadable_list_is_logged_and_the_rest_loads() {
     assert_eq!(udp(gw.addr, "still.example", A).ips(), ["0.0.0.0"]);
 }
 
+/// `pause 18446744073709551615` over the control socket overflowed the
+/// pause's end (a panic, and with `panic = abort` the gateway gone): found
+/// by reading the request line's path for a fuzz target. A pause that long
+/// is a pause without end, and the gateway answers on.
+#[test]
+fn an_endless_pause_does_not_take_the_gateway_down() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(&[&up], "config blocklist\n\tlist domain 'ads.example'\n"));
+    let sock = gw.control_socket();
+    // The end is the gateway's uptime plus the pause: past a second of it,
+    // the sum of seconds overflowed.
+    std::thread::sleep(Duration::from_millis(1100));
+    for (request, paused) in [("pause 18446744073709551615", true), ("pause 0", false)] {
+        let reply = ask_as(0, 0, &sock, request);
+        assert!(reply.starts_with("{\"paused_until\":"), "{request}: {reply}\n{}", gw.log());
+        let want: &[&str] = if paused { &["192.0.2.1"] } else { &["0.0.0.0"] };
+        assert_eq!(udp(gw.addr, "ads.example", A).ips(), want, "{request}");
+    }
+    let reply = ask_as(0, 0, &sock, "pause 18446744073709551615 nosuchgroup");
+    assert!(reply.contains("no group 'nosuchgroup'"), "{reply}");
+}
+
 /// An entry covering a whole TLD (`||com^` in a downloaded list blocks the
 /// web) loaded without a word. `check-config` and the log warn.
 #[test]

@@ -54,8 +54,15 @@ impl Default for Pause {
 }
 
 impl Pause {
+    /// The end of a pause of `d` from now; one past any clock (a pause
+    /// without end) when that does not fit: the control socket takes any
+    /// number of seconds, and `u64::MAX` of them overflowed the sum.
     fn end_after(&self, d: Duration) -> u64 {
-        if d.is_zero() { 0 } else { (self.base.elapsed() + d).as_millis().max(1) as u64 }
+        if d.is_zero() {
+            return 0;
+        }
+        let end = self.base.elapsed().saturating_add(d).as_millis();
+        u64::try_from(end).unwrap_or(u64::MAX).max(1)
     }
 
     /// Pauses blocking for `d` from now; zero resumes it (and every group's pause).
@@ -163,6 +170,17 @@ impl Pause {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pause_longer_than_any_clock_has_no_end() {
+        let p = Pause::default();
+        std::thread::sleep(Duration::from_millis(1010));
+        p.set(Duration::from_secs(u64::MAX));
+        assert!(p.active());
+        assert!(p.until_unix() > 0);
+        p.set(Duration::ZERO);
+        assert!(!p.active());
+    }
 
     #[test]
     fn a_pause_ends_on_time_or_when_resumed() {
