@@ -157,10 +157,65 @@ def main():
                b"config schedule 'school-nights'\n\tlist day 'sun'\n\tlist day 'thu'\n\toption start '21:00'\n"
                b"\toption end '07:00'\nconfig blocklist\n\toption name 'social'\n\tlist domain 'social.example'\n"
                b"\tlist group 'kids'\n")
-    for t in ("query", "upstream_reply", "list", "uci", "leases", "schedule"):
+    network_seeds()
+    for t in ("query", "upstream_reply", "list", "uci", "leases", "schedule", "hpack", "http2", "http1",
+              "edns_client", "control", "metrics_request"):
         d = os.path.join(HERE, "corpus", t)
         count[t] = len(os.listdir(d)) if os.path.isdir(d) else 0
     print("seeds: " + ", ".join(f"{t} {n}" for t, n in count.items()))
+
+
+def frame(kind, flags, stream, payload):
+    """An HTTP/2 frame (RFC 9113 §4.1)."""
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def network_seeds():
+    """The parsers that read the network besides DNS: header blocks of RFC
+    7541's examples, DoH responses as servers send them over HTTP/2 and
+    HTTP/1.1 (RFC 8484 §4.2's example answer), dnsmasq's client options,
+    control and metrics requests."""
+    h = bytes.fromhex
+    # RFC 7541 C.3 (requests, plain), C.4 (Huffman), C.6 (responses, Huffman, evictions):
+    # the first byte splits the input into two blocks on one table.
+    c3 = [h("828684410f7777772e6578616d706c652e636f6d"), h("828684be58086e6f2d6361636865"),
+          h("828785bf400a637573746f6d2d6b65790c637573746f6d2d76616c7565")]
+    c4 = [h("828684418cf1e3c2e5f23a6ba0ab90f4ff"), h("828684be5886a8eb10649cbf"),
+          h("828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf")]
+    c6 = [h("488264025885aec3771a4b6196d07abe941054d444a8200595040b8166e082a62d1bff6e919d29ad171863c78f0b97c8e9ae82ae43d3"),
+          h("4883640effc1c0bf")]
+    for blocks in (c3, c4, c6):
+        put("hpack", bytes([len(blocks[0])]) + blocks[0] + blocks[1])
+    answer = h("abcd81800001000100000000037777770765786" "16d706c6503636f6d0000010001c00c000100010000"
+               "0e10000400000000")
+    status = h("88")  # :status 200 (static index 8)
+    ctype = b"\x5f\x17application/dns-message"  # content-type, literal with incremental indexing
+    length = b"\x5c" + bytes([len(str(len(answer)))]) + str(len(answer)).encode()
+    settings = frame(4, 0, 0, struct.pack(">HI", 3, 100) + struct.pack(">HI", 4, 65535))
+    put("http2", settings + frame(4, 1, 0, b"") + frame(1, 4, 1, status + ctype + length) + frame(0, 1, 1, answer))
+    put("http2", settings + frame(1, 5, 1, h("8d")))  # :status 404, no body
+    put("http2", frame(7, 0, 0, struct.pack(">II", 1, 0)))  # GOAWAY
+    put("http2", frame(3, 0, 1, struct.pack(">I", 7)))  # RST_STREAM REFUSED_STREAM
+    put("http2", frame(6, 0, 0, b"12345678") + frame(8, 0, 0, struct.pack(">I", 1 << 20)))  # PING, WINDOW_UPDATE
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/dns-message\r\n"
+    put("http1", head + b"Content-Length: %d\r\n\r\n" % len(answer) + answer)
+    put("http1", head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(answer) + answer +
+        b"\r\n0\r\nX-Trailer: 1\r\n\r\n")
+    put("http1", b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    put("http1", head + b"Connection: close\r\n\r\n" + answer)
+    # Client Subnet /32 and /128 (RFC 7871 §6), MAC raw and as text (dnsmasq's add-mac).
+    ecs4 = struct.pack(">HHHBB", 8, 8, 1, 32, 0) + bytes([192, 168, 1, 50])
+    ecs6 = struct.pack(">HHHBB", 8, 20, 2, 128, 0) + h("20010db8000000000000000000000050")
+    mac = struct.pack(">HH", 65001, 6) + h("02005e100001")
+    mac_text = struct.pack(">HH", 65073, 17) + b"02:00:5e:10:00:01"
+    for opts in (ecs4, ecs4 + mac, ecs6 + mac_text, ecs4 + ecs4, mac + mac_text):
+        put("edns_client", b"\x00" + opts)
+    for line in (b"stats", b"metrics", b"commit", b"update", b"pause 300", b"pause 0", b"pause 3600 kids",
+                 b"pause 18446744073709551615", b"pause -1", b"pause 5m", b"hello"):
+        put("control", line + b"\n")
+    for req in (b"GET /metrics HTTP/1.1\r\nHost: router\r\nAccept: text/plain\r\n\r\n",
+                b"GET /metrics?name[]=x HTTP/1.0\r\n\r\n", b"POST /metrics HTTP/1.1\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n"):
+        put("metrics_request", req)
 
 
 main()

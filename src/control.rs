@@ -70,9 +70,51 @@ fn may_act(stream: &UnixStream, acting_uid: Option<u32>) -> bool {
     })
 }
 
+/// One request line, read (the fuzz target `control` feeds it anything).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// `stats`: the report as JSON.
+    Stats,
+    /// `metrics`: the Prometheus text.
+    Metrics,
+    /// `commit`: the query log's queue written out.
+    Commit,
+    /// `update`: every list downloaded again.
+    Update,
+    /// `pause SECONDS [GROUP]`.
+    Pause {
+        /// How long; 0 resumes.
+        secs: u64,
+        /// One group's lists only.
+        group: Option<&'a str>,
+    },
+    /// `pause` with anything else after it.
+    BadPause,
+    /// Anything else.
+    Unknown(&'a str),
+}
+
+/// Reads a request line (trimmed).
+pub fn parse(request: &str) -> Request<'_> {
+    match request {
+        "stats" => Request::Stats,
+        "metrics" => Request::Metrics,
+        "commit" => Request::Commit,
+        "update" => Request::Update,
+        pause if pause.starts_with("pause ") => {
+            let mut words = pause["pause ".len()..].split_ascii_whitespace();
+            match (words.next().map(str::parse::<u64>), words.next(), words.next()) {
+                (Some(Ok(secs)), group, None) => Request::Pause { secs, group },
+                _ => Request::BadPause,
+            }
+        }
+        other => Request::Unknown(other),
+    }
+}
+
 /// Requests that change what the gateway does, rather than read it.
 fn is_action(request: &str) -> bool {
-    matches!(request, "update" | "commit") || request.starts_with("pause ")
+    matches!(parse(request), Request::Update | Request::Commit | Request::Pause { .. } | Request::BadPause)
 }
 
 /// Answers requests until the executor stops; each connection is a task on
@@ -135,13 +177,13 @@ pub async fn within<T>(limit: Duration, f: impl std::future::Future<Output = T>)
 }
 
 async fn respond(request: &str, status: &Status) -> String {
-    match request {
-        "stats" => status.report().serialize_json(),
+    match parse(request) {
+        Request::Stats => status.report().serialize_json(),
         // The Prometheus text, as one JSON string (replies are one line).
-        "metrics" => crate::metrics::render(status).serialize_json(),
+        Request::Metrics => crate::metrics::render(status).serialize_json(),
         // Readers of the query log ask first, so the queries still waiting
         // for their batch are in the database when they read it.
-        "commit" => match status.engine.logger() {
+        Request::Commit => match status.engine.logger() {
             Some(log) => {
                 let asked = log.ask_commit();
                 while !log.committed(asked) {
@@ -151,17 +193,13 @@ async fn respond(request: &str, status: &Status) -> String {
             }
             None => "{\"committed\":false}".into(),
         },
-        "update" => match status.lists.refresh().recv().await {
+        Request::Update => match status.lists.refresh().recv().await {
             Ok(results) => results.serialize_json(),
             Err(_) => "{\"error\":\"the lists thread is gone\"}".into(),
         },
+        Request::BadPause => "{\"error\":\"pause takes seconds and perhaps a group\"}".into(),
         // `pause SECONDS [GROUP]`: blocking (or that group's lists) off for that long; 0 turns it back on.
-        pause if pause.starts_with("pause ") => {
-            let mut words = pause["pause ".len()..].split_ascii_whitespace();
-            let (Some(Ok(secs)), group, None) = (words.next().map(str::parse::<u64>), words.next(), words.next())
-            else {
-                return "{\"error\":\"pause takes seconds and perhaps a group\"}".into();
-            };
+        Request::Pause { secs, group } => {
             let pause = &status.engine.pause;
             let d = Duration::from_secs(secs);
             let groups_of = || status.engine.snapshot.load().policy.groups.clone();
@@ -187,7 +225,9 @@ async fn respond(request: &str, status: &Status) -> String {
             };
             format!("{{\"paused_until\":{until}}}")
         }
-        other => format!("{{\"error\":\"unknown request {:?}\"}}", other.escape_default().to_string()),
+        Request::Unknown(other) => {
+            format!("{{\"error\":\"unknown request {:?}\"}}", other.escape_default().to_string())
+        }
     }
 }
 

@@ -82,6 +82,31 @@ pub async fn serve(listener: TcpListener, status: Arc<Status>, ex: Rc<LocalExecu
     }
 }
 
+/// What a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /metrics` (any query string).
+    Metrics,
+    /// A GET of anything else.
+    NotFound,
+    /// Another method, or no request line.
+    NotAllowed,
+}
+
+/// Reads the request line at the start of `head` (what came of the
+/// request, whole or not; the fuzz target `metrics_request` feeds it anything).
+pub fn route(head: &[u8]) -> Route {
+    let line = head.split(|&b| b == b'\r' || b == b'\n').next().unwrap_or_default();
+    let mut words = line.split(|&b| b == b' ');
+    let (method, target) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    match (method, path) {
+        (b"GET", b"/metrics") => Route::Metrics,
+        (b"GET", _) => Route::NotFound,
+        _ => Route::NotAllowed,
+    }
+}
+
 async fn answer(stream: Async<std::net::TcpStream>, status: &Status, reading: &Cell<bool>) {
     let mut head = [0u8; MAX_REQUEST];
     let mut len = 0;
@@ -92,14 +117,10 @@ async fn answer(stream: Async<std::net::TcpStream>, status: &Status, reading: &C
         }
     }
     reading.set(false);
-    let line = head[..len].split(|&b| b == b'\r' || b == b'\n').next().unwrap_or_default();
-    let mut words = line.split(|&b| b == b' ');
-    let (method, target) = (words.next().unwrap_or_default(), words.next().unwrap_or_default());
-    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
-    let (code, kind, body) = match (method, path) {
-        (b"GET", b"/metrics") => ("200 OK", super::CONTENT_TYPE, super::render(status)),
-        (b"GET", _) => ("404 Not Found", "text/plain", "only /metrics is here\n".to_string()),
-        _ => ("405 Method Not Allowed", "text/plain", "GET /metrics\n".to_string()),
+    let (code, kind, body) = match route(&head[..len]) {
+        Route::Metrics => ("200 OK", super::CONTENT_TYPE, super::render(status)),
+        Route::NotFound => ("404 Not Found", "text/plain", "only /metrics is here\n".to_string()),
+        Route::NotAllowed => ("405 Method Not Allowed", "text/plain", "GET /metrics\n".to_string()),
     };
     let reply = format!(
         "HTTP/1.1 {code}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
