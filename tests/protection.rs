@@ -192,33 +192,36 @@ impl Lan {
         assert!(ok, "ip {args}");
     }
 
-    /// As [`Lan::ask_from`], from a connected socket: the kernel drops an
-    /// answer from any address but `server`'s, as many clients' stub
-    /// resolvers do.
-    fn ask_connected(&self, from: &str, server: SocketAddr, name: &str) -> Option<RCODE> {
-        let (ns, from, name) = (format!("/run/netns/{}", self.cli), from.to_string(), name.to_string());
-        std::thread::spawn(move || {
-            let fd = std::fs::File::open(ns).unwrap();
-            rustix::thread::move_into_link_name_space(
-                std::os::fd::AsFd::as_fd(&fd),
-                Some(rustix::thread::LinkNameSpaceType::Network),
-            )
-            .unwrap();
-            let s = UdpSocket::bind(SocketAddr::new(from.parse().unwrap(), 0)).unwrap();
-            s.connect(server).unwrap();
-            s.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
-            s.send(&build_query(79, &name, A, None)).unwrap();
-            let mut buf = [0u8; 1500];
-            let n = s.recv(&mut buf).ok()?;
-            Some(Reply::parse(buf[..n].to_vec()).rcode)
-        })
-        .join()
-        .unwrap()
+    /// The gateway in `srv`, listening on `listen`, answering `nas.home`
+    /// itself (192.0.2.10) and forwarding nothing.
+    fn gateway(&self, listen: &[&str]) -> Gateway {
+        let mut text = String::from("config hydradns 'main'\n\tlist upstream '127.0.0.1:9'\n");
+        for l in listen {
+            text.push_str(&format!("\tlist listen '{l}'\n"));
+        }
+        text.push_str("config record\n\toption name 'nas.home'\n\tlist ip '192.0.2.10'\n");
+        let dir = TempDir::new();
+        let config = dir.file("hydradns.conf", &Gateway::localize(&text, &dir.0));
+        let mut cmd = std::process::Command::new("ip");
+        let bin = hydradns();
+        cmd.args(["netns", "exec", &self.srv]).arg(bin.get_program()).args(bin.get_args());
+        Gateway::start_command(dir, config, cmd)
     }
 
     /// Sends one query to `server` from `from` (an address of the client's)
     /// and returns the answer's rcode, if one came.
     fn ask_from(&self, from: &str, server: SocketAddr, name: &str) -> Option<RCODE> {
+        self.ask(from, server, name, false)
+    }
+
+    /// As [`Lan::ask_from`], from a connected socket: the kernel drops an
+    /// answer from any address but `server`'s, as many clients' stub
+    /// resolvers do.
+    fn ask_connected(&self, from: &str, server: SocketAddr, name: &str) -> Option<RCODE> {
+        self.ask(from, server, name, true)
+    }
+
+    fn ask(&self, from: &str, server: SocketAddr, name: &str, connected: bool) -> Option<RCODE> {
         let (ns, from, name) = (format!("/run/netns/{}", self.cli), from.to_string(), name.to_string());
         // A thread of its own moves into the client's namespace; its sockets stay there.
         std::thread::spawn(move || {
@@ -230,7 +233,13 @@ impl Lan {
             .unwrap();
             let s = UdpSocket::bind(SocketAddr::new(from.parse().unwrap(), 0)).unwrap();
             s.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
-            s.send_to(&build_query(78, &name, A, None), server).unwrap();
+            let query = build_query(78, &name, A, None);
+            if connected {
+                s.connect(server).unwrap();
+                s.send(&query).unwrap();
+            } else {
+                s.send_to(&query, server).unwrap();
+            }
             let mut buf = [0u8; 1500];
             let n = s.recv(&mut buf).ok()?;
             Some(Reply::parse(buf[..n].to_vec()).rcode)
@@ -254,15 +263,7 @@ fn by_default_the_networks_of_the_gateways_interfaces_are_served_and_followed() 
         eprintln!("skipped: needs root and ip");
         return;
     };
-    let text = "config hydradns 'main'\n\tlist listen '192.0.2.1:53'\n\tlist listen '[2001:db8:1::1]:53'\n\
-                \tlist upstream '127.0.0.1:9'\n\
-                config record\n\toption name 'nas.home'\n\tlist ip '192.0.2.10'\n";
-    let dir = TempDir::new();
-    let config = dir.file("hydradns.conf", &Gateway::localize(text, &dir.0));
-    let mut cmd = std::process::Command::new("ip");
-    let bin = hydradns();
-    cmd.args(["netns", "exec", &lan.srv]).arg(bin.get_program()).args(bin.get_args());
-    let gw = Gateway::start_command(dir, config, cmd);
+    let gw = lan.gateway(&["192.0.2.1:53", "[2001:db8:1::1]:53"]);
     let (v4, v6): (SocketAddr, SocketAddr) = ("192.0.2.1:53".parse().unwrap(), "[2001:db8:1::1]:53".parse().unwrap());
 
     // On the gateway's networks: served, a global IPv6 prefix as much as RFC 1918.
@@ -292,15 +293,7 @@ fn wildcard_listeners_answer_from_the_address_asked() {
     };
     lan.srv_ip(&format!("addr add 192.0.2.3/24 dev {}", lan.link));
     lan.srv_ip(&format!("addr add 2001:db8:1::3/64 dev {} nodad", lan.link));
-    let text = "config hydradns 'main'\n\tlist listen '0.0.0.0:53'\n\tlist listen '[::]:53'\n\
-                \tlist upstream '127.0.0.1:9'\n\
-                config record\n\toption name 'nas.home'\n\tlist ip '192.0.2.10'\n";
-    let dir = TempDir::new();
-    let config = dir.file("hydradns.conf", &Gateway::localize(text, &dir.0));
-    let mut cmd = std::process::Command::new("ip");
-    let bin = hydradns();
-    cmd.args(["netns", "exec", &lan.srv]).arg(bin.get_program()).args(bin.get_args());
-    let gw = Gateway::start_command(dir, config, cmd);
+    let gw = lan.gateway(&["0.0.0.0:53", "[::]:53"]);
     // Every address of the gateway's on the link, the preferred source and
     // the other alike, each asked twice (a fresh answer and its batch path).
     for (from, server) in [
