@@ -395,7 +395,8 @@ impl Loop {
             let Some(addr) = self.batch.peer(i) else { continue };
             let client = Client { addr, local: self.batch.local(i) };
             Counters::bump(&self.stats.udp_queries);
-            let origin = Origin { client: addr.ip(), mac: None, received, transport: Transport::Udp, safe_search: false };
+            let origin =
+                Origin { client: addr.ip(), mac: None, received, transport: Transport::Udp, safe_search: false };
             if self.out.len == BATCH {
                 self.flush_replies();
             }
