@@ -43,7 +43,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use super::LogCounters;
-use super::writer::{ID_SEQ_BITS, SCHEMA, code, is_corrupt, migrate};
+use super::writer::{ID_SEQ_BITS, QUERIES_COLUMNS, TOTALS_COLUMNS, code, is_corrupt, migrate};
 use crate::config::QueryLogConfig;
 
 /// The live database's columns, in the order both tables declare them: a
@@ -71,8 +71,11 @@ fn slice_ms(retention: Duration) -> u64 {
 
 /// The slice tables of the copy, oldest first.
 fn slices(conn: &Connection) -> rusqlite::Result<Vec<(u64, String)>> {
-    let mut stmt = conn
-        .prepare("SELECT name FROM main.sqlite_schema WHERE type = 'table' AND name LIKE 'queries\\_%' ESCAPE '\\'")?;
+    // Oldest first by the number in the name: SQL sorts, no sort code here.
+    let mut stmt = conn.prepare(
+        "SELECT name FROM main.sqlite_schema WHERE type = 'table' AND name LIKE 'queries\\_%' ESCAPE '\\'
+         ORDER BY CAST(substr(name, 9) AS INTEGER)",
+    )?;
     let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
     let mut out = Vec::new();
     for name in names {
@@ -81,7 +84,6 @@ fn slices(conn: &Connection) -> rusqlite::Result<Vec<(u64, String)>> {
             out.push((start, name));
         }
     }
-    out.sort();
     Ok(out)
 }
 
@@ -94,8 +96,7 @@ fn is_ours(name: &str) -> bool {
 
 /// The slice table `name`, as the live database's `queries` is declared.
 fn create_slice(conn: &Connection, name: &str) -> rusqlite::Result<()> {
-    let queries = SCHEMA.split(';').next().unwrap_or_default();
-    conn.execute_batch(&queries.replacen("queries (", &format!("{name} ("), 1))
+    conn.execute_batch(&format!("CREATE TABLE IF NOT EXISTS {name} {QUERIES_COLUMNS}"))
 }
 
 /// The view `queries` over every slice, made anew when the slices change.
@@ -189,7 +190,7 @@ fn try_open(path: &Path, max_size: u64, check: bool) -> Result<Connection, OpenE
         conn.execute_batch(&format!("BEGIN; ALTER TABLE queries RENAME TO {SLICE_PREFIX}{start}; COMMIT;"))
             .map_err(sql)?;
     }
-    conn.execute_batch(SCHEMA.split(';').nth(1).unwrap_or_default()).map_err(sql)?;
+    conn.execute_batch(&format!("CREATE TABLE IF NOT EXISTS totals {TOTALS_COLUMNS}")).map_err(sql)?;
     let have = slices(&conn).map_err(sql)?;
     if have.is_empty() || !names.iter().any(|(t, n)| t == "view" && n == "queries") {
         let tx = conn.unchecked_transaction().map_err(sql)?;
@@ -265,7 +266,9 @@ pub fn restore_if_missing(live: &Path, flash: &Path, max_size: u64) -> Result<bo
     // in one transaction of a database nobody else has open yet.
     let restored = (|| -> rusqlite::Result<()> {
         src.execute("ATTACH ?1 AS live", [tmp.to_string_lossy()])?;
-        src.execute_batch(&format!("BEGIN; {}", SCHEMA.replace("EXISTS ", "EXISTS live.")))?;
+        src.execute_batch(&format!(
+            "BEGIN; CREATE TABLE live.queries {QUERIES_COLUMNS}; CREATE TABLE live.totals {TOTALS_COLUMNS};"
+        ))?;
         src.execute_batch(&format!(
             "INSERT INTO live.queries ({COLUMNS}) SELECT {COLUMNS} FROM main.queries ORDER BY id;
              INSERT INTO live.totals SELECT outcome, count FROM main.totals; COMMIT; DETACH live;"
@@ -417,8 +420,7 @@ fn insert_new(tx: &Connection, have: &mut Vec<(u64, String)>, from: i64, slice: 
         let table = format!("{SLICE_PREFIX}{start}");
         if !have.iter().any(|(_, t)| *t == table) {
             create_slice(tx, &table)?;
-            have.push((start, table.clone()));
-            have.sort();
+            have.insert(have.partition_point(|(s, _)| *s < start), (start, table.clone()));
         }
         added += tx.execute(
             &format!(

@@ -52,8 +52,30 @@ pub const ID_SEQ_BITS: u32 = 12;
 /// keeps ids strictly increasing). `ts` repeats the time in plain
 /// milliseconds for people reading the table. `totals` holds counts per
 /// outcome over the database's life.
-pub const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS queries (
+pub const SCHEMA: &str = concat!(
+    "CREATE TABLE IF NOT EXISTS queries ",
+    queries_columns!(),
+    ";\nCREATE TABLE IF NOT EXISTS totals ",
+    totals_columns!(),
+    ";\n"
+);
+
+/// The `queries` table's columns, for a table of that shape under another
+/// name (the flash copy's slices).
+pub const QUERIES_COLUMNS: &str = queries_columns!();
+/// The `totals` table's columns.
+pub const TOTALS_COLUMNS: &str = totals_columns!();
+
+macro_rules! totals_columns {
+    () => {
+        "(outcome TEXT PRIMARY KEY, count INTEGER NOT NULL)"
+    };
+}
+use totals_columns;
+
+macro_rules! queries_columns {
+    () => {
+        "(
     id INTEGER PRIMARY KEY,
     ts INTEGER NOT NULL,
     client TEXT NOT NULL,
@@ -66,9 +88,10 @@ CREATE TABLE IF NOT EXISTS queries (
     latency_us INTEGER NOT NULL,
     mac TEXT,
     client_name TEXT
-);
-CREATE TABLE IF NOT EXISTS totals (outcome TEXT PRIMARY KEY, count INTEGER NOT NULL);
-";
+)"
+    };
+}
+use queries_columns;
 
 /// Columns later versions added, with their types: a database an older
 /// version wrote gains them in place and keeps its rows (they read NULL).
