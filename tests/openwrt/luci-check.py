@@ -96,7 +96,11 @@ def plugin_checks(ubus):
 
     code, st = ubus.call(viewer, "luci.hydradns", "status")
     expect(code == 0 and st["running"], f"viewer (read ACL) sees status: {code}")
-    for method, args in (("pause", {"duration": "5m"}), ("update", {}), ("allow", {"domain": "x.example"})):
+    # check_config runs `hydradns check-config` as root on what the caller
+    # sends (issue 49: a read-only user fed it /dev/zero): write ACL only.
+    zero = {"config": "config hydradns 'main'\n\toption resolv_file '/dev/zero'\n"}
+    for method, args in (("pause", {"duration": "5m"}), ("update", {}), ("allow", {"domain": "x.example"}),
+                         ("check_config", zero)):
         code, _ = ubus.call(viewer, "luci.hydradns", method, args)
         expect(code == ACCESS_DENIED, f"viewer may not {method}: {code}")
     code, _ = ubus.call(viewer, "uci", "set", {"config": "hydradns", "section": "main", "values": {"cache_size": "1"}})
