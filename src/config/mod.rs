@@ -695,10 +695,14 @@ impl Config {
     }
 
     /// Where the daemon writes the inode numbers of its UDP sockets, beside
-    /// the control socket, so the watchdog can tell them from another
-    /// program's on the same port. `None` without a control socket.
+    /// the control socket and named after it (two instances with their
+    /// control sockets in one directory overwrote one file, and one
+    /// watchdog saw its daemon as not listening), so the watchdog can tell
+    /// them from another program's on the same port. `None` without a
+    /// control socket.
     pub fn sockets_file(&self) -> Option<PathBuf> {
-        (!self.control_socket.as_os_str().is_empty()).then(|| self.control_socket.with_file_name("udp-sockets"))
+        let stem = self.control_socket.file_stem()?.to_string_lossy();
+        Some(self.control_socket.with_file_name(format!("{stem}.udp-sockets")))
     }
 
     /// Where the daemon answers the queries that matter, for the watchdog:
@@ -1515,5 +1519,13 @@ config mystery
         assert_eq!(parse_socket_addr("[::1]", 53), Some("[::1]:53".parse().unwrap()));
         assert_eq!(parse_socket_addr("10.0.0.1", 53), Some("10.0.0.1:53".parse().unwrap()));
         assert_eq!(parse_socket_addr("host.example", 53), None);
+    }
+
+    #[test]
+    fn each_control_socket_has_its_own_sockets_file() {
+        let at = |p: &str| Config { control_socket: PathBuf::from(p), ..Config::builtin() }.sockets_file();
+        assert_eq!(at("/var/run/hydradns/control.sock"), Some(PathBuf::from("/var/run/hydradns/control.udp-sockets")));
+        assert_ne!(at("/tmp/w/a.sock"), at("/tmp/w/b.sock"));
+        assert_eq!(at(""), None);
     }
 }
