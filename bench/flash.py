@@ -150,6 +150,7 @@ config blocklist
         time.sleep(1.5 * HOUR)
         stats0 = stats()
         w0 = sectors_written()
+        cpu0 = flusher_cpu_ns(gw.pid)
         copies0 = open(WORK + "/log").read().count("query log copied to")
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
@@ -178,6 +179,7 @@ config blocklist
         # The last hour's flush.
         time.sleep(1.2 * HOUR)
         w1 = sectors_written()
+        cpu1 = flusher_cpu_ns(gw.pid)
         stats1 = stats()
         copies = open(WORK + "/log").read().count("query log copied to") - copies0
         db = sqlite3.connect(f"file:{MNT}/queries.db?mode=ro", uri=True)
@@ -198,11 +200,25 @@ config blocklist
             "new_rows_bytes_per_day": int(per_row * sent),
             "flash_copy_bytes": pages * size,
             "rows_on_flash": rows,
+            "flush_cpu_ms_per_day": round((cpu1 - cpu0) / 1e6, 1),
+            "flush_cpu_us_per_query": round((cpu1 - cpu0) / 1e3 / max(sent, 1), 2),
         }))
     finally:
         gw.terminate()
         gw.wait()
         subprocess.run(["rm", "-rf", WORK])
+
+
+def flusher_cpu_ns(pid):
+    """CPU time of the gateway's flush thread so far (schedstat): what the
+    flushes cost the router's CPU."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            if open(f"/proc/{pid}/task/{tid}/comm").read().strip() == "hydradns-flush":
+                return int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0])
+        except FileNotFoundError:
+            continue
+    return 0
 
 
 def stats():
