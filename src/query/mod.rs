@@ -1453,8 +1453,9 @@ impl Engine {
         if needed && !self.learning.swap(needed, Relaxed) {
             // Full means one ring is already waiting: that is enough.
             let _ = self.learning_bell.0.try_send(());
+        } else {
+            self.learning.store(needed, Relaxed);
         }
-        self.learning.store(needed, Relaxed);
         self.log_private.store(snapshot.policy.groups.logs_vary(), Relaxed);
         if let Some(log) = &self.log {
             log.set_client_names(client::names::configured_names(&snapshot.config.clients));

@@ -280,7 +280,7 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
         let mut next_look = status.engine.learning.load(Ordering::Relaxed).then_some(start + CHECK_EVERY);
         let mut textfile_failing = false;
         if write_textfile(&status, textfile.as_deref(), &mut textfile_failing) {
-            next_look = Some(next_look.map_or(start + TEXTFILE_EVERY, |t| t.min(start + TEXTFILE_EVERY)));
+            next_look = Some(sooner(next_look, start + TEXTFILE_EVERY));
         }
         loop {
             // One timer for both periodic jobs (a second one in the race was 14 KB of code).
@@ -327,7 +327,9 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
                 Wake::Signal(Some(Err(e))) => log::warn!("signal error: {e}"),
                 Wake::Signal(_) => break,
                 // The reload filled the table; it is kept from the next look on.
-                Wake::Learning => next_look = Some(next_look.map_or(Instant::now() + CHECK_EVERY, |t| t)),
+                Wake::Learning => {
+                    next_look.get_or_insert_with(|| Instant::now() + CHECK_EVERY);
+                }
                 Wake::Timer => {
                     let now = Instant::now();
                     if next_look.is_some_and(|t| t <= now) {
@@ -335,7 +337,7 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
                         // The textfile rides on the same timer, every TEXTFILE_EVERY
                         // while it is set (the one wake-up an idle gateway then has).
                         if write_textfile(&status, textfile.as_deref(), &mut textfile_failing) {
-                            next_look = Some(next_look.map_or(now + TEXTFILE_EVERY, |t| t.min(now + TEXTFILE_EVERY)));
+                            next_look = Some(sooner(next_look, now + TEXTFILE_EVERY));
                         }
                     }
                     if next_summary.is_some_and(|t| t <= now) {
@@ -386,6 +388,11 @@ fn look_at_devices(engine: &Engine, book: &mut NameBook) -> Option<Duration> {
         engine.learned.store(Arc::new(Learned::new(&snap.clients, book)));
     }
     Some(CHECK_EVERY)
+}
+
+/// The earlier of a deadline that may not be set and `at`.
+fn sooner(due: Option<Instant>, at: Instant) -> Instant {
+    due.map_or(at, |t| t.min(at))
 }
 
 /// Writes `metrics_textfile` to `path`, if set (false when not); a failure
