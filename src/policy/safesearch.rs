@@ -14,6 +14,8 @@
 
 use rustc_hash::FxHashMap;
 
+use super::sketch::Sketch;
+
 use crate::config::Config;
 use crate::policy::domainset::name_key;
 use crate::policy::groups::GroupTable;
@@ -92,6 +94,10 @@ const HOSTS: [(&str, u8); 12] = [
 pub struct SafeSearch {
     /// Reversed-label key of each search host → its engine.
     names: FxHashMap<Box<[u8]>, u8>,
+    /// The search hosts' keys again: nearly every name asked is none, and
+    /// the sketch says so in a few instructions where hashing the whole
+    /// key for the map took ~95 (callgrind, mix).
+    sketch: Sketch,
     /// Groups with `safe_search 1`, as a mask.
     groups: u64,
     /// Those of them with `youtube_restrict strict`.
@@ -126,6 +132,10 @@ impl SafeSearch {
         for (name, engine) in HOSTS {
             add(name, engine);
         }
+        s.sketch = Sketch::with_capacity(s.names.len());
+        for k in s.names.keys() {
+            s.sketch.add(k);
+        }
         s
     }
 
@@ -133,6 +143,13 @@ impl SafeSearch {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.names.is_empty()
+    }
+
+    /// Might `key` be a search host? `false` is certain, and always so
+    /// when no group has safe search.
+    #[inline]
+    pub fn may_be_host(&self, key: &[u8]) -> bool {
+        !self.names.is_empty() && self.sketch.may_hold(key)
     }
 
     /// Is `key` (reversed-label) a search host: `Some` with the index in
