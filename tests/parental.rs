@@ -261,6 +261,13 @@ fn services_url_loads_a_hostlistsregistry_file_and_keeps_it_through_a_failed_ref
         assert!(out.contains(r#""name":"services","status":"failed""#), "{out} {err}");
         assert_eq!(ask(KID, gw.addr, "www.tube.example", A).ips(), ["0.0.0.0"]);
     }
+    // `lists` and `status` show the download beside the lists, with its last error.
+    let (code, out, err) = cli(&["lists", "-c", cfg_path(&gw)]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("services (services): 2 entries"), "{out}");
+    assert!(out.contains("last success") && out.contains("last error"), "{out}");
+    let (_, out, _) = cli(&["status", "-c", cfg_path(&gw)]);
+    assert!(out.contains("list         services (services): 2 entries, updated "), "{out}");
     // A reload reads the saved copy again, with the server still failing.
     gw.signal("HUP");
     std::thread::sleep(Duration::from_millis(500));

@@ -854,7 +854,35 @@ pub fn describe_with(cfg: &Config, count: bool) -> Vec<ListInfo> {
                 bytes: files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum(),
             }
         })
+        .chain(describe_services(cfg))
         .collect()
+}
+
+/// `services_url`'s download beside the lists (kind `services`): its
+/// services' domains as entries, and what the gateway falls back to while
+/// there is no good copy. Read whatever `count` says: a services.json is
+/// a few hundred KiB at most, and the running gateway does not report it.
+fn describe_services(cfg: &Config) -> Option<ListInfo> {
+    let (url, saved) = (cfg.services_url.as_ref()?, cfg.services_saved.as_ref()?);
+    let meta = load_meta(saved);
+    let (entries, fallback) = match crate::policy::services::read_saved(saved) {
+        Ok(cat) => (cat.services.iter().map(|s| s.domains.len() as u64).sum(), None),
+        Err(e) => (0, Some(format!("{e}; the built-in catalogue is in use"))),
+    };
+    let iso = |t: u64| (t > 0).then(|| crate::querylog::read::iso8601(t * 1000));
+    Some(ListInfo {
+        name: SERVICES_SOURCE.into(),
+        kind: "services".into(),
+        url: Some(url.clone()),
+        files: vec![saved.display().to_string()],
+        entries,
+        skipped: 0,
+        last_success: iso(meta.last_success_unix),
+        last_error: meta.last_error.clone().or(fallback),
+        etag: meta.etag.clone(),
+        bytes: std::fs::metadata(saved).map_or(0, |m| m.len()),
+        warnings: Vec::new(),
+    })
 }
 
 /// Who may ask when the config does not say: the networks this machine is
