@@ -338,9 +338,10 @@ impl Policy {
         self.classes.iter().map(|c| c.allow.len()).sum()
     }
 
-    /// Heap bytes of all sets.
+    /// Heap bytes of all sets, the merged copy of the smaller classes' included.
     pub fn heap_bytes(&self) -> usize {
-        self.classes.iter().map(|c| c.block.heap_bytes() + c.allow.heap_bytes()).sum()
+        let merged = self.rest.heap_bytes() + self.rest_sites.heap_bytes();
+        self.classes.iter().map(|c| c.block.heap_bytes() + c.allow.heap_bytes()).sum::<usize>() + merged
     }
 
     /// Name of the source with tag `source`.

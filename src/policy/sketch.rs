@@ -32,6 +32,11 @@ impl Sketch {
         Sketch { words: vec![0; bits / 64].into_boxed_slice(), shift: bits.trailing_zeros() }
     }
 
+    /// Bytes of the bitmap.
+    pub fn heap_bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+
     /// Marks `key`.
     pub fn add(&mut self, key: &[u8]) {
         let bit = self.bit(key);
