@@ -1,20 +1,18 @@
 # shellcheck shell=bash
 # Finds apk-tools v3 for `apk mkpkg`: $APK, else an `apk` v3 on PATH, else
-# the one ../shared/openwrt-userland builds (built here if missing). Sourced
-# by openwrt/build-apk.sh and openwrt/build-luci.sh after package.sh ($here).
+# the one built from vendor/openwrt-src/ (openwrt/host-tools.sh; built into
+# target/tools/ the first time). Sourced by openwrt/build-apk.sh and
+# openwrt/build-luci.sh after package.sh ($here).
 # shellcheck disable=SC2154  # here: from package.sh
+# shellcheck source=openwrt/host-tools.sh
+. "$here/host-tools.sh"
 find_apk() {
 	if [ -n "${APK:-}" ]; then
 		echo "$APK"
 	elif command -v apk > /dev/null && apk --version 2>/dev/null | grep -q '^apk-tools 3\.'; then
 		command -v apk
 	else
-		local rig="$here/../../shared/openwrt-userland" owrt=${OWRT_OUT:-/tmp/owrt}
-		if [ ! -x "$owrt/stage/usr/bin/apk" ]; then
-			[ -x "$rig/build.sh" ] || { echo "no apk-tools v3: set APK=/path/to/apk" >&2; exit 1; }
-			"$rig/build.sh" "$rig/src" "$owrt" >&2
-		fi
-		echo "$owrt/stage/usr/bin/apk"
+		host_tool apk
 	fi
 }
 

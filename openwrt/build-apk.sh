@@ -9,7 +9,7 @@
 #   ARCH is OpenWrt's name, as for build-ipk.sh. RELEASE=N sets the release
 #   (version X.Y.Z-rN, as apk requires).
 # Needs apk-tools v3's `apk mkpkg`: $APK, else an `apk` v3 on PATH, else the
-# one ../shared/openwrt-userland builds (built here if missing).
+# one built from vendor/openwrt-src/ into target/tools/ (openwrt/host-tools.sh).
 set -euo pipefail
 bin=$1
 arch=$2
@@ -60,13 +60,15 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 version="$pkg_version-r$pkg_release"
 pkg="$out/hydradns-${version}_${arch}.apk"
-# No depends: a static binary needs no libc, and the CA bundle that verifies
-# HTTPS downloads is in every OpenWrt image (DEFAULT_PACKAGES); without it a
-# download fails and says why, and DNS works on.
+# No positive depends: a static binary needs no libc, and the CA bundle that
+# verifies HTTPS downloads is in every OpenWrt image (DEFAULT_PACKAGES);
+# without it a download fails and says why, and DNS works on. apk has no
+# CONFLICTS (OpenWrt's build drops it): conflicts are !name dependencies.
 mkpkg=(
 	--info "name:hydradns" --info "version:$version" --info "arch:$arch"
 	--info "description:$pkg_summary" --info "license:$pkg_license"
 	--info "origin:hydradns" --info "url:$pkg_url" --info "maintainer:$pkg_maintainer"
+	--info "depends:!${pkg_conflicts// / !}"
 	--script "post-install:$scripts/post-install" --script "post-upgrade:$scripts/post-upgrade"
 	--script "pre-deinstall:$scripts/pre-deinstall"
 	--files "$files" --output "$pkg.tmp"

@@ -21,11 +21,11 @@ ctrl="$stage/control"
 stage_files "$data"
 install -d "$ctrl"
 
-installed_size=$(du -sb "$data" | cut -f1)
 cat > "$ctrl/control" <<CONTROL
 Package: hydradns
 Version: $pkg_version-$pkg_release
 Depends: libc, ca-bundle
+Conflicts: ${pkg_conflicts// /, }
 Source: feeds/packages/net/hydradns
 SourceName: hydradns
 License: $pkg_license
@@ -33,7 +33,7 @@ Section: net
 Require-User: $pkg_users
 Maintainer: $pkg_maintainer
 Architecture: $arch
-Installed-Size: $installed_size
+Installed-Size: $(installed_size "$data")
 Description: $pkg_summary
 $(echo "$pkg_description" | fold -s -w 74 | sed 's/ *$//; s/^/ /')
 CONTROL

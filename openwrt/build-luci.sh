@@ -41,14 +41,14 @@ ctrl="$stage/control"
 cat > "$ctrl/control" <<CONTROL
 Package: $name
 Version: $pkg_version-$pkg_release
-Depends: libc, luci-base, hydradns
+Depends: libc, luci-base, hydradns (= $pkg_version-$pkg_release)
 Source: feeds/luci/applications/$name
 SourceName: $name
 License: $pkg_license
 Section: luci
 Maintainer: $pkg_maintainer
 Architecture: all
-Installed-Size: $(du -sb "$files" | cut -f1)
+Installed-Size: $(installed_size "$files")
 Description: $summary
 CONTROL
 printf '#!/bin/sh\n%s\n' "$refresh" > "$ctrl/postinst"
@@ -68,7 +68,7 @@ apk="$out/$name-${version}_noarch.apk"
 mkpkg --info "name:$name" --info "version:$version" --info "arch:noarch" \
 	--info "description:$summary" --info "license:$pkg_license" \
 	--info "origin:$name" --info "url:$pkg_url" --info "maintainer:$pkg_maintainer" \
-	--info "depends:luci-base hydradns" \
+	--info "depends:luci-base hydradns=$version" \
 	--script "post-install:$stage/scripts/post-install" --script "post-upgrade:$stage/scripts/post-upgrade" \
 	--script "post-deinstall:$stage/scripts/post-deinstall" \
 	--files "$files" --output "$apk.tmp" >&2

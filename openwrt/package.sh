@@ -26,6 +26,17 @@ pkg_url="https://github.com/hydradns/hydradns"
 # add_group_and_user gives them free ones (453, once used here, is dnsmasq's).
 pkg_users="hydradns:hydradns"
 pkg_conffiles="/etc/config/hydradns"
+# Packages that fight HydraDNS for port 53 or for dnsmasq's upstreams:
+# https-dns-proxy commits its own server list and noresolv into
+# /etc/config/dhcp and redirects port 53 itself; AdGuard Home wants port 53
+# (../shared/research/wave3.md, 3.1). One of them beside HydraDNS leaves
+# DNS to whichever started last.
+pkg_conflicts="https-dns-proxy adguardhome"
+
+# Installed-Size as OpenWrt's ipkg-build counts it: the bytes of the files,
+# not du's blocks or directory sizes, which differ from one file system to
+# the next (a reproducible package must not).
+installed_size() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
 
 # The package's files under DIR, owned by whoever runs this (the archivers
 # record them as root's), modes as installed.

@@ -101,13 +101,24 @@ for t in "${targets[@]}"; do
     esac
 done
 
+# No path of this machine in the binary (panic messages name source files:
+# ours, crates.io's under CARGO_HOME, std's under the toolchain when armv7
+# builds it): the same commit builds the same bytes wherever it is checked
+# out (scripts/release.sh --check). Added to .cargo/config.toml's rustflags.
+cargo_home=$(cd "${CARGO_HOME:-$HOME/.cargo}" && pwd)
+sysroot=$(rustc --print sysroot)
+remap() {
+    printf 'target.%s.rustflags=["--remap-path-prefix=%s=/build","--remap-path-prefix=%s=/cargo","--remap-path-prefix=%s=/rust"]' \
+        "$1" "$PWD" "$cargo_home" "$sysroot"
+}
+
 mkdir -p dist
 printf '| target | stripped size | static |\n|---|---|---|\n' > dist/sizes.md
 for t in "${targets[@]}"; do
     case "$t" in
         # No prebuilt std for armv7 musl here: build it from rust-src.
-        armv7-*) RUSTC_BOOTSTRAP=1 cargo zigbuild --release --target "$t" -Zbuild-std=std,panic_abort ;;
-        *) cargo zigbuild --release --target "$t" ;;
+        armv7-*) RUSTC_BOOTSTRAP=1 cargo zigbuild --config "$(remap "$t")" --release --target "$t" -Zbuild-std=std,panic_abort ;;
+        *) cargo zigbuild --config "$(remap "$t")" --release --target "$t" ;;
     esac
     bin="target/$t/release/hydradns"
     # A dynamic executable names its loader in a PT_INTERP header.
