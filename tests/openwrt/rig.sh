@@ -5,7 +5,8 @@
 # upgrade (from this version and from 0.1.0-2, which committed its dnsmasq
 # settings), removal, the three dnsmasq modes, replace mode on port 53 with
 # and without ujail, reboots; and on the rig's network (--net: netifd, fw4,
-# DHCP, a LAN client and a WAN): force DNS, fail-open, power cuts. Each
+# DHCP, a LAN client and a WAN): force DNS, fail-open, power cuts, and the
+# signed feeds of scripts/release.sh (install, tampering, upgrade). Each
 # scenario boots a factory-fresh image (the reboot ones boot the same image
 # again) and runs a script of tests/openwrt/rig/ inside. Needs root.
 #   tests/openwrt/rig.sh BINARY          BINARY: the static x86_64 build
@@ -49,6 +50,22 @@ git archive "$OLD_RELEASE" openwrt Cargo.toml | tar -x -C "$work/old"
 mkdir -p "$mnt/pkgs/old"
 RELEASE=2 "$work/old/openwrt/build-ipk.sh" "$bin" x86_64 "$mnt/pkgs/old" > /dev/null
 RELEASE=2 APK=$apk "$work/old/openwrt/build-apk.sh" "$bin" x86_64 "$mnt/pkgs/old" > /dev/null
+# The signed feeds of releases 3 and 4 (feed.sh), as scripts/release.sh
+# makes them, from BINARY and the release 4 binary, with one key pair.
+if [ -z "${RIG_ONLY:-}" ] || [[ " $RIG_ONLY " == *" feed-"* ]]; then
+	version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
+	scripts/release.sh --make-keys "$work/feedkeys" > "$work/feedkeys.log" 2>&1 || { cat "$work/feedkeys.log" >&2; exit 1; }
+	for r in 3 4; do
+		mkdir -p "$work/bin$r"
+		release_bin=$bin
+		[ $r = 3 ] || release_bin=$work/hydradns-r4
+		cp "$release_bin" "$work/bin$r/hydradns-$version-x86_64-unknown-linux-musl"
+		scripts/release.sh --arch x86_64 --release $r --key-dir "$work/feedkeys" --prebuilt "$work/bin$r" "$mnt/feed$r" > "$work/feed$r.log" 2>&1 ||
+			{ cat "$work/feed$r.log" >&2; exit 1; }
+	done
+	echo "$version" > "$mnt/version"
+	cp "$bin" "$mnt/hydradns-3"
+fi
 # name:run.sh options:script[,script...] (one boot per script, in order;
 # a script ending in +cut has the power cut when it prints CUT: the host
 # kills the rig's PID 1, as a pulled plug would, and the next boot follows;
@@ -68,6 +85,8 @@ scenarios=(
 	"net-apk:--net:net-apk.sh"
 	"powercut:--net:powercut-1.sh+cut,powercut-2.sh+cut,powercut-3.sh+cut,powercut-4.sh"
 	"sysupgrade:--net:sysupgrade-1.sh+sysupgrade,sysupgrade-2.sh"
+	"feed-opkg:--net:feed-opkg.sh"
+	"feed-apk:--net:feed-apk.sh"
 )
 failed=0
 printf '\n| scenario | result | seconds |\n|---|---|---|\n' > "$work/table"
