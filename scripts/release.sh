@@ -39,10 +39,13 @@ Options:
   --prebuilt DIR  take the static binaries from DIR, named as
                   scripts/build-release.sh leaves them in dist/
                   (hydradns-VERSION-TARGET), instead of building them
-  --check         build everything twice from this commit (hydradns itself
-                  compiled afresh each time) and compare: packages, indexes
-                  and sums must be byte-identical apart from the apk
-                  signatures (and, in packages.adb, the signed .apk sizes)
+  --check         build everything twice from this commit and compare:
+                  here (hydradns compiled afresh, its dependencies reused),
+                  and in a clone of the commit elsewhere (everything
+                  compiled, in a target directory of its own). Binaries,
+                  packages, indexes and sums must be byte-identical apart
+                  from the apk signatures (and, in packages.adb, the sizes
+                  of the signed .apks)
   --make-keys DIR write a new key pair under the names --key-dir reads
                   (DIR must not have them yet), then stop
   -h, --help      this text
@@ -265,11 +268,22 @@ if [ -z "$check" ]; then
 fi
 
 # --check: two builds, one key pair (usign's ed25519 signatures are
-# deterministic, so Packages.sig must match too; ECDSA's are not).
+# deterministic, so Packages.sig must match too; ECDSA's are not). The
+# second from a clone at another path, so that neither this checkout's
+# path, its untracked files nor its compiled dependencies can make the two
+# agree; the tools from vendor/ are shared (built from the same tarballs).
 binaries "$work/bin1" fresh
 feeds "$work/bin1" "$work/a"
-binaries "$work/bin2" fresh
-feeds "$work/bin2" "$work/b"
+say "a clone of $commit at $work/clone"
+git clone --quiet --no-checkout "$PWD" "$work/clone"
+git -C "$work/clone" checkout --quiet --detach "$commit"
+arch_args=()
+for a in "${arches[@]}"; do arch_args+=(--arch "$a"); done
+HYDRADNS_TOOLS=$tools_dir "$work/clone/scripts/release.sh" --key-dir "$key_dir" ${release:+--release "$release"} \
+	"${arch_args[@]}" "$work/b" 2>&1 | sed 's/^/   clone: /' >&2
+[ "${PIPESTATUS[0]}" = 0 ] || die "the build in the clone failed"
+mkdir -p "$work/bin2"
+for t in "${rust_targets[@]}"; do cp "$work/clone/dist/hydradns-$version-$t" "$work/bin2/"; done
 say "comparing the two builds"
 differ=0 compared=0
 # same WHAT A B
