@@ -48,6 +48,14 @@ node --test tests/luci/
 scripts/luci-pot.py --check
 # Router builds, packages, init script and UCI compatibility.
 scripts/test-openwrt.sh
+# The release: the x86_64 feeds built twice from this commit, here and in a
+# clone elsewhere, byte for byte (scripts/release.sh --check), and the
+# release workflow (actionlint). The feeds on the rig (signatures checked,
+# tampering refused, upgrade N -> N+1) ran with the rig above: feed-opkg, feed-apk.
+release_started=$SECONDS
+scripts/release.sh --check --arch x86_64
+scripts/actionlint.sh
+echo "release checks: $((SECONDS - release_started)) s"
 # Every fuzz target, 20,000 executions each from the real seeds: no crash,
 # hang or oversized allocation.
 scripts/fuzz.sh 20000
