@@ -51,6 +51,7 @@ version=$(awk -F'"' '/^version =/ {print $2; exit}' "$(dirname "$0")/../../Cargo
 field Version | grep -qE "^$version-[0-9]+\$" || fail "Version $(field Version)"
 [ "$(field Architecture)" = "$arch" ] || fail "Architecture $(field Architecture)"
 [ "$(field Depends)" = "libc, ca-bundle" ] || fail "Depends"
+[ "$(field Conflicts)" = "https-dns-proxy, adguardhome" ] || fail "Conflicts"
 # No fixed ids: OpenWrt picks free ones (fixed 453 was dnsmasq's).
 [ "$(field Require-User)" = "hydradns:hydradns" ] || fail "Require-User $(field Require-User)"
 for f in Installed-Size Description License Maintainer Section; do
