@@ -53,7 +53,7 @@ config client
 \tlist match '127.0.0.4/30'
 \tlist group 'guests'
 config client
-\toption name 'unfiltered'
+\toption name 'no-group'
 \tlist match '127.0.0.9'
 config group 'kids'
 \toption block_mode 'nxdomain'
@@ -108,8 +108,9 @@ fn each_client_gets_its_groups_lists_and_no_other_groups_verdict() {
     assert_eq!(a(GUEST, &gw, "ads.example").ips(), ["192.0.2.1"]);
     assert_eq!(a(PARENT, &gw, "streaming.example").ips(), ["192.0.2.1"]);
     assert_eq!(a(KID, &gw, "streaming.example").ips(), ["192.0.2.1"]);
-    // A client in no group: nothing blocked.
-    assert_eq!(a(NOBODY, &gw, "ads.example").ips(), ["192.0.2.1"]);
+    // A client rule listing no group: the group default, as a list without groups.
+    assert!(is_null(&a(NOBODY, &gw, "ads.example")));
+    assert_eq!(a(NOBODY, &gw, "m.social.example").ips(), ["192.0.2.1"]);
     // CNAME cloaking follows the client's groups too, from one cached answer.
     assert_eq!(a(PARENT, &gw, "cloaked.shop.example").answers.len(), 2);
     assert_eq!(a(KID, &gw, "cloaked.shop.example").rcode, RCODE::NameError, "its CNAME target is on the kids' list");
@@ -118,7 +119,7 @@ fn each_client_gets_its_groups_lists_and_no_other_groups_verdict() {
     // Per-group counters.
     let groups = gw.report().groups;
     let blocked: Vec<_> = groups.iter().map(|g| (g.name.as_str(), g.blocked)).collect();
-    assert_eq!(blocked, [("default", 2), ("kids", 4), ("guests", 1)], "{groups:?}");
+    assert_eq!(blocked, [("default", 3), ("kids", 4), ("guests", 1)], "{groups:?}");
     let (_, text, _) = cli(&["stats", "-c", cfg_path(&gw)]);
     assert!(text.contains("group        kids: 4 blocked"), "{text}");
     // The log names the list per client.

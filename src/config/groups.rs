@@ -22,7 +22,7 @@ pub struct ClientRule {
     pub name: String,
     /// What identifies the device, any one of them enough.
     pub matches: Vec<ClientMatch>,
-    /// Its groups, in file order; none: no list applies to it.
+    /// Its groups, in file order; a section listing none is in `default`.
     pub groups: Vec<String>,
     /// `file:line` of the section.
     pub origin: String,
@@ -170,10 +170,11 @@ impl SectionReader<'_> {
                 ClientMatch::Host(h) => h.clone(),
             };
         }
+        // A device added without a group (LuCI's Devices grid makes that
+        // easy) is meant to be filtered like any other, not exempted: the
+        // same reading as a list without groups.
         if rule.groups.is_empty() {
-            let text =
-                format!("client '{}' lists no group: no list applies to it (add list group 'default')", rule.name);
-            self.warn_section(&text);
+            rule.groups.push(DEFAULT_GROUP.to_string());
         }
         Ok(rule)
     }
@@ -424,6 +425,13 @@ config blocklist
         assert_eq!(parse_clock("24:00"), Some(1440));
         assert_eq!(parse_clock("7:5"), Some(425));
         assert_eq!(parse_clock("24:01"), None);
+    }
+
+    #[test]
+    fn a_client_without_group_is_in_default() {
+        let cfg = parse("config client\n\tlist match '192.168.1.50'\n").unwrap();
+        assert_eq!(cfg.clients[0].groups, ["default"]);
+        assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
     }
 
     #[test]
