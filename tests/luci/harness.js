@@ -84,8 +84,11 @@ function world(replies, uciData, hosts) {
 		},
 		get(conf, sid, opt) {
 			const s = (this.data[conf] || []).find((x) => x['.name'] === sid);
-			return s ? s[opt] : undefined;
-		}
+			return s && opt != null ? s[opt] : s;
+		},
+		// What the session has staged, config → [op, section, …] (rpcd's uci changes).
+		staged: {},
+		changes() { return Promise.resolve(this.staged); }
 	};
 	const ui = {
 		createHandlerFn(ctx, fn, ...args) {
@@ -106,6 +109,8 @@ function world(replies, uciData, hosts) {
 		resolveDefault: (p, d) => Promise.resolve(p).catch(() => d),
 		isObject: (o) => o != null && typeof o === 'object',
 		toArray: (v) => (v == null ? [] : Array.isArray(v) ? v : String(v).split(/\s+/).filter(Boolean)),
+		// The menu entry's ACL: a test sets env.readonly for a read-only login.
+		hasViewPermission() { return !this.env.readonly; },
 		env: {}
 	};
 	const ctx = vm.createContext({ console, E, _: (s) => s });
@@ -132,7 +137,7 @@ function world(replies, uciData, hosts) {
 		loaded[name] = new Class();
 		return loaded[name];
 	}
-	return { load, calls, notes, polls, applied, uci, form };
+	return { load, calls, notes, polls, applied, uci, form, L };
 }
 
 // form.Map and friends: records the sections and options a view declares.
@@ -143,7 +148,8 @@ function makeForm() {
 		this.tab = (name, title) => { this.tabs.push({ name, title }); };
 		this.option = (cls, name, title, description) => {
 			const o = Object.assign(Object.create(typeof cls === 'object' ? cls : Object.prototype), { cls: typeof cls === 'object' ? cls.__name__ : cls, name, title, description, values: [],
-				value(v, label) { this.values.push(v); (this.labels ||= {})[v] = label; },
+				value(v, label) { this.values.push(v); (this.keylist ||= []).push(String(v)); (this.labels ||= {})[v] = label; },
+				load() { return Promise.resolve(); },
 				depends(k, v) { (this.deps ||= []).push([ k, v ]); } });
 			this.options.push(o);
 			return o;

@@ -220,7 +220,11 @@ test('settings and lists offer only options the daemon documents, and flags keep
 			assert.ok(doc.includes('config ' + s.type), `${name}: section ${s.type} is not in docs/configuration.md`);
 			for (const o of s.options.filter((o) => !o.name.startsWith('_'))) {
 				assert.ok(doc.includes('`' + o.name + '`'), `${name}: option ${o.name} is not in docs/configuration.md`);
-				if (o.cls === 'Flag' || o.cls === 'ListValue')
+				// A choice whose empty value is the option's absence ("always",
+				// "as the gateway") is meant to be removed; any other must stay.
+				if (o.cls === 'ListValue' && o.values[0] === '')
+					assert.notEqual(o.rmempty, false, `${name}: ${o.name}: LuCI refuses its empty choice as "must not be empty"`);
+				else if (o.cls === 'Flag' || o.cls === 'ListValue')
 					assert.equal(o.rmempty, false, `${name}: ${o.name} would be deleted when equal to its default`);
 			}
 		}
@@ -308,6 +312,93 @@ test('settings: force DNS has its own tab, with the parser\'s defaults; fail-ope
 	// The router's devices offered by MAC, with their names.
 	assert.deepEqual(ex.values, [ '02:00:5e:10:00:01' ]);
 	assert.equal(ex.labels['02:00:5e:10:00:01'], '02:00:5e:10:00:01 (kids-tablet)');
+});
+
+test('issue 48: a read-only login gets no Pause, Resume, Allow, Block or Update buttons', async () => {
+	const st = fixture('status.json');
+	st.stats.paused_until = st.now + 60;
+	const w = statusWorld(st, {
+		'luci.hydradns.top': () => ({ schema: 1, entries: [ { key: 'ads.example', count: 3 } ] }),
+		'luci.hydradns.log': () => fixture('log.json')
+	});
+	w.L.env.readonly = true;
+	const v = w.load('view.hydradns.status');
+	const page = v.render(await v.load());
+	assert.equal(find(page, (n) => n.tag === 'button').length, 0, 'no buttons on the overview');
+	assert.equal(text(byId(page, 'hydradns-blocking')), 'Paused, 1m 0s left', 'the state is still shown');
+	assert.match(text(page), /kids/, 'and the groups');
+	const q = w.load('view.hydradns.queries');
+	const qp = q.render(await q.load());
+	assert.equal(find(qp, (n) => n.tag === 'button' && n.attrs['data-name']).length, 0, 'no Allow or Block');
+	w.L.env.readonly = false;
+	assert.ok(find(q.render(await q.load()), (n) => n.tag === 'button' && n.attrs['data-name']).length > 0, 'a login that may write has them');
+});
+
+test('issue 48: a refused config: running with the previous one, the refusal and Revert', async () => {
+	const st = Object.assign(fixture('status.json'), { refused: 'config:12: option upstream_timeout: \'soon\' is not a duration' });
+	const w = statusWorld(st, { 'luci.hydradns.revert': () => ({ reverted: true }) });
+	const v = w.load('view.hydradns.status');
+	const page = v.render(await v.load());
+	assert.equal(text(byId(page, 'hydradns-state')), 'Running with the previous configuration');
+	assert.match(text(byId(page, 'hydradns-refused')), /upstream_timeout: 'soon'/);
+	assert.ok(byId(page, 'hydradns-pause-5m'), 'the pause buttons stay');
+	await byId(page, 'hydradns-revert').attrs.click();
+	assert.ok(w.calls.some((c) => c.method === 'revert'));
+	delete st.refused;
+	v.fill(st);
+	assert.equal(byId(v.box, 'hydradns-refused'), undefined);
+	assert.equal(text(byId(v.box, 'hydradns-state')), 'Running');
+});
+
+test('issue 48: a page\'s Save & Apply refuses while another page has changes staged', async () => {
+	const w = world({ 'luci.hydradns.check_config': () => ({ valid: true, output: '' }) }, {
+		hydradns: [
+			{ '.type': 'group', '.name': 'kids', '.anonymous': false },
+			{ '.type': 'blocklist', '.name': 'cfg02', '.anonymous': true, name: 'social', group: [ 'kids' ] }
+		]
+	});
+	const api = w.load('hydradns.api');
+	const view = { handleSave: () => Promise.resolve() };
+	// Settings added the group (its Add stages it) and never applied it.
+	w.uci.staged = { hydradns: [ [ 'add', 'kids', 'group' ], [ 'set', 'cfg02', 'group', 'kids' ] ] };
+	assert.equal(await api.saveApply(view, null, '0', api.LISTS), false);
+	assert.deepEqual(w.applied, []);
+	const note = w.notes.pop();
+	assert.match(note.text, /The Settings page has changes that are saved but not applied \(kids\)/);
+	// Settings' own Save & Apply takes its group and the list together? No:
+	// the list is the Lists page's.
+	assert.equal(await api.saveApply(view, null, '0', api.SETTINGS), false);
+	assert.match(w.notes.pop().text, /The Lists page has changes .*\(cfg02\)/);
+	// Only its own: checked, then applied.
+	w.uci.staged = { hydradns: [ [ 'set', 'cfg02', 'group', 'kids' ] ] };
+	assert.equal(await api.saveApply(view, null, '0', api.LISTS), true);
+	assert.deepEqual(w.applied, [ true ]);
+});
+
+test('issue 48: a group saves with "always" and "as the gateway"; a schedule or group just added is offered at once', async () => {
+	const data = { hydradns: [ { '.type': 'group', '.name': 'guests', '.anonymous': false } ] };
+	const w = world({ 'luci.hydradns.services': () => ({ schema: 1, services: [] }) }, data);
+	const v = w.load('view.hydradns.settings');
+	await v.render(await v.load());
+	const sections = w.form.maps[0].sections;
+	const opt = (type, name) => sections.find((s) => s.type === type).options.find((o) => o.name === name);
+	const schedule = opt('group', 'schedule'), mode = opt('group', 'block_mode'), groups = opt('client', 'group');
+	assert.notEqual(schedule.rmempty, false, 'empty ("always") is no option, not an error');
+	assert.notEqual(mode.rmempty, false, 'empty ("as the gateway") is no option, not an error');
+	assert.deepEqual([ ...schedule.keylist ], [ '' ]);
+	assert.deepEqual([ ...groups.keylist ], [ 'default', 'guests' ]);
+	// Added on the page: LuCI saves the form and loads it again.
+	data.hydradns.push({ '.type': 'schedule', '.name': 'nights' }, { '.type': 'group', '.name': 'kids' });
+	await schedule.load('guests');
+	await groups.load('cfg01');
+	assert.deepEqual([ ...schedule.keylist ], [ '', 'nights' ]);
+	assert.deepEqual([ ...groups.keylist ], [ 'default', 'guests', 'kids' ]);
+	// A device without groups is in default, and the grid says so.
+	groups.cfgvalue = () => null;
+	assert.equal(groups.textvalue('cfg01'), 'default');
+	const bypass = opt('hydradns', 'block_bypass');
+	assert.equal(bypass.tab, 'blocking');
+	assert.match(bypass.description, /use-application-dns\.net.*mask\.icloud\.com.*Allow lists do not reach these names/);
 });
 
 test('every method the pages call is in the ACL and the plugin; writes need the write ACL', () => {

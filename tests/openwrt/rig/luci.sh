@@ -34,12 +34,18 @@ ubus call luci.hydradns status | jsonfilter -e '@.running' | grep -qx true || fa
 step "$mode: a list, and queries to show"
 uci set hydradns.rigads=blocklist
 uci add_list hydradns.rigads.domain=ads.example
+uci add_list hydradns.rigads.domain=tracker.example
+# A group with neither schedule nor answer mode (both optional): LuCI's
+# Settings must still save (issue 48).
+uci set hydradns.guests=group
 uci commit hydradns
 reload_config
 wait_for 10 0.0.0.0 ask ads.example 127.0.0.1 || fail "ads.example not blocked"
 # Straight to the gateway: dnsmasq would answer repeats from its cache.
 for _ in 1 2 3; do ask ads.example 127.0.0.1 5353 > /dev/null; done
 for _ in 1 2; do ask wan.example 127.0.0.1 5353 > /dev/null; done
+# Firefox's canary, which block_bypass answers before any list.
+for _ in 1 2; do ask use-application-dns.net 127.0.0.1 5353 > /dev/null; done
 
 step "$mode: a login that may only look (rpcd ACL luci-app-hydradns, read)"
 uci add rpcd login > /dev/null
@@ -47,6 +53,8 @@ uci set 'rpcd.@login[-1].username=viewer'
 # `openssl passwd -1 -salt hydrarig viewer`: rpcd checks it with crypt(3).
 uci set 'rpcd.@login[-1].password=$1$hydrarig$upJgt07L.LJTkLmpplhyU0'
 uci add_list 'rpcd.@login[-1].read=luci-app-hydradns'
+# And LuCI's own pages, to look at ours in a browser (still no write).
+uci add_list 'rpcd.@login[-1].read=*'
 uci commit rpcd
 killall -HUP rpcd
 wait_until 10 sh -c 'ubus list luci.hydradns' || fail "rpcd did not come back"
@@ -92,6 +100,14 @@ wait_until 10 not_blocked || fail "ads.example still blocked"
 [ -z "$(uci -q get hydradns.main.force_dns_port)$(uci -q get hydradns.main.force_dns_zone)" ] ||
 	fail "defaults written: $(uci show hydradns.main)"
 hydradns check-config -c /etc/config/hydradns > /dev/null || fail "check-config: $(hydradns check-config -c /etc/config/hydradns)"
+# Issue 48: the device added without a group (matching 127.0.0.1) is in
+# 'default', whose lists block for it; the group and schedule set up.
+out=$(hydradns check -c /etc/config/hydradns --client 127.0.0.1 tracker.example)
+echo "$out" | grep -q "blocked by list 'rigads'" || fail "a device without group is not filtered: $out"
+[ "$(uci -q get hydradns.nights.start)" = 21:00 ] && [ "$(uci -q get hydradns.kids)" = group ] ||
+	fail "the group and schedule: $(uci show hydradns)"
+[ "$(uci -q get hydradns.main.upstream_timeout)" = 2s ] || fail "the refused config reverted: $(uci show hydradns.main)"
+[ ! -f /var/run/hydradns.refused ] || fail "refused: $(cat /var/run/hydradns.refused)"
 # The browser's part ends with the file gone.
 [ ! -f /var/run/hydradns.unfiltered ] || fail "/var/run/hydradns.unfiltered left"
 # The plugin's temporary files are gone (/tmp is RAM on a router).

@@ -24,6 +24,7 @@ var callResume = rpc.declare({ object: 'luci.hydradns', method: 'resume', params
 var callUpdate = rpc.declare({ object: 'luci.hydradns', method: 'update' });
 var callAllow = rpc.declare({ object: 'luci.hydradns', method: 'allow', params: [ 'domain' ] });
 var callBlock = rpc.declare({ object: 'luci.hydradns', method: 'block', params: [ 'domain' ] });
+var callRevert = rpc.declare({ object: 'luci.hydradns', method: 'revert' });
 // procd's clock in the router's time zone: what LuCI's System box shows as
 // Local Time. Asked only while a time of day is to be shown.
 var callSystemInfo = rpc.declare({ object: 'system', method: 'info' });
@@ -56,9 +57,26 @@ function quote(v) {
 	return "'" + String(v).replace(/'/g, "'\\''") + "'";
 }
 
+// Which page edits which section types: a page's Save & Apply applies only
+// when every staged change of hydradns is its own (uci's changes are one
+// set per login, and applying commits them all).
+var PAGES = {
+	settings: { title: _('Settings'), types: [ 'hydradns', 'querylog', 'client', 'group', 'schedule', 'record' ] },
+	lists: { title: _('Lists'), types: [ 'blocklist', 'allowlist' ] }
+};
+
 return baseclass.extend({
 	SCHEMA: SCHEMA,
 	FOREVER: FOREVER,
+	SETTINGS: 'settings',
+	LISTS: 'lists',
+
+	// Whether this login may change things (LuCI's view of the menu
+	// entry's ACL, luci-app-hydradns write); pages without a HydraDNS menu
+	// entry (LuCI's Status → Overview) count as read-only.
+	canWrite: function() {
+		return L.hasViewPermission() === true;
+	},
 
 	// `hydradns status --json`, with `utc_offset` (this page's, not the
 	// binary's) while DNS is unfiltered, so that its start can be shown in
@@ -89,6 +107,8 @@ return baseclass.extend({
 	update: function() { return callUpdate().then(checked); },
 	allow: function(domain) { return callAllow(domain).then(checked); },
 	block: function(domain) { return callBlock(domain).then(checked); },
+	// Puts back the config the gateway runs with, over one its reload refused.
+	revert: function() { return callRevert().then(checked); },
 
 	// A LuCI table: a title row, then one row per array of cells; with no
 	// rows, `empty` (if given) in a placeholder row.
@@ -188,12 +208,38 @@ return baseclass.extend({
 		return { text: lines.join('\n'), owners: owners, lines: lines };
 	},
 
+	// The staged changes of hydradns that are not page `page`'s: the
+	// sections (by name) another page changed and has not applied.
+	foreign: function(changes, page) {
+		var own = PAGES[page].types, names = [];
+		(changes || []).forEach(function(ch) {
+			var sid = ch[1], s = uci.get('hydradns', sid), type = ch[0] == 'add' ? ch[2] : (s ? s['.type'] : null);
+			// A section removed is gone from uci's view, its type with it:
+			// not counted (a removal leaves nothing half-made).
+			if (type != null && own.indexOf(type) < 0 && names.indexOf(sid) < 0)
+				names.push(sid);
+		});
+		return names;
+	},
+
 	// Save & Apply for a page of HydraDNS settings: save the form (staged
-	// in the session), have the daemon's own check-config read the staged
-	// config, and apply only if it passes; else say which line of which
-	// section it refused, and leave the changes staged to be mended.
-	saveApply: function(view, ev, mode) {
+	// in the session); refuse while another HydraDNS page has changes
+	// staged (applying would commit them too, unchecked by that page); have
+	// the daemon's own check-config read the staged config, and apply only
+	// if it passes; else say which line of which section it refused, and
+	// leave the changes staged to be mended.
+	saveApply: function(view, ev, mode, page) {
 		return view.handleSave(ev).then(L.bind(function() {
+			return uci.changes();
+		}, this)).then(L.bind(function(changes) {
+			var others = page ? this.foreign((changes || {}).hydradns, page) : [];
+			if (others.length) {
+				var other = page == this.LISTS ? PAGES.settings.title : PAGES.lists.title;
+				ui.addNotification(_('Not applied: another page has unapplied changes'), E('p', { 'id': 'hydradns-foreign' },
+					_('The %s page has changes that are saved but not applied (%s). Apply them there (they are checked then) or revert them with the header\'s Unsaved Changes → Revert; then apply this page.')
+						.format(other, others.join(', '))), 'warning');
+				return false;
+			}
 			var c = this.configText(uci.sections('hydradns'));
 			return this.checkConfig(c.text).then(L.bind(function(r) {
 				if (r.valid) {

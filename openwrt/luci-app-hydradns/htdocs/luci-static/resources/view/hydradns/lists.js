@@ -86,7 +86,7 @@ return view.extend({
 		return m.render().then(L.bind(function(node) {
 			return E([], [
 				node,
-				E('div', { 'class': 'cbi-section' }, [
+				!api.canWrite() ? '' : E('div', { 'class': 'cbi-section' }, [
 					E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-update',
 						'click': ui.createHandlerFn(this, 'handleUpdate') }, _('Update lists now')),
 					' ', E('span', {}, _('Downloads every list now (through the gateway); the table shows the result once done.'))
@@ -104,6 +104,6 @@ return view.extend({
 	},
 
 	handleSaveApply: function(ev, mode) {
-		return api.saveApply(this, ev, mode);
+		return api.saveApply(this, ev, mode, api.LISTS);
 	}
 });

@@ -101,6 +101,9 @@ return view.extend({
 	},
 
 	button: function(what, name) {
+		// Read-only logins would be refused the call and logged out.
+		if (!api.canWrite())
+			return '';
 		return E('button', {
 			'class': what == 'allow' ? 'cbi-button cbi-button-positive' : 'cbi-button cbi-button-negative',
 			'data-name': name,

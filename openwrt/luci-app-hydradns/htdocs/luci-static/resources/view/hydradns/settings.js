@@ -75,6 +75,20 @@ function listDefault(o, name, dflt) {
 	};
 }
 
+// Choices made of the config's sections (groups, schedules), made again
+// each time the form loads: a section just added on this page (LuCI saves
+// the form and loads it again) is offered at once, not after a reload.
+function choices(o, fill) {
+	var load = o.load;
+	o.load = function() {
+		this.keylist = [];
+		this.vallist = [];
+		fill(this);
+		return load.apply(this, arguments);
+	};
+	fill(o);
+}
+
 function blockModes(o) {
 	o.value('null', _('0.0.0.0 and :: (null)'));
 	o.value('nxdomain', _('NXDOMAIN'));
@@ -179,6 +193,10 @@ return view.extend({
 		o = s.taboption('blocking', form.Flag, 'cname_inspection', _('Block CNAME cloaking'));
 		o.rmempty = false;
 		o.default = '1';
+		o = s.taboption('blocking', form.Flag, 'block_bypass', _('Keep browsers and phones on this resolver'),
+			_('Answers use-application-dns.net (Firefox\'s canary for its own DNS over HTTPS) and mask.icloud.com, mask-h2.icloud.com (iCloud Private Relay) with NXDOMAIN, before any list: the devices then ask this gateway, and its lists apply to them. Allow lists do not reach these names; turn this off to let them resolve.'));
+		o.rmempty = false;
+		o.default = '1';
 		o = s.taboption('blocking', form.Flag, 'rebind_protection', _('Rebind protection'));
 		o.rmempty = false;
 		o.default = '1';
@@ -272,20 +290,31 @@ return view.extend({
 		o = s.option(form.Value, 'name', _('Name'));
 		o = s.option(form.DynamicList, 'match', _('Match'), _('address, network, MAC or a hostname glob from the DHCP leases'));
 		o.rmempty = false;
-		o = s.option(form.MultiValue, 'group', _('Groups'));
-		o.value('default');
-		uci.sections('hydradns', 'group').forEach(function(g) { o.value(g['.name']); });
+		o = s.option(form.MultiValue, 'group', _('Groups'), _('none: the group "default"'));
+		// None is `default` to the daemon, as a list's groups are: said so
+		// in the grid rather than LuCI's "none".
+		o.placeholder = 'default';
+		o.textvalue = function(section_id) {
+			return L.toArray(this.cfgvalue(section_id)).join(' ') || 'default';
+		};
+		choices(o, function(c) {
+			c.value('default');
+			uci.sections('hydradns', 'group').forEach(function(g) { c.value(g['.name']); });
+		});
 
 		s = m.section(form.TypedSection, 'group', _('Groups'),
 			_('A group\'s lists are chosen on the Lists page; here, when they apply and how blocked names are answered.'));
 		s.addremove = true;
 		s.anonymous = false;
+		// "always" and "as the gateway" are the option's absence: LuCI
+		// removes an empty option, which is what the daemon reads as them
+		// (rmempty false would refuse them as "must not be empty").
 		o = s.option(form.ListValue, 'schedule', _('Schedule'));
-		o.rmempty = false;
-		o.value('', _('always'));
-		uci.sections('hydradns', 'schedule').forEach(function(t) { o.value(t['.name']); });
+		choices(o, function(c) {
+			c.value('', _('always'));
+			uci.sections('hydradns', 'schedule').forEach(function(t) { c.value(t['.name']); });
+		});
 		o = s.option(form.ListValue, 'block_mode', _('Answer for a blocked name'));
-		o.rmempty = false;
 		o.value('', _('as the gateway'));
 		blockModes(o);
 		o = s.option(ServiceToggles, 'service', _('Blocked services'),
@@ -336,6 +365,6 @@ return view.extend({
 	},
 
 	handleSaveApply: function(ev, mode) {
-		return api.saveApply(this, ev, mode);
+		return api.saveApply(this, ev, mode, api.SETTINGS);
 	}
 });

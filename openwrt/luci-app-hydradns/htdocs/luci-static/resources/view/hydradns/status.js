@@ -38,7 +38,7 @@ return view.extend({
 	},
 
 	fill: function(st) {
-		dom.content(this.box, [ api.unfiltered(st, 'hydradns-unfiltered') ].concat(st.running && st.stats
+		dom.content(this.box, [ api.unfiltered(st, 'hydradns-unfiltered'), this.refused(st) ].concat(st.running && st.stats
 			? [ this.summary(st), this.blocking(st), this.upstreams(st), this.lists(st) ]
 			: [ this.stopped(st), this.lists(st) ]));
 	},
@@ -63,6 +63,28 @@ return view.extend({
 		];
 	},
 
+	// A config the init script's reload refused (the header's Save & Apply
+	// commits without our check): the gateway runs on with the one before,
+	// which the plugin reads for this page (`refused` is the plugin's).
+	refused: function(st) {
+		if (!st.refused)
+			return null;
+		return E('div', { 'class': 'alert-message warning', 'id': 'hydradns-refused' }, [
+			E('strong', {}, _('The saved configuration was refused; the gateway runs with the previous one.')), ' ',
+			_('hydradns check-config says:'),
+			E('pre', { 'style': 'white-space:pre-wrap' }, st.refused),
+			api.canWrite() ? E('button', { 'class': 'cbi-button cbi-button-negative', 'id': 'hydradns-revert',
+				'click': ui.createHandlerFn(this, 'handleRevert') }, _('Revert staged changes')) : '',
+			' ', _('(puts back the configuration the gateway runs with), or mend it under Settings.')
+		]);
+	},
+
+	handleRevert: function() {
+		return api.revert().then(L.bind(this.refresh, this), function(e) {
+			ui.addNotification(null, E('p', {}, _('Revert failed: %s').format(e.message)), 'danger');
+		});
+	},
+
 	stopped: function(st) {
 		return E('div', { 'class': 'cbi-section' }, [
 			E('h3', {}, _('Status')),
@@ -79,7 +101,8 @@ return view.extend({
 		return E('div', { 'class': 'cbi-section' }, [
 			E('h3', {}, _('Status')),
 			E('table', { 'class': 'table' }, [
-				api.field(_('State'), 'hydradns-state', E('strong', {}, _('Running'))),
+				api.field(_('State'), 'hydradns-state', E('strong', {}, st.refused
+					? _('Running with the previous configuration') : _('Running'))),
 				api.field(_('Version'), 'hydradns-version', s.version),
 				api.field(_('Uptime'), 'hydradns-uptime', api.duration(s.uptime_s)),
 				api.field(_('Queries'), 'hydradns-queries', String(q)),
@@ -103,7 +126,9 @@ return view.extend({
 			E('p', { 'id': 'hydradns-blocking' }, left
 				? E('strong', {}, _('Paused, %s').format(left))
 				: _('On')),
-			E('div', { 'class': 'cbi-page-actions', 'style': 'text-align:left' }, [
+			// Read-only logins (rpcd ACL read) would be refused the call
+			// and sent to the login page: no buttons for them.
+			!api.canWrite() ? '' : E('div', { 'class': 'cbi-page-actions', 'style': 'text-align:left' }, [
 				E('button', { 'class': 'cbi-button cbi-button-neutral', 'id': 'hydradns-pause-5m',
 					'click': ui.createHandlerFn(this, 'handlePause', '5m', null) }, _('Pause 5 min')), ' ',
 				E('button', { 'class': 'cbi-button cbi-button-neutral', 'id': 'hydradns-pause-1h',
@@ -117,17 +142,25 @@ return view.extend({
 		]);
 		if (groups.length > 0)
 			section.appendChild(api.table([ _('Group'), _('Blocked'), _('Schedule'), _('Blocking'), '' ], groups.map(L.bind(function(g) {
+				if (!api.canWrite())
+					return this.groupRow(g, st).concat([ '' ]);
 				var gl = api.pauseLeft(g.paused_until, st.now);
-				return [
-					g.name, String(g.blocked),
-					g.schedule ? '%s (%s)'.format(g.schedule, g.active ? _('active') : _('inactive')) : _('always'),
-					gl ? _('paused, %s').format(gl) : _('on'),
+				return this.groupRow(g, st).concat([
 					gl
 						? E('button', { 'class': 'cbi-button cbi-button-positive', 'click': ui.createHandlerFn(this, 'handleResume', g.name) }, _('Resume'))
 						: E('button', { 'class': 'cbi-button cbi-button-neutral', 'click': ui.createHandlerFn(this, 'handlePause', '1h', g.name) }, _('Pause 1 hour'))
-				];
+				]);
 			}, this))));
 		return section;
+	},
+
+	groupRow: function(g, st) {
+		var gl = api.pauseLeft(g.paused_until, st.now);
+		return [
+			g.name, String(g.blocked),
+			g.schedule ? '%s (%s)'.format(g.schedule, g.active ? _('active') : _('inactive')) : _('always'),
+			gl ? _('paused, %s').format(gl) : _('on')
+		];
 	},
 
 	upstreams: function(st) {
