@@ -25,6 +25,7 @@ usage:
   hydradns check -c FILE [--client IP|MAC|NAME] NAME  is NAME blocked (for that client), and by which list?
   hydradns status [-c FILE] [--json]                  running? its config, listen addresses, upstreams, lists, pause
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
+  hydradns stats [-c FILE] --history [--json]         queries per 10 minutes over the last 24 h, from the query log
   hydradns metrics [-c FILE]                          the same in Prometheus's text format
   hydradns log [-c FILE] [--limit N] [--blocked] [--client IP|MAC|NAME] [--domain PATTERN] [--since 1h] [--json]
   hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
@@ -54,6 +55,7 @@ struct Args {
     shell: bool,
     limit: Option<usize>,
     blocked: bool,
+    history: bool,
     clients: bool,
     domains: bool,
     client: Option<String>,
@@ -120,6 +122,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             "--blocked" => {
                 out.blocked = true;
                 "--blocked"
+            }
+            "--history" => {
+                out.history = true;
+                "--history"
             }
             "--clients" => {
                 out.clients = true;
@@ -518,8 +524,11 @@ fn metrics(args: Args) -> ExitCode {
 }
 
 fn stats(args: Args) -> ExitCode {
-    if let Err(e) = args.only("stats", &["-c", "--json"]) {
+    if let Err(e) = args.only("stats", &["-c", "--json", "--history"]) {
         return usage_error("stats", e);
+    }
+    if args.history {
+        return stats_history(args);
     }
     let cfg = match any_config(&args) {
         Ok(c) => c,
@@ -546,6 +555,33 @@ fn stats(args: Args) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `hydradns stats --history`: from the query log, which outlives restarts
+/// (the live counters do not).
+fn stats_history(args: Args) -> ExitCode {
+    let conn = match open_log(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let h = match crate::querylog::history::history(&conn, crate::sys::unix_now()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("hydradns: reading the query log: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        println!("{}", h.serialize_json());
+        return ExitCode::SUCCESS;
+    }
+    println!("{:<17} {:>9} {:>9}", "from (UTC)", "allowed", "blocked");
+    for b in h.buckets.iter().filter(|b| b.allowed + b.blocked > 0) {
+        println!("{:<17} {:>9} {:>9}", &read::iso8601(b.start * 1000)[..16].replace('T', " "), b.allowed, b.blocked);
+    }
+    let (a, b) = h.buckets.iter().fold((0, 0), |(a, b), x| (a + x.allowed, b + x.blocked));
+    println!("{:<17} {a:>9} {b:>9}", "last 24 h");
+    ExitCode::SUCCESS
 }
 
 /// One line per group, for `stats` and `status`: none for the common case

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::*;
+use hydradns::querylog::history::History;
 use hydradns::querylog::read::{LogRow, TopRow};
 use nanoserde::DeJson;
 use simple_dns::RCODE;
@@ -602,6 +603,19 @@ fn stats_and_top_in_text_and_json() {
     );
     let (_, out, _) = cli(&["top", "-c", cfg_path(&gw), "--clients"]);
     assert_eq!(out.trim(), "6  127.0.0.1");
+    // The history: 144 buckets of 10 minutes, the six queries in the current one.
+    let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() / 600 * 600;
+    let (code, out, err) = cli(&["stats", "-c", cfg_path(&gw), "--history", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("{\"schema\":1,\"buckets\":[{\"start\":"), "{out}");
+    let h = History::deserialize_json(out.trim()).unwrap();
+    assert_eq!(h.buckets.len(), 144);
+    let last = h.buckets.last().unwrap();
+    assert!(last.start == before || last.start == before + 600, "the current bucket is the last: {last:?}");
+    let (allowed, blocked) = h.buckets.iter().fold((0, 0), |(a, b), x| (a + x.allowed, b + x.blocked));
+    assert_eq!((allowed, blocked), (4, 2), "{out}");
+    let (_, text, _) = cli(&["stats", "-c", cfg_path(&gw), "--history"]);
+    assert!(text.trim_end().ends_with("last 24 h                 4         2"), "{text}");
     let (_, out, _) = cli(&["log", "-c", cfg_path(&gw), "--limit", "1"]);
     assert!(out.contains(" x.blocked.example blocked NOERROR ") && out.contains("list ads"), "{out}");
     // Usage errors and a gateway that is not running.

@@ -20,6 +20,7 @@
 
 pub mod doorbell;
 pub mod flash;
+pub mod history;
 pub mod read;
 pub mod writer;
 

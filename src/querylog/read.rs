@@ -88,7 +88,7 @@ pub fn open(path: &Path) -> Result<Connection, String> {
 }
 
 /// The first row id at or after Unix time `ms` (ids are time-ordered, see the writer).
-fn id_at(ms: u64) -> i64 {
+pub(super) fn id_at(ms: u64) -> i64 {
     (ms as i64) << super::writer::ID_SEQ_BITS
 }
 
@@ -97,7 +97,7 @@ fn now_ms() -> u64 {
 }
 
 /// The writer creates the file a moment before its tables; until then there is nothing to read.
-fn has_table(conn: &Connection) -> bool {
+pub(super) fn has_table(conn: &Connection) -> bool {
     conn.query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queries'", [], |_| Ok(())).is_ok()
 }
 
