@@ -113,7 +113,9 @@ function world(replies, uciData, hosts) {
 		hasViewPermission() { return !this.env.readonly; },
 		env: {}
 	};
-	const ctx = vm.createContext({ console, E, _: (s) => s });
+	const ctx = vm.createContext({ console, E, _: (s) => s, URLSearchParams, encodeURIComponent });
+	// The page's window: a test sets window.location to open a page with a query string.
+	const win = {};
 	vm.runInContext('String.prototype.format = function(...a) { return __format(String(this), ...a); }',
 		Object.assign(ctx, { __format: format }));
 	const mocks = {
@@ -133,11 +135,11 @@ function world(replies, uciData, hosts) {
 			deps.push(mocks[m[1]] || load(m[1]));
 		}
 		const factory = vm.runInContext(`(function(window, document, L, ${names.join(', ')}) { ${src} })`, ctx, { filename: file });
-		const Class = factory({}, {}, L, ...deps);
+		const Class = factory(win, {}, L, ...deps);
 		loaded[name] = new Class();
 		return loaded[name];
 	}
-	return { load, calls, notes, polls, applied, uci, form, L };
+	return { load, calls, notes, polls, applied, uci, form, L, window: win };
 }
 
 // form.Map and friends: records the sections and options a view declares.

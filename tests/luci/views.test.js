@@ -401,6 +401,75 @@ test('issue 48: a group saves with "always" and "as the gateway"; a schedule or 
 	assert.match(bypass.description, /use-application-dns\.net.*mask\.icloud\.com.*Allow lists do not reach these names/);
 });
 
+test('overview: health first in colour, the chart from stats --history, the tops as links, the service buttons', async () => {
+	const st = fixture('status.json');
+	st.boot = true;
+	const buckets = [];
+	for (let i = 0; i < 144; i++)
+		buckets.push({ start: 1796347200 + i * 600, allowed: i % 3, blocked: i === 143 ? 5 : 0 });
+	const w = statusWorld(st, {
+		'luci.hydradns.history': () => ({ schema: 1, buckets }),
+		'luci.hydradns.top': (a) => ({ schema: 1, entries: a.kind === 'clients' ? [ { key: 'kids-tablet (192.0.2.50)', count: 7 } ] : [ { key: 'ads.example', count: 3 } ] }),
+		'luci.hydradns.service': (a) => ({ action: a.action })
+	});
+	const v = w.load('view.hydradns.status');
+	const page = v.render(await v.load());
+	const health = byId(page, 'hydradns-health');
+	assert.equal(health.attrs['data-health'], 'running');
+	assert.match(health.attrs.class, /alert-message success/);
+	assert.equal(byId(page, 'hydradns-status').children[0], health, 'health comes first (after an unfiltered warning, if any)');
+	const chart = byId(page, 'hydradns-chart');
+	assert.equal(chart.children.length, 144, 'a bar per bucket');
+	assert.equal(chart.attrs['data-allowed'], buckets.reduce((n, b) => n + b.allowed, 0));
+	assert.equal(chart.attrs['data-blocked'], 5);
+	assert.match(text(byId(page, 'hydradns-chart-totals')), /allowed: 144.*blocked: 5/);
+	// The last bar: the tallest (7 queries), blocked (red) on top of allowed (green).
+	const last = chart.children[143].children;
+	assert.deepEqual([ ...last.map((d) => d.attrs.style) ], [ 'background:#d9534f;height:71.43%', 'background:#5cb85c;height:28.57%' ]);
+	const link = find(byId(page, 'hydradns-top-blocked-names'), (n) => n.tag === 'a')[0];
+	assert.equal(link.attrs.href, '/cgi-bin/luci/admin/services/hydradns/queries?domain=ads.example&blocked=1');
+	assert.equal(find(byId(page, 'hydradns-top-clients'), (n) => n.tag === 'a')[0].attrs.href,
+		'/cgi-bin/luci/admin/services/hydradns/queries?client=192.0.2.50', 'a named client by its address');
+	assert.equal(byId(page, 'hydradns-service-start').attrs.disabled, true, 'running: no Start');
+	assert.ok(byId(page, 'hydradns-service-disable'), 'enabled at boot: Disable offered');
+	await byId(page, 'hydradns-service-restart').attrs.click();
+	assert.ok(w.calls.some((c) => c.method === 'service' && c.args.action === 'restart'));
+	// Amber: an upstream down; paused. Red: stopped, saying dnsmasq answers unfiltered.
+	st.stats.upstreams[0].down = true;
+	v.fill(st);
+	assert.equal(byId(v.box, 'hydradns-health').attrs['data-health'], 'upstream-down');
+	assert.match(byId(v.box, 'hydradns-health').attrs.class, /warning/);
+	st.stats.paused_until = st.now + 600;
+	v.fill(Object.assign(st, { utc_offset: 3600 }));
+	assert.match(text(byId(v.box, 'hydradns-health')), /^Paused until \d\d:\d\d: nothing is blocked\.$/);
+	v.fill({ schema: 1, running: false, error: 'not running', lists: [], boot: false });
+	assert.equal(byId(v.box, 'hydradns-health').attrs['data-health'], 'stopped');
+	assert.match(byId(v.box, 'hydradns-health').attrs.class, /danger/);
+	assert.match(text(byId(v.box, 'hydradns-health')), /dnsmasq answers every device on its own, unfiltered/);
+	assert.equal(byId(v.box, 'hydradns-service-start').attrs.disabled, null, 'stopped: Start');
+	assert.ok(byId(v.box, 'hydradns-service-enable'), 'disabled at boot: Enable offered');
+	// The chart's reading of the log waits for every 12th poll (a minute).
+	const asked = () => w.calls.filter((c) => c.method === 'history').length;
+	const before = asked();
+	for (let i = 0; i < 11; i++) await w.polls[0].fn();
+	assert.equal(asked(), before);
+	await w.polls[0].fn();
+	assert.equal(asked(), before + 1);
+});
+
+test('queries: opened from an Overview link, filtered as the link says', async () => {
+	const w = world({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [] }),
+		'luci.hydradns.log': () => fixture('log.json')
+	});
+	w.window.location = { search: '?domain=ads.example&blocked=1' };
+	const v = w.load('view.hydradns.queries');
+	const page = v.render(await v.load());
+	assert.deepEqual(w.calls.filter((c) => c.method === 'log').pop().args, { limit: 100, domain: 'ads.example', client: '', blocked: 1 });
+	assert.equal(byId(page, 'hydradns-filter-domain').attrs.value, 'ads.example');
+	assert.equal(byId(page, 'hydradns-filter-blocked').attrs.checked, true);
+});
+
 test('every method the pages call is in the ACL and the plugin; writes need the write ACL', () => {
 	const acl = JSON.parse(fs.readFileSync(path.join(APP, 'root/usr/share/rpcd/acl.d/luci-app-hydradns.json'), 'utf8'))['luci-app-hydradns'];
 	const read = acl.read.ubus['luci.hydradns'], write = acl.write.ubus['luci.hydradns'];
@@ -422,7 +491,9 @@ test('every method the pages call is in the ACL and the plugin; writes need the 
 		assert.ok(listed.includes(m), `${m} is not in the plugin's list`);
 	}
 	assert.deepEqual([ ...read, ...write ].sort(), [ ...listed ].sort(), 'the ACL names exactly the plugin\'s methods');
-	assert.deepEqual(read.sort(), [ 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
+	assert.deepEqual(read.sort(), [ 'history', 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
+	for (const m of [ 'service', 'revert', 'pause', 'allow', 'block' ])
+		assert.ok(write.includes(m), `${m} changes the router: write ACL`);
 	// check_config runs hydradns as root on a config the caller sends: only
 	// Save & Apply uses it, and a read-only login must not make root read
 	// the files of its choosing.

@@ -25,6 +25,8 @@ var callUpdate = rpc.declare({ object: 'luci.hydradns', method: 'update' });
 var callAllow = rpc.declare({ object: 'luci.hydradns', method: 'allow', params: [ 'domain' ] });
 var callBlock = rpc.declare({ object: 'luci.hydradns', method: 'block', params: [ 'domain' ] });
 var callRevert = rpc.declare({ object: 'luci.hydradns', method: 'revert' });
+var callHistory = rpc.declare({ object: 'luci.hydradns', method: 'history' });
+var callService = rpc.declare({ object: 'luci.hydradns', method: 'service', params: [ 'action' ] });
 // procd's clock in the router's time zone: what LuCI's System box shows as
 // Local Time. Asked only while a time of day is to be shown.
 var callSystemInfo = rpc.declare({ object: 'system', method: 'info' });
@@ -79,11 +81,12 @@ return baseclass.extend({
 	},
 
 	// `hydradns status --json`, with `utc_offset` (this page's, not the
-	// binary's) while DNS is unfiltered, so that its start can be shown in
-	// the router's local time.
+	// binary's) while DNS is unfiltered or blocking paused, so that its
+	// start or end can be shown in the router's local time.
 	status: function() {
 		return callStatus().then(checked).then(function(st) {
-			if (!st.unfiltered_since || utcOffset != null)
+			var paused = st.stats && st.stats.paused_until > st.now;
+			if (!(st.unfiltered_since || paused) || utcOffset != null)
 				return Object.assign(st, { utc_offset: utcOffset });
 			return callSystemInfo().then(function(info) {
 				// Both clocks read within a second or two of each other, and
@@ -109,6 +112,19 @@ return baseclass.extend({
 	block: function(domain) { return callBlock(domain).then(checked); },
 	// Puts back the config the gateway runs with, over one its reload refused.
 	revert: function() { return callRevert().then(checked); },
+	// `hydradns stats --history --json`: 144 buckets of 10 minutes, oldest first.
+	history: function() { return callHistory().then(checked).then(function(r) { return r.buckets || []; }); },
+	// The init script's start, stop, restart, enable or disable.
+	service: function(action) { return callService(action).then(checked); },
+
+	// A link to the Queries page showing what `filter` selects
+	// ({ domain, client, blocked }).
+	queriesLink: function(filter, text) {
+		var q = Object.keys(filter).filter(function(k) { return filter[k]; }).map(function(k) {
+			return k + '=' + encodeURIComponent(filter[k]);
+		}).join('&');
+		return E('a', { 'href': L.url('admin/services/hydradns/queries') + (q ? '?' + q : '') }, text);
+	},
 
 	// A LuCI table: a title row, then one row per array of cells; with no
 	// rows, `empty` (if given) in a placeholder row.

@@ -13,10 +13,14 @@ return view.extend({
 	filter: { domain: '', client: '', blocked: false },
 
 	load: function() {
+		// The Overview's links arrive with ?domain=…&client=…&blocked=1.
+		var q = new URLSearchParams((window.location && window.location.search) || '');
+		this.filter = { domain: q.get('domain') || '', client: q.get('client') || '', blocked: q.get('blocked') == '1' };
+		var f = this.filter;
 		return Promise.all([
 			api.top('blocked', 10).catch(function(e) { return e; }),
 			api.top('clients', 10).catch(function(e) { return e; }),
-			api.log(100).catch(function(e) { return e; })
+			api.log(100, f.domain, f.client, f.blocked).catch(function(e) { return e; })
 		]);
 	},
 

@@ -6,26 +6,48 @@
 'require uci';
 'require hydradns.api as api';
 
-// Overview: is the gateway running, what it answered and how, its
-// upstreams and lists, and the pause buttons. Refreshed every 5 seconds
-// from `hydradns status --json` (cheap while it runs: the counts come from
-// the gateway, not from reading the lists). Above them, while the watchdog
-// has failed DNS open, a warning that says since when and why; force DNS
+// Overview: health first, in colour; what the gateway answered over the
+// last 24 hours (a chart from the query log, `stats --history`), the top
+// names and clients (links into Queries), what it answered and how, its
+// upstreams and lists, the pause buttons and the service's. Refreshed every
+// 5 seconds from `hydradns status --json` (cheap while it runs: the counts
+// come from the gateway, not from reading the lists); the chart and the
+// tops, which read the log, every minute. While the watchdog has failed
+// DNS open, a warning that says since when and why comes first; force DNS
 // and fail-open are read from UCI once, at load.
+
+// Polls (of 5 s) between readings of the query log.
+var LOG_EVERY = 12;
 
 return view.extend({
 	load: function() {
 		return Promise.all([
 			api.status().catch(function(e) { return { running: false, error: e.message, lists: [] }; }),
-			L.resolveDefault(uci.load('hydradns'))
+			L.resolveDefault(uci.load('hydradns')),
+			this.readLog()
 		]).then(function(r) { return r[0]; });
+	},
+
+	// The chart's buckets and the tops, or null each where the log cannot
+	// be read (off, not written yet).
+	readLog: function() {
+		return Promise.all([
+			L.resolveDefault(api.history(), null),
+			L.resolveDefault(api.top('domains', 5), null),
+			L.resolveDefault(api.top('blocked', 5), null),
+			L.resolveDefault(api.top('clients', 5), null)
+		]).then(L.bind(function(r) {
+			this.logged = { history: r[0], domains: r[1], blocked: r[2], clients: r[3] };
+		}, this));
 	},
 
 	render: function(st) {
 		this.box = E('div', { 'id': 'hydradns-status' });
 		this.fill(st);
+		var polls = 0;
 		poll.add(L.bind(function() {
-			return api.status().then(L.bind(this.fill, this), L.bind(function(e) {
+			var log = ++polls % LOG_EVERY == 0 ? this.readLog() : Promise.resolve();
+			return log.then(L.bind(api.status, api)).then(L.bind(this.fill, this), L.bind(function(e) {
 				this.fill({ running: false, error: e.message, lists: [] });
 			}, this));
 		}, this), 5);
@@ -38,9 +60,133 @@ return view.extend({
 	},
 
 	fill: function(st) {
-		dom.content(this.box, [ api.unfiltered(st, 'hydradns-unfiltered'), this.refused(st) ].concat(st.running && st.stats
-			? [ this.summary(st), this.blocking(st), this.upstreams(st), this.lists(st) ]
-			: [ this.stopped(st), this.lists(st) ]));
+		this.st = st;
+		dom.content(this.box, [ api.unfiltered(st, 'hydradns-unfiltered'), this.health(st), this.refused(st) ].concat(st.running && st.stats
+			? [ this.summary(st), this.chart(st), this.tops(), this.blocking(st), this.upstreams(st), this.lists(st) ]
+			: [ this.stopped(st), this.chart(st), this.lists(st) ]));
+	},
+
+	// One line, in colour: green while all is well, amber for what needs a
+	// look, red when nothing filters.
+	health: function(st) {
+		var s = st.stats, kind = 'success', key = 'running', text = _('Running: every device is filtered.');
+		var down = s ? (s.upstreams || []).filter(function(u) { return u.down; }) : [];
+		var failing = (st.lists || []).filter(function(l) { return l.last_error; });
+		if (!st.running || !s) {
+			kind = 'danger';
+			key = 'stopped';
+			text = _('Stopped: dnsmasq answers every device on its own, unfiltered.');
+		}
+		else if (st.refused) {
+			kind = 'warning';
+			key = 'refused';
+			text = _('Running with the previous configuration: the saved one was refused (below).');
+		}
+		else if (s.paused_until > st.now) {
+			var at = s.paused_until - st.now > 365 * 86400 ? null : api.clock(s.paused_until, st);
+			kind = 'warning';
+			key = 'paused';
+			text = at ? _('Paused until %s: nothing is blocked.').format(at)
+				: _('Paused (%s): nothing is blocked.').format(api.pauseLeft(s.paused_until, st.now));
+		}
+		else if (down.length) {
+			kind = 'warning';
+			key = 'upstream-down';
+			text = _('Running, but upstream %s is down.').format(down.map(function(u) { return u.addr; }).join(', '));
+		}
+		else if (failing.length) {
+			kind = 'warning';
+			key = 'list-failing';
+			text = _('Running, but list %s fails: %s').format(failing[0].name, failing[0].last_error);
+		}
+		return E('div', { 'class': 'alert-message ' + kind, 'id': 'hydradns-health', 'data-health': key }, E('strong', {}, text));
+	},
+
+	// Queries per 10 minutes over the last 24 hours, blocked stacked on
+	// allowed: bars of plain HTML, no chart library.
+	chart: function(st) {
+		var buckets = (this.logged || {}).history;
+		if (!buckets)
+			return E('div', { 'class': 'cbi-section', 'id': 'hydradns-chart-none' }, [
+				E('h3', {}, _('Last 24 hours')),
+				E('p', {}, E('em', {}, _('No query log to draw from (Settings → Query log).')))
+			]);
+		var allowed = 0, blocked = 0, max = 1;
+		buckets.forEach(function(b) {
+			allowed += b.allowed;
+			blocked += b.blocked;
+			max = Math.max(max, b.allowed + b.blocked);
+		});
+		var bars = buckets.map(function(b) {
+			var when = api.clock(b.start, st) || new Date(b.start * 1000).toISOString().substr(11, 5) + ' UTC';
+			return E('div', { 'title': _('%s: %d allowed, %d blocked').format(when, b.allowed, b.blocked),
+				'style': 'flex:1;display:flex;flex-direction:column;justify-content:flex-end;height:100%' }, [
+				E('div', { 'style': 'background:#d9534f;height:%.2f%%'.format(100 * b.blocked / max) }),
+				E('div', { 'style': 'background:#5cb85c;height:%.2f%%'.format(100 * b.allowed / max) })
+			]);
+		});
+		var swatch = function(colour) {
+			return E('span', { 'style': 'display:inline-block;width:.8em;height:.8em;background:' + colour }, ' ');
+		};
+		return E('div', { 'class': 'cbi-section' }, [
+			E('h3', {}, _('Queries per 10 minutes, last 24 hours')),
+			E('div', { 'id': 'hydradns-chart', 'data-allowed': allowed, 'data-blocked': blocked,
+				'style': 'display:flex;align-items:flex-end;height:120px;gap:1px;border-bottom:1px solid #999' }, bars),
+			E('div', { 'style': 'display:flex;justify-content:space-between;font-size:90%' }, [
+				E('span', {}, _('24 hours ago')), E('span', {}, _('now')) ]),
+			E('p', { 'id': 'hydradns-chart-totals' }, [
+				swatch('#5cb85c'), ' ', _('allowed: %d').format(allowed), ' \u00a0 ',
+				swatch('#d9534f'), ' ', _('blocked: %d').format(blocked) ])
+		]);
+	},
+
+	// The most queried and most blocked names and the busiest clients of
+	// the last 24 hours, each a link to the Queries page filtered on it.
+	tops: function() {
+		var l = this.logged || {};
+		var table = function(rows, id, head, filter) {
+			return rows ? api.table([ head, _('Queries') ], rows.map(function(r) {
+				return [ api.queriesLink(filter(r.key), r.key), String(r.count) ];
+			}), id, _('None yet')) : E('em', {}, _('The query log cannot be read.'));
+		};
+		// A client is shown as "name (address)" when it has a name.
+		var address = function(key) { var m = /\(([^()]+)\)$/.exec(key); return m ? m[1] : key; };
+		return E('div', { 'class': 'cbi-section' }, [
+			E('h3', {}, _('Top of the last 24 hours')),
+			E('div', { 'style': 'display:flex;flex-wrap:wrap;gap:1em' }, [
+				E('div', { 'style': 'flex:1;min-width:14em' }, [ E('h4', {}, _('Queried names')),
+					table(l.domains, 'hydradns-top-domains', _('Name'), function(k) { return { domain: k }; }) ]),
+				E('div', { 'style': 'flex:1;min-width:14em' }, [ E('h4', {}, _('Blocked names')),
+					table(l.blocked, 'hydradns-top-blocked-names', _('Name'), function(k) { return { domain: k, blocked: '1' }; }) ]),
+				E('div', { 'style': 'flex:1;min-width:14em' }, [ E('h4', {}, _('Clients')),
+					table(l.clients, 'hydradns-top-clients', _('Client'), function(k) { return { client: address(k) }; }) ])
+			])
+		]);
+	},
+
+	// Start, stop, restart, and whether it starts at boot: the init
+	// script's, for logins that may write.
+	serviceButtons: function(st) {
+		if (!api.canWrite())
+			return '';
+		var b = function(id, action, label, cls, disabled) {
+			return E('button', { 'class': 'cbi-button ' + cls, 'id': 'hydradns-service-' + id, 'disabled': disabled ? true : null,
+				'click': ui.createHandlerFn(this, 'handleService', action) }, label);
+		}.bind(this);
+		return E('div', { 'class': 'cbi-page-actions', 'style': 'text-align:left' }, [
+			b('start', 'start', _('Start'), 'cbi-button-positive', st.running), ' ',
+			b('stop', 'stop', _('Stop'), 'cbi-button-negative', !st.running), ' ',
+			b('restart', 'restart', _('Restart'), 'cbi-button-action', !st.running), ' ',
+			st.boot === false
+				? b('enable', 'enable', _('Start at boot'), 'cbi-button-neutral')
+				: b('disable', 'disable', _('Do not start at boot'), 'cbi-button-neutral')
+		]);
+	},
+
+	handleService: function(action) {
+		return api.service(action).then(L.bind(this.refresh, this), function(e) {
+			ui.addNotification(null, E('p', {}, _('%s failed: %s').format(action, e.message)), 'danger');
+		});
 	},
 
 	// Force DNS and fail-open as configured in `config hydradns 'main'`
@@ -92,7 +238,8 @@ return view.extend({
 				api.field(_('State'), 'hydradns-state', E('strong', {}, _('Not running'))),
 				api.field(_('Why'), 'hydradns-error', st.error || '–')
 			].concat(this.router())),
-			E('p', {}, _('Start it with "/etc/init.d/hydradns start", or under System → Startup; "logread -e hydradns" says why it stopped.'))
+			E('p', {}, _('While it is stopped, dnsmasq answers every device unfiltered. "logread -e hydradns" says why it stopped.')),
+			this.serviceButtons(st)
 		]);
 	},
 
@@ -114,7 +261,8 @@ return view.extend({
 				api.field(_('Query log'), 'hydradns-querylog', log.enabled
 					? _('on: %d written, %d dropped').format(log.written, log.dropped + (log.lost || 0))
 					: _('off'))
-			].concat(this.router()))
+			].concat(this.router())),
+			this.serviceButtons(st)
 		]);
 	},
 
@@ -168,7 +316,7 @@ return view.extend({
 			E('h3', {}, _('Upstream resolvers')),
 			api.table([ _('Address'), _('State'), _('Answers'), _('Timeouts'), _('Errors'), _('Average reply') ],
 				(st.stats.upstreams || []).map(function(u) {
-					return [ u.addr, u.down ? E('strong', {}, _('DOWN')) : _('up'), String(u.answers), String(u.timeouts),
+					return [ u.addr, u.down ? E('strong', { 'style': 'color:#d9534f' }, _('DOWN')) : E('span', { 'style': 'color:#3c763d' }, _('up')), String(u.answers), String(u.timeouts),
 						String(u.errors), u.answers > 0 ? '%.1f ms'.format(u.avg_latency_us / 1000) : '–' ];
 				}))
 		]);
@@ -181,7 +329,7 @@ return view.extend({
 				(st.lists || []).map(function(l) {
 					return [ l.name, l.kind == 'allowlist' ? _('allow') : _('block'), String(l.entries),
 						l.url ? (l.last_success || _('never')) : (l.files && l.files.length ? _('local file') : _('names in the config')),
-						l.last_error || '' ];
+						l.last_error ? E('span', { 'style': 'color:#d9534f' }, l.last_error) : '' ];
 				}))
 		]);
 	},
@@ -199,7 +347,9 @@ return view.extend({
 	},
 
 	refresh: function() {
-		return api.status().then(L.bind(this.fill, this));
+		return this.readLog().then(L.bind(api.status, api)).then(L.bind(this.fill, this), L.bind(function(e) {
+			this.fill({ running: false, error: e.message, lists: [] });
+		}, this));
 	},
 
 	handleSave: null,
