@@ -28,6 +28,7 @@ usage:
   hydradns stats [-c FILE] --history [--json]         queries per 10 minutes over the last 24 h, from the query log
   hydradns metrics [-c FILE]                          the same in Prometheus's text format
   hydradns log [-c FILE] [--limit N] [--blocked] [--client IP|MAC|NAME] [--domain PATTERN] [--since 1h] [--json]
+               [--outcome OUTCOME] [--list NAME] [--before ID]   (ID: a row's id in --json; the page before it)
   hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
   hydradns update [-c FILE] [--json]                  download the lists now (through the gateway if running)
   hydradns lists [-c FILE] [--json]                   each list source: entries, last download, errors
@@ -61,6 +62,9 @@ struct Args {
     client: Option<String>,
     group: Option<String>,
     domain: Option<String>,
+    before: Option<i64>,
+    outcome: Option<String>,
+    list: Option<String>,
     since: Option<Duration>,
     interval: Option<Duration>,
     hook: Option<PathBuf>,
@@ -146,6 +150,19 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             "--domain" => {
                 out.domain = Some(value("a pattern")?);
                 "--domain"
+            }
+            "--before" => {
+                let v = value("a row id")?;
+                out.before = Some(v.parse().map_err(|_| format!("--before: '{v}' is not a row id"))?);
+                "--before"
+            }
+            "--outcome" => {
+                out.outcome = Some(value("an outcome")?);
+                "--outcome"
+            }
+            "--list" => {
+                out.list = Some(value("a list name")?);
+                "--list"
             }
             "--since" => {
                 let v = value("a duration")?;
@@ -719,7 +736,9 @@ fn open_log(args: &Args) -> Result<rusqlite::Connection, ExitCode> {
 }
 
 fn show_log(args: Args) -> ExitCode {
-    if let Err(e) = args.only("log", &["-c", "--json", "--limit", "--blocked", "--client", "--domain", "--since"]) {
+    let flags =
+        ["-c", "--json", "--limit", "--blocked", "--client", "--domain", "--since", "--before", "--outcome", "--list"];
+    if let Err(e) = args.only("log", &flags) {
         return usage_error("log", e);
     }
     let conn = match open_log(&args) {
@@ -732,6 +751,9 @@ fn show_log(args: Args) -> ExitCode {
         client: args.client.clone(),
         domain: args.domain.clone(),
         since: args.since,
+        before: args.before,
+        outcome: args.outcome.clone(),
+        list: args.list.clone(),
     };
     let rows = match read::recent(&conn, &filter) {
         Ok(r) => r,
@@ -1072,7 +1094,8 @@ mod tests {
     fn each_command_has_its_own_usage() {
         let log = usage_of("log");
         assert!(log.starts_with("usage:\n  hydradns log [-c FILE]"), "{log}");
-        assert_eq!(log.lines().count(), 2);
+        assert_eq!(log.lines().count(), 3, "its continuation line too: {log}");
+        assert!(log.contains("--before ID"), "{log}");
         let run = usage_of("run");
         assert!(run.contains("hydradns run [-c FILE]") && run.contains("serve DNS in the foreground"), "{run}");
         assert!(!run.contains("check-config"));

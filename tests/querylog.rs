@@ -73,6 +73,17 @@ fn entries_land_with_the_right_fields() {
     assert_eq!(log_rows(&gw, &["--domain", "*.blocked.*"]).len(), 1);
     assert_eq!(log_rows(&gw, &["--client", "127.0.0.2"]).len(), 0);
     assert_eq!(log_rows(&gw, &["--since", "1h", "--limit", "2"]).len(), 2);
+    // Pages: newest first, the next page the rows older than the last one shown.
+    let first = log_rows(&gw, &["--limit", "2"]);
+    let next = log_rows(&gw, &["--limit", "2", "--before", &first[1].id.to_string()]);
+    let all = log_rows(&gw, &[]);
+    let ids = |rows: &[LogRow]| rows.iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!([ids(&first), ids(&next)].concat(), ids(&all[..4]), "two pages are the first four rows");
+    assert!(ids(&all).windows(2).all(|w| w[0] > w[1]));
+    assert_eq!(log_rows(&gw, &["--outcome", "blocked"]).len(), 1);
+    assert_eq!(log_rows(&gw, &["--outcome", "cached"]).len(), 1);
+    assert_eq!(log_rows(&gw, &["--list", "ads"]).len(), 1);
+    assert_eq!(log_rows(&gw, &["--list", "ads", "--outcome", "cached"]).len(), 0);
     // The server's own counters agree with what was sent.
     let s = gw.report();
     assert_eq!((s.queries, s.counters.blocked, s.counters.cached, s.counters.formerr), (5, 1, 1, 1));

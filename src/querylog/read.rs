@@ -14,6 +14,8 @@ use rusqlite::{Connection, OpenFlags, params_from_iter, types::Value};
 /// One logged query as shown by `hydradns log --json`.
 #[derive(Debug, Clone, PartialEq, Eq, SerJson, DeJson)]
 pub struct LogRow {
+    /// The row's id: `--before ID` pages to the rows older than it.
+    pub id: i64,
     /// UTC time, ISO 8601 with milliseconds.
     pub time: String,
     /// Unix time in milliseconds.
@@ -54,6 +56,12 @@ pub struct LogFilter {
     pub domain: Option<String>,
     /// Only entries younger than this.
     pub since: Option<Duration>,
+    /// Only rows older than this row id (the next page).
+    pub before: Option<i64>,
+    /// Only this outcome (`blocked`, `cached`, …).
+    pub outcome: Option<String>,
+    /// Only rows this list decided.
+    pub list: Option<String>,
 }
 
 /// What `hydradns top` ranks.
@@ -116,7 +124,7 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
     let mac = if has_column(conn, "mac") { "mac" } else { "NULL" };
     let client_name = if has_column(conn, "client_name") { "client_name" } else { "NULL" };
     let mut sql = format!(
-        "SELECT ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, {mac}, {client_name} \
+        "SELECT ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, {mac}, {client_name}, id \
          FROM queries WHERE 1"
     );
     let mut args: Vec<Value> = Vec::new();
@@ -148,6 +156,18 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
             args.push(Value::Text(format!("*.{d}")));
         }
     }
+    if let Some(before) = filter.before {
+        sql.push_str(" AND id < ?");
+        args.push(Value::Integer(before));
+    }
+    if let Some(o) = &filter.outcome {
+        sql.push_str(" AND outcome = ?");
+        args.push(Value::Text(o.clone()));
+    }
+    if let Some(l) = &filter.list {
+        sql.push_str(" AND list = ?");
+        args.push(Value::Text(l.clone()));
+    }
     if let Some(since) = filter.since {
         sql.push_str(" AND id >= ?");
         args.push(Value::Integer(id_at(now_ms().saturating_sub(since.as_millis() as u64))));
@@ -161,6 +181,7 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
             let qtype: u16 = r.get(3)?;
             let rcode: u8 = r.get(5)?;
             Ok(LogRow {
+                id: r.get(11)?,
                 time: iso8601(ts as u64),
                 unix_ms: ts as u64,
                 client: r.get(1)?,
