@@ -94,7 +94,11 @@ function world(replies, uciData, hosts) {
 		createHandlerFn(ctx, fn, ...args) {
 			return () => (typeof fn === 'string' ? ctx[fn] : fn).apply(ctx, args);
 		},
-		addNotification(title, body, kind) { notes.push({ title, text: text(body), kind }); },
+		addNotification(title, body, kind) { notes.push({ title, text: text(body), kind, body }); },
+		// The last modal shown: { title, node }, null once hidden.
+		modal: null,
+		showModal(title, children) { ui.modal = { title, node: E('div', {}, children) }; },
+		hideModal() { ui.modal = null; },
 		changes: { apply(checked) { applied.push(checked); } }
 	};
 	const dom = { content(node, children) { node.children = flat(children); return node; } };
@@ -139,7 +143,7 @@ function world(replies, uciData, hosts) {
 		loaded[name] = new Class();
 		return loaded[name];
 	}
-	return { load, calls, notes, polls, applied, uci, form, L, window: win };
+	return { load, calls, notes, polls, applied, uci, form, L, window: win, ui };
 }
 
 // form.Map and friends: records the sections and options a view declares.

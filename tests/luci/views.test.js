@@ -145,33 +145,95 @@ test('a reply of another schema is refused with a message, not misread', async (
 	assert.match(st.error, /schema 2/);
 });
 
-test('queries: blocked rows offer Allow, others Block; the filter goes to the plugin as typed', async () => {
+test('queries: blocked rows offer Allow, others Block, each asking for whom, with Undo; Why?; the filter goes to the plugin as typed', async () => {
 	const log = fixture('log.json');
 	const w = world({
-		'luci.hydradns.top': (a) => ({ schema: 1, entries: a.kind === 'blocked' ? [ { key: 'ads.example', count: 3 } ] : [ { key: 'laptop', count: 9 } ] }),
+		'luci.hydradns.top': (a) => ({ schema: 1, entries: a.kind === 'blocked' ? [ { key: 'ads.example', count: 3 } ] : [ { key: 'laptop (192.0.2.7)', count: 9 } ] }),
 		'luci.hydradns.log': () => log,
-		'luci.hydradns.allow': (a) => ({ allowlist: a.domain, section: 'luci_allow' }),
-		'luci.hydradns.block': (a) => ({ blocklist: a.domain, section: 'luci_block' })
+		'luci.hydradns.allow': (a) => ({ allowlist: a.domain, groups: a.client ? 'default kids' : '', undo: a.client ? 'luci_allow_kids:0 luci_block_kids:1' : 'luci_allow:0 luci_block:0' }),
+		'luci.hydradns.block': (a) => ({ blocklist: a.domain, groups: '', undo: 'luci_block:0 luci_allow:0' }),
+		'luci.hydradns.undo': (a) => ({ undone: a.domain }),
+		'luci.hydradns.check': (a) => ({ output: `${a.name}: blocked by list 'ads' (entry ads.example)` }),
+		'system.info': () => ({ localtime: Math.round(Date.now() / 1000) + 3600 })
 	});
 	const v = w.load('view.hydradns.queries');
 	const page = v.render(await v.load());
 	const rows = find(byId(page, 'hydradns-log'), (n) => n.tag === 'tr').slice(1);
 	assert.equal(rows.length, log.entries.length);
 	log.entries.forEach((e, i) => {
-		const button = find(rows[i], (n) => n.tag === 'button')[0];
+		const button = find(rows[i], (n) => n.tag === 'button' && n.attrs['data-name'])[0];
 		assert.equal(text(button), e.outcome === 'blocked' ? 'Allow' : 'Block', e.name);
 		assert.equal(button.attrs['data-name'], e.name);
+		assert.equal(text(rows[i].children[0]), new Date(e.unix_ms + 3600000).toISOString().replace('T', ' ').substr(0, 19),
+			'the router\'s local time (UTC+1), with the date');
 	});
+	// Allow from a row: asked for whom; this device's groups; then Undo.
+	const blockedRow = rows[log.entries.findIndex((e) => e.outcome === 'blocked')];
+	await find(blockedRow, (n) => n.attrs['data-name'])[0].attrs.click();
+	assert.ok(w.ui.modal, 'it asks');
+	await byId(w.ui.modal.node, 'hydradns-decide-device').attrs.click();
+	assert.deepEqual(w.calls.filter((c) => c.method === 'allow').pop().args, { domain: 'ads.example', client: '127.0.0.1' });
+	const note = w.notes.pop();
+	assert.match(note.text, /ads\.example is allowed for the groups default kids/);
+	await byId(note.body, 'hydradns-undo').attrs.click();
+	assert.deepEqual(w.calls.filter((c) => c.method === 'undo').pop().args, { domain: 'ads.example', undo: 'luci_allow_kids:0 luci_block_kids:1' });
+	assert.match(w.notes.pop().text, /as before/);
+	// From the top blocked names (no device): every group only.
 	await find(byId(page, 'hydradns-top-blocked'), (n) => n.tag === 'button')[0].attrs.click();
-	assert.deepEqual(w.calls.pop(), { object: 'luci.hydradns', method: 'allow', args: { domain: 'ads.example' } });
+	assert.equal(byId(w.ui.modal.node, 'hydradns-decide-device'), undefined);
+	await byId(w.ui.modal.node, 'hydradns-decide-all').attrs.click();
+	assert.deepEqual(w.calls.filter((c) => c.method === 'allow').pop().args, { domain: 'ads.example', client: '' });
 	assert.match(w.notes.pop().text, /ads\.example is allowed for every group/);
-	assert.match(text(byId(page, 'hydradns-top-clients')), /laptop9/);
+	// Why?
+	await find(blockedRow, (n) => n.attrs['data-why'])[0].attrs.click();
+	assert.deepEqual(w.calls.filter((c) => c.method === 'check').pop().args, { name: 'ads.example', client: '127.0.0.1' });
+	assert.match(text(byId(w.ui.modal.node, 'hydradns-why')), /blocked by list 'ads'/);
+	assert.match(text(byId(page, 'hydradns-top-clients')), /laptop \(192\.0\.2\.7\)9/);
+	assert.equal(find(page, (n) => n.tag === 'option' && n.attrs.value === '192.0.2.7').length, 1, 'the device picker knows it');
 
 	byId(page, 'hydradns-filter-domain').value = ' *.example ';
 	byId(page, 'hydradns-filter-client').value = 'laptop';
-	byId(page, 'hydradns-filter-blocked').checked = true;
+	byId(page, 'hydradns-filter-blocked').checked = false;
+	byId(page, 'hydradns-filter-outcome').value = 'cached';
+	byId(page, 'hydradns-filter-list').value = '';
 	await byId(page, 'hydradns-filter-apply').attrs.click();
-	assert.deepEqual(w.calls.pop().args, { limit: 100, domain: '*.example', client: 'laptop', blocked: 1 });
+	assert.deepEqual(w.calls.pop().args, { limit: 100, domain: '*.example', client: 'laptop', blocked: 0, before: 0, outcome: 'cached', list: '' });
+});
+
+test('queries: pages of 100 through the log, by row id; auto-refresh only on the newest page when asked', async () => {
+	const all = [];
+	for (let i = 0; i < 250; i++)
+		all.push({ id: 1000 - i, unix_ms: 1796272820000 - i * 1000, client: '127.0.0.1', name: `n${i}.example`, type: 'A', outcome: 'cached', rcode: 'NOERROR', latency_us: 5 });
+	const w = world({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [] }),
+		'luci.hydradns.log': (a) => ({ schema: 1, entries: all.filter((r) => !a.before || r.id < a.before).slice(0, a.limit) })
+	});
+	const v = w.load('view.hydradns.queries');
+	const page = v.render(await v.load());
+	const names = () => find(byId(v.recent, 'hydradns-log'), (n) => n.tag === 'tr').slice(1).map((r) => text(r.children[2]));
+	assert.equal(names().length, 100);
+	assert.equal(byId(v.recent, 'hydradns-page-newer').attrs.disabled, true);
+	await byId(v.recent, 'hydradns-page-older').attrs.click();
+	assert.deepEqual([ names()[0], names().length ], [ 'n100.example', 100 ]);
+	assert.equal(text(byId(v.recent, 'hydradns-page-rows')), 'rows 101 to 200');
+	await byId(v.recent, 'hydradns-page-older').attrs.click();
+	assert.deepEqual([ names()[0], names().length ], [ 'n200.example', 50 ]);
+	assert.equal(byId(v.recent, 'hydradns-page-older').attrs.disabled, true, 'the last page');
+	await byId(v.recent, 'hydradns-page-newer').attrs.click();
+	assert.equal(names()[0], 'n100.example');
+	const logCalls = () => w.calls.filter((c) => c.method === 'log').length;
+	let n = logCalls();
+	await w.polls[0].fn();
+	assert.equal(logCalls(), n, 'no refresh unless asked');
+	const auto = byId(page, 'hydradns-auto-refresh');
+	auto.checked = true;
+	auto.listeners.change();
+	await w.polls[0].fn();
+	assert.equal(logCalls(), n, 'nor on an older page');
+	await byId(v.recent, 'hydradns-page-newest').attrs.click();
+	n = logCalls();
+	await w.polls[0].fn();
+	assert.equal(logCalls(), n + 1, 'the newest page follows the log');
 });
 
 test('queries: a log that cannot be read says why instead of an empty table', async () => {
@@ -465,7 +527,7 @@ test('queries: opened from an Overview link, filtered as the link says', async (
 	w.window.location = { search: '?domain=ads.example&blocked=1' };
 	const v = w.load('view.hydradns.queries');
 	const page = v.render(await v.load());
-	assert.deepEqual(w.calls.filter((c) => c.method === 'log').pop().args, { limit: 100, domain: 'ads.example', client: '', blocked: 1 });
+	assert.deepEqual(w.calls.filter((c) => c.method === 'log').pop().args, { limit: 100, domain: 'ads.example', client: '', blocked: 1, before: 0, outcome: '', list: '' });
 	assert.equal(byId(page, 'hydradns-filter-domain').attrs.value, 'ads.example');
 	assert.equal(byId(page, 'hydradns-filter-blocked').attrs.checked, true);
 });
@@ -491,8 +553,8 @@ test('every method the pages call is in the ACL and the plugin; writes need the 
 		assert.ok(listed.includes(m), `${m} is not in the plugin's list`);
 	}
 	assert.deepEqual([ ...read, ...write ].sort(), [ ...listed ].sort(), 'the ACL names exactly the plugin\'s methods');
-	assert.deepEqual(read.sort(), [ 'history', 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
-	for (const m of [ 'service', 'revert', 'pause', 'allow', 'block' ])
+	assert.deepEqual(read.sort(), [ 'check', 'history', 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
+	for (const m of [ 'service', 'revert', 'pause', 'allow', 'block', 'undo' ])
 		assert.ok(write.includes(m), `${m} changes the router: write ACL`);
 	// check_config runs hydradns as root on a config the caller sends: only
 	// Save & Apply uses it, and a read-only login must not make root read

@@ -14,6 +14,7 @@ import argparse
 import importlib.util
 import json
 import pathlib
+import re
 import sys
 import time
 import urllib.request
@@ -195,6 +196,8 @@ def browser_checks(base, ubus, root, prefix, rig):
         expect("ads.example" in text("#hydradns-log"), "the last queries")
         shot("queries")
         c.js("document.querySelector('#hydradns-top-blocked button[data-name=\"ads.example\"]').click()")
+        expect(c.wait_for("!!document.getElementById('hydradns-decide-all')", 10), "Allow asks for whom")
+        c.js("document.getElementById('hydradns-decide-all').click()")
         expect(c.wait_for("document.body.innerText.indexOf('ads.example is allowed for every group') >= 0", 20),
                "Allow says what it did")
         _, sec = ubus.call(root, "uci", "get", {"config": "hydradns", "section": "luci_allow"})
@@ -315,7 +318,7 @@ def browser_checks(base, ubus, root, prefix, rig):
         env = Env(c, ubus, root, base, goto, text, shot)
         env.phone_shot = phone_shot
         failed = run_scenarios(env, (group_defaults, half_done_elsewhere, device_without_group, bypass_names,
-                                     read_only_login, header_apply_refused, dashboard))
+                                     queries_page, read_only_login, header_apply_refused, dashboard))
         try:
             settings_and_unfiltered()
         except Failed as e:
@@ -401,7 +404,12 @@ class Env:
         c.js(f"""(function(){{var u=document.querySelector('input[name=luci_username]'),p=document.querySelector('input[name=luci_password]');
             u.value={json.dumps(user)};p.value={json.dumps(password)};var b=p.form.querySelector('button[type=submit], input[type=submit], .cbi-button-positive');
             if(b)b.click();else p.form.submit();return true}})()""")
-        expect(c.wait_for("typeof L=='object' && !!L.env.sessionid", 30), f"logged in as {user}")
+        # The page it lands on (the Overview) drawn before going on: leaving
+        # it with its calls in flight once left uhttpd's script slots busy
+        # ("Bad Gateway" on the next page, a minute later).
+        expect(c.wait_for("typeof L=='object' && !!L.env.sessionid && !!document.querySelector('#hydradns-state')", 30),
+               f"logged in as {user}")
+        time.sleep(1)
 
     def save_apply(self):
         self.click(".cbi-page-actions .cbi-button-apply")
@@ -500,6 +508,8 @@ def bypass_names(env):
     c = env.c
     env.goto("queries", "#hydradns-top-blocked")
     env.click("#hydradns-top-blocked button[data-name=\"use-application-dns.net\"]")
+    if c.wait_for("!!document.getElementById('hydradns-decide-all')", 10):
+        env.click("#hydradns-decide-all")
     notes = "Array.from(document.querySelectorAll('.alert-message')).map(function(e){return e.innerText}).join(' | ')"
     expect(c.wait_for(f"({notes}).indexOf('use-application-dns.net') >= 0", 20), "Allow answers")
     said = c.js(notes)
@@ -537,6 +547,54 @@ def header_apply_refused(env):
     env.wait_committed(lambda: env.committed("main", "upstream_timeout") == "2s", "Revert puts the previous config back")
     expect(c.wait_for("!document.getElementById('hydradns-refused') && (document.getElementById('hydradns-state')||{}).innerText == 'Running'", 20),
            "the refusal goes")
+
+
+def queries_page(env):
+    """Queries: the router's local time, pages of 100, Why? (check --client),
+    Allow for this device's groups leaving another group blocked, Undo
+    restoring the lists."""
+    c = env.c
+
+    def check(client):
+        code, r = env.ubus.call(env.root, "luci.hydradns", "check", {"name": "tracker.example", "client": client})
+        expect(code == 0 and "output" in r, f"check: {code} {r}")
+        return r["output"]
+
+    def allowed_default():
+        return (env.committed("luci_allow_default") or {}).get("domain") or []
+    env.goto("queries", "#hydradns-log")
+    rows = "Array.from(document.querySelectorAll('#hydradns-log tr')).slice(1)"
+    expect(c.js(f"{rows}.length") == 100, f"a page of 100: {c.js(rows + '.length')}")
+    first = c.js(f"{rows}.map(function(r){{return r.children[0].innerText}})")
+    expect(all(re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$", t) for t in first), f"date and time: {first[:3]}")
+    env.click("#hydradns-page-older")
+    expect(c.wait_for("document.getElementById('hydradns-page-rows').innerText.indexOf('rows 101 to') == 0", 15), "the next page")
+    older = c.js(f"{rows}.map(function(r){{return r.children[0].innerText}})")
+    expect(older and older[0] <= first[-1], f"older rows: {older[:2]} after {first[-2:]}")
+    env.goto("queries", "#hydradns-log")
+    c.js("document.getElementById('hydradns-filter-domain').value='tracker.example'")
+    env.click("#hydradns-filter-apply")
+    expect(c.wait_for(f"{rows}.length >= 2 && {rows}.every(function(r){{return r.children[2].innerText == 'tracker.example'}})", 15),
+           "filtered on tracker.example")
+    env.click("#hydradns-log button[data-why]")
+    expect(c.wait_for("!!document.getElementById('hydradns-why')", 15), "Why? opens")
+    why = env.text("#hydradns-why")
+    expect("blocked by list 'rigads'" in why and "rig-device" in why, f"Why? is check --client: {why}")
+    env.shot("issue48-why")
+    c.js("L.ui.hideModal()")
+    env.click("#hydradns-log button[data-name=\"tracker.example\"]")
+    expect(c.wait_for("!!document.getElementById('hydradns-decide-device')", 10), "Allow asks for whom")
+    env.shot("issue48-ask")
+    env.click("#hydradns-decide-device")
+    expect(c.wait_for("!!document.getElementById('hydradns-decided')", 20), "Allow says what it did")
+    expect("for the groups default" in env.text("#hydradns-decided"), f"for this device's groups: {env.text('#hydradns-decided')}")
+    expect("tracker.example" in allowed_default(), f"luci_allow_default: {allowed_default()}")
+    expect("allowed by list 'luci_allow_default'" in check("127.0.0.1"), f"allowed for the device: {check('127.0.0.1')}")
+    expect("blocked by list 'rigads' of group 'guests'" in check("127.0.0.9"), f"still blocked for the guests: {check('127.0.0.9')}")
+    env.click("#hydradns-undo")
+    expect(c.wait_for("!!document.getElementById('hydradns-undone')", 20), "Undo says so")
+    expect("tracker.example" not in allowed_default(), f"Undo: luci_allow_default as before: {allowed_default()}")
+    expect("blocked by list 'rigads'" in check("127.0.0.1"), f"blocked again for the device: {check('127.0.0.1')}")
 
 
 def dashboard(env):

@@ -38,14 +38,29 @@ uci add_list hydradns.rigads.domain=tracker.example
 # A group with neither schedule nor answer mode (both optional): LuCI's
 # Settings must still save (issue 48).
 uci set hydradns.guests=group
+# rigads for default and guests, and a guest device: Allow for one
+# device's groups (default) leaves the guests blocked.
+uci add_list hydradns.rigads.group=default
+uci add_list hydradns.rigads.group=guests
+uci set hydradns.guestdev=client
+uci add_list hydradns.guestdev.match=127.0.0.9
+uci add_list hydradns.guestdev.group=guests
 uci commit hydradns
 reload_config
 wait_for 10 0.0.0.0 ask ads.example 127.0.0.1 || fail "ads.example not blocked"
+# More than a page of the Queries page's 100 rows (first: the
+# plugin's checks read the last 100 rows for the blocked ones below).
+i=0
+while [ $i -lt 110 ]; do
+	i=$((i + 1))
+	ask "page$i.example" 127.0.0.1 5353 > /dev/null
+done
 # Straight to the gateway: dnsmasq would answer repeats from its cache.
 for _ in 1 2 3; do ask ads.example 127.0.0.1 5353 > /dev/null; done
 for _ in 1 2; do ask wan.example 127.0.0.1 5353 > /dev/null; done
 # Firefox's canary, which block_bypass answers before any list.
 for _ in 1 2; do ask use-application-dns.net 127.0.0.1 5353 > /dev/null; done
+for _ in 1 2; do ask tracker.example 127.0.0.1 5353 > /dev/null; done
 
 step "$mode: a login that may only look (rpcd ACL luci-app-hydradns, read)"
 uci add rpcd login > /dev/null

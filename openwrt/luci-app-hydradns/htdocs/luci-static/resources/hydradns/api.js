@@ -16,14 +16,16 @@ var FOREVER = '3650d';
 
 var callStatus = rpc.declare({ object: 'luci.hydradns', method: 'status' });
 var callServices = rpc.declare({ object: 'luci.hydradns', method: 'services' });
-var callLog = rpc.declare({ object: 'luci.hydradns', method: 'log', params: [ 'limit', 'domain', 'client', 'blocked' ] });
+var callLog = rpc.declare({ object: 'luci.hydradns', method: 'log', params: [ 'limit', 'domain', 'client', 'blocked', 'before', 'outcome', 'list' ] });
+var callCheck = rpc.declare({ object: 'luci.hydradns', method: 'check', params: [ 'name', 'client' ] });
+var callUndo = rpc.declare({ object: 'luci.hydradns', method: 'undo', params: [ 'domain', 'undo' ] });
 var callTop = rpc.declare({ object: 'luci.hydradns', method: 'top', params: [ 'kind', 'limit', 'since' ] });
 var callCheckConfig = rpc.declare({ object: 'luci.hydradns', method: 'check_config', params: [ 'config' ] });
 var callPause = rpc.declare({ object: 'luci.hydradns', method: 'pause', params: [ 'duration', 'group' ] });
 var callResume = rpc.declare({ object: 'luci.hydradns', method: 'resume', params: [ 'group' ] });
 var callUpdate = rpc.declare({ object: 'luci.hydradns', method: 'update' });
-var callAllow = rpc.declare({ object: 'luci.hydradns', method: 'allow', params: [ 'domain' ] });
-var callBlock = rpc.declare({ object: 'luci.hydradns', method: 'block', params: [ 'domain' ] });
+var callAllow = rpc.declare({ object: 'luci.hydradns', method: 'allow', params: [ 'domain', 'client' ] });
+var callBlock = rpc.declare({ object: 'luci.hydradns', method: 'block', params: [ 'domain', 'client' ] });
 var callRevert = rpc.declare({ object: 'luci.hydradns', method: 'revert' });
 var callHistory = rpc.declare({ object: 'luci.hydradns', method: 'history' });
 var callService = rpc.declare({ object: 'luci.hydradns', method: 'service', params: [ 'action' ] });
@@ -98,8 +100,22 @@ return baseclass.extend({
 			});
 		});
 	},
-	log: function(limit, domain, client, blocked) {
-		return callLog(limit || 100, domain || '', client || '', blocked ? 1 : 0).then(entries);
+	// A page of the log, newest first: rows older than row id `before` (0: the newest).
+	log: function(limit, domain, client, blocked, before, outcome, list) {
+		return callLog(limit || 100, domain || '', client || '', blocked ? 1 : 0, before || 0, outcome || '', list || '').then(entries);
+	},
+	// `hydradns check [--client CLIENT] NAME`'s words.
+	check: function(name, client) { return callCheck(name, client || '').then(checked).then(function(r) { return r.output; }); },
+	// The router's offset from UTC in seconds (null if this login may not
+	// ask): its local clock against this browser's, to the quarter hour.
+	utcOffset: function() {
+		if (utcOffset != null)
+			return Promise.resolve(utcOffset);
+		return callSystemInfo().then(function(info) {
+			if (info && info.localtime > 0)
+				utcOffset = Math.round((info.localtime - Date.now() / 1000) / 900) * 900;
+			return utcOffset;
+		}).catch(function() { return null; });
 	},
 	top: function(kind, limit, since) { return callTop(kind, limit || 10, since || '24h').then(entries); },
 	// `hydradns services --json`: the catalogue a group's services are picked from.
@@ -108,8 +124,11 @@ return baseclass.extend({
 	pause: function(duration, group) { return callPause(duration, group || '').then(checked); },
 	resume: function(group) { return callResume(group || '').then(checked); },
 	update: function() { return callUpdate().then(checked); },
-	allow: function(domain) { return callAllow(domain).then(checked); },
-	block: function(domain) { return callBlock(domain).then(checked); },
+	// For every group, or given a device, for that device's groups; the
+	// reply's `undo` goes to undo().
+	allow: function(domain, client) { return callAllow(domain, client || '').then(checked); },
+	block: function(domain, client) { return callBlock(domain, client || '').then(checked); },
+	undo: function(domain, undo) { return callUndo(domain, undo).then(checked); },
 	// Puts back the config the gateway runs with, over one its reload refused.
 	revert: function() { return callRevert().then(checked); },
 	// `hydradns stats --history --json`: 144 buckets of 10 minutes, oldest first.

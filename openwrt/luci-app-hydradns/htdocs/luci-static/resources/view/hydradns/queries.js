@@ -1,32 +1,57 @@
 'use strict';
 'require view';
 'require dom';
+'require poll';
 'require ui';
 'require hydradns.api as api';
 
 // Queries: the top blocked names and the busiest clients of the last day,
-// and the last 100 queries (filtered by name, client or outcome), each with
-// a button that allows or blocks its name for every group. Read from the
-// query log (`hydradns log --json`, `top --json`).
+// and the whole retained log, 100 rows a page, newest first, in the
+// router's local time; filtered by name, device, outcome and list;
+// refreshed every 5 s on the first page if asked. Each row has "Why?"
+// (`hydradns check --client` for that device and name) and Allow or Block,
+// which asks whether for every group or for that device's groups and
+// offers an Undo. Read from the query log (`hydradns log --json`, `top
+// --json`).
+
+var PAGE = 100;
+var OUTCOMES = [ 'blocked', 'forwarded', 'cached', 'stale', 'failed', 'local', 'record', 'paused' ];
 
 return view.extend({
-	filter: { domain: '', client: '', blocked: false },
+	filter: { domain: '', client: '', blocked: false, outcome: '', list: '' },
 
 	load: function() {
 		// The Overview's links arrive with ?domain=…&client=…&blocked=1.
 		var q = new URLSearchParams((window.location && window.location.search) || '');
-		this.filter = { domain: q.get('domain') || '', client: q.get('client') || '', blocked: q.get('blocked') == '1' };
-		var f = this.filter;
+		this.filter = { domain: q.get('domain') || '', client: q.get('client') || '', blocked: q.get('blocked') == '1',
+			outcome: q.get('outcome') || '', list: q.get('list') || '' };
+		// The ids of the pages before this one (empty: the newest page).
+		this.pages = [];
+		this.before = 0;
 		return Promise.all([
 			api.top('blocked', 10).catch(function(e) { return e; }),
 			api.top('clients', 10).catch(function(e) { return e; }),
-			api.log(100, f.domain, f.client, f.blocked).catch(function(e) { return e; })
+			this.query().catch(function(e) { return e; }),
+			api.utcOffset()
 		]);
 	},
 
+	query: function() {
+		var f = this.filter;
+		return api.log(PAGE, f.domain, f.client, f.blocked, this.before, f.outcome, f.list);
+	},
+
 	render: function(data) {
+		this.utcOffset = data[3];
+		this.clients = data[1] instanceof Error ? [] : data[1];
 		this.recent = E('div', { 'id': 'hydradns-recent' });
 		this.fillRecent(data[2]);
+		poll.add(L.bind(function() {
+			// Only the newest page follows the log, and only when asked.
+			if (!this.autoRefresh || this.before)
+				return Promise.resolve();
+			return this.reload();
+		}, this), 5);
 		return E([], [
 			E('h2', {}, _('HydraDNS: queries')),
 			E('div', { 'class': 'cbi-section' }, [
@@ -38,7 +63,7 @@ return view.extend({
 				this.topClients(data[1])
 			]),
 			E('div', { 'class': 'cbi-section' }, [
-				E('h3', {}, _('Last 100 queries')),
+				E('h3', {}, _('The query log')),
 				this.filterBar(),
 				this.recent
 			])
@@ -53,7 +78,7 @@ return view.extend({
 		if (rows instanceof Error)
 			return this.failed(rows);
 		return api.table([ _('Name'), _('Times blocked'), '' ], rows.map(L.bind(function(r) {
-			return [ r.key, String(r.count), this.button('allow', r.key) ];
+			return [ r.key, String(r.count), this.button('allow', r.key, '') ];
 		}, this)), 'hydradns-top-blocked', _('Nothing blocked yet'));
 	},
 
@@ -69,57 +94,160 @@ return view.extend({
 		var f = this.filter;
 		var domain = E('input', { 'type': 'text', 'class': 'cbi-input-text', 'id': 'hydradns-filter-domain',
 			'placeholder': _('name, * as wildcard'), 'value': f.domain });
-		var client = E('input', { 'type': 'text', 'class': 'cbi-input-text', 'id': 'hydradns-filter-client',
-			'placeholder': _('client: address, MAC or name'), 'value': f.client });
+		// The devices of the last day, by name where one is known; any
+		// address, MAC or name may be typed.
+		var known = E('datalist', { 'id': 'hydradns-known-clients' }, this.clients.map(function(r) {
+			var m = /^(.*) \(([^()]+)\)$/.exec(r.key);
+			return E('option', { 'value': m ? m[2] : r.key }, m ? m[1] : r.key);
+		}));
+		var client = E('input', { 'type': 'text', 'class': 'cbi-input-text', 'id': 'hydradns-filter-client', 'list': 'hydradns-known-clients',
+			'placeholder': _('device: address, MAC or name'), 'value': f.client });
+		var outcome = E('select', { 'class': 'cbi-input-select', 'id': 'hydradns-filter-outcome' },
+			[ E('option', { 'value': '' }, _('any outcome')) ].concat(OUTCOMES.map(function(o) {
+				return E('option', { 'value': o, 'selected': (f.outcome || (f.blocked ? 'blocked' : '')) == o ? '' : null }, o);
+			})));
+		var list = E('input', { 'type': 'text', 'class': 'cbi-input-text', 'id': 'hydradns-filter-list',
+			'placeholder': _('list'), 'value': f.list });
 		var blocked = E('input', { 'type': 'checkbox', 'id': 'hydradns-filter-blocked', 'checked': f.blocked ? true : null });
+		var auto = E('input', { 'type': 'checkbox', 'id': 'hydradns-auto-refresh' });
+		auto.addEventListener('change', L.bind(function() { this.autoRefresh = auto.checked; }, this));
 		return E('div', { 'class': 'cbi-section-actions', 'style': 'margin-bottom:1em' }, [
-			domain, ' ', client, ' ', E('label', {}, [ blocked, ' ', _('blocked only') ]), ' ',
+			domain, ' ', client, known, ' ', outcome, ' ', list, ' ', E('label', {}, [ blocked, ' ', _('blocked only') ]), ' ',
 			E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-filter-apply',
 				'click': ui.createHandlerFn(this, function() {
-					this.filter = { domain: domain.value.trim(), client: client.value.trim(), blocked: blocked.checked };
+					this.filter = { domain: domain.value.trim(), client: client.value.trim(), blocked: blocked.checked,
+						outcome: outcome.value, list: list.value.trim() };
+					this.pages = [];
+					this.before = 0;
 					return this.reload();
-				}) }, _('Filter'))
+				}) }, _('Filter')), ' ',
+			E('label', {}, [ auto, ' ', _('refresh every 5 s') ])
 		]);
 	},
 
 	reload: function() {
-		var f = this.filter;
-		return api.log(100, f.domain, f.client, f.blocked).then(L.bind(this.fillRecent, this), L.bind(this.fillRecent, this));
+		return this.query().then(L.bind(this.fillRecent, this), L.bind(this.fillRecent, this));
+	},
+
+	// Unix milliseconds as the router's local date and time.
+	when: function(ms) {
+		if (this.utcOffset == null)
+			return new Date(ms).toLocaleString();
+		var d = new Date(ms + this.utcOffset * 1000), two = function(n) { return (n < 10 ? '0' : '') + n; };
+		return '%d-%s-%s %s:%s:%s'.format(d.getUTCFullYear(), two(d.getUTCMonth() + 1), two(d.getUTCDate()),
+			two(d.getUTCHours()), two(d.getUTCMinutes()), two(d.getUTCSeconds()));
 	},
 
 	fillRecent: function(rows) {
 		if (rows instanceof Error)
 			return dom.content(this.recent, this.failed(rows));
-		dom.content(this.recent, api.table([ _('Time'), _('Client'), _('Name'), _('Type'), _('Answer'), _('Took'), '' ],
-			rows.map(L.bind(function(r) {
-				var blocked = r.outcome == 'blocked';
-				return [
-					new Date(r.unix_ms).toLocaleTimeString(),
-					r.client_name ? E('span', { 'title': r.client }, r.client_name) : r.client,
-					r.name, r.type,
-					r.list ? '%s (%s)'.format(r.outcome, r.list) : '%s, %s'.format(r.outcome, r.rcode),
-					r.latency_us >= 1000 ? '%.1f ms'.format(r.latency_us / 1000) : '%d µs'.format(r.latency_us),
-					this.button(blocked ? 'allow' : 'block', r.name)
-				];
-			}, this)), 'hydradns-log', _('No queries match')));
+		this.rows = rows;
+		var first = this.before ? this.pages.length * PAGE + 1 : 1;
+		dom.content(this.recent, [
+			api.table([ _('Time'), _('Client'), _('Name'), _('Type'), _('Answer'), _('Took'), '' ],
+				rows.map(L.bind(function(r) {
+					var blocked = r.outcome == 'blocked';
+					return [
+						this.when(r.unix_ms),
+						r.client_name ? E('span', { 'title': r.client }, r.client_name) : r.client,
+						r.name, r.type,
+						r.list ? '%s (%s)'.format(r.outcome, r.list) : '%s, %s'.format(r.outcome, r.rcode),
+						r.latency_us >= 1000 ? '%.1f ms'.format(r.latency_us / 1000) : '%d µs'.format(r.latency_us),
+						E('span', {}, [
+							E('button', { 'class': 'cbi-button cbi-button-neutral', 'data-why': r.name,
+								'click': ui.createHandlerFn(this, 'handleWhy', r) }, _('Why?')), ' ',
+							this.button(blocked ? 'allow' : 'block', r.name, r.client)
+						])
+					];
+				}, this)), 'hydradns-log', _('No queries match')),
+			E('div', { 'class': 'cbi-page-actions', 'style': 'text-align:left' }, [
+				E('button', { 'class': 'cbi-button', 'id': 'hydradns-page-newest', 'disabled': this.before ? null : true,
+					'click': ui.createHandlerFn(this, 'handlePage', 'newest') }, _('Newest')), ' ',
+				E('button', { 'class': 'cbi-button', 'id': 'hydradns-page-newer', 'disabled': this.before ? null : true,
+					'click': ui.createHandlerFn(this, 'handlePage', 'newer') }, _('← Newer')), ' ',
+				E('span', { 'id': 'hydradns-page-rows' }, rows.length ? _('rows %d to %d').format(first, first + rows.length - 1) : ''), ' ',
+				E('button', { 'class': 'cbi-button', 'id': 'hydradns-page-older', 'disabled': rows.length < PAGE ? true : null,
+					'click': ui.createHandlerFn(this, 'handlePage', 'older') }, _('Older →'))
+			])
+		]);
 	},
 
-	button: function(what, name) {
-		// Read-only logins would be refused the call and logged out.
+	handlePage: function(which) {
+		if (which == 'older' && this.rows && this.rows.length) {
+			this.pages.push(this.before);
+			this.before = this.rows[this.rows.length - 1].id;
+		}
+		else if (which == 'newer') {
+			this.before = this.pages.pop() || 0;
+		}
+		else if (which == 'newest') {
+			this.pages = [];
+			this.before = 0;
+		}
+		return this.reload();
+	},
+
+	handleWhy: function(r) {
+		return api.check(r.name, r.client).then(function(out) {
+			ui.showModal(_('Why %s is answered so for %s').format(r.name, r.client_name || r.client), [
+				E('pre', { 'id': 'hydradns-why', 'style': 'white-space:pre-wrap' }, out),
+				E('div', { 'class': 'right' }, E('button', { 'class': 'cbi-button', 'click': ui.hideModal }, _('Close')))
+			]);
+		}, function(e) {
+			ui.addNotification(null, E('p', {}, e.message), 'danger');
+		});
+	},
+
+	// Allow or Block; none for a login that may only look (rpcd would
+	// refuse the call, and LuCI would log it out).
+	button: function(what, name, client) {
 		if (!api.canWrite())
 			return '';
 		return E('button', {
 			'class': what == 'allow' ? 'cbi-button cbi-button-positive' : 'cbi-button cbi-button-negative',
 			'data-name': name,
-			'click': ui.createHandlerFn(this, 'handleDecide', what, name)
+			'click': ui.createHandlerFn(this, 'handleAsk', what, name, client)
 		}, what == 'allow' ? _('Allow') : _('Block'));
 	},
 
-	handleDecide: function(what, name) {
-		return (what == 'allow' ? api.allow(name) : api.block(name)).then(function() {
-			ui.addNotification(null, E('p', {}, (what == 'allow'
-				? _('%s is allowed for every group (list luci_allow); the gateway reloaded.')
-				: _('%s is blocked for every group (list luci_block); the gateway reloaded.')).format(name)), 'info');
+	// Asks: for every group, or (with a device) for that device's groups.
+	handleAsk: function(what, name, client) {
+		var verb = what == 'allow' ? _('Allow') : _('Block');
+		var go = L.bind(function(forClient) {
+			ui.hideModal();
+			return this.handleDecide(what, name, forClient);
+		}, this);
+		ui.showModal(_('%s %s').format(verb, name), [
+			E('p', {}, what == 'allow'
+				? _('Allowed names are answered even when a block list has them.')
+				: _('Blocked names are answered with the block answer.')),
+			E('div', { 'class': 'right' }, [
+				E('button', { 'class': 'cbi-button', 'click': ui.hideModal }, _('Cancel')), ' ',
+				client ? E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-decide-device',
+					'click': ui.createHandlerFn(this, function() { return go(client); }) }, _('For this device\'s groups')) : '', ' ',
+				E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-decide-all',
+					'click': ui.createHandlerFn(this, function() { return go(''); }) }, _('For every group'))
+			])
+		]);
+	},
+
+	handleDecide: function(what, name, client) {
+		return (what == 'allow' ? api.allow(name, client) : api.block(name, client)).then(L.bind(function(r) {
+			var scope = client ? _('for the groups %s').format(r.groups || '?') : _('for every group');
+			var note = E('p', { 'id': 'hydradns-decided' }, [
+				(what == 'allow' ? _('%s is allowed %s; the gateway reloaded.') : _('%s is blocked %s; the gateway reloaded.')).format(name, scope), ' ',
+				E('button', { 'class': 'cbi-button', 'id': 'hydradns-undo',
+					'click': ui.createHandlerFn(this, 'handleUndo', name, r.undo) }, _('Undo'))
+			]);
+			ui.addNotification(null, note, 'info');
+		}, this), function(e) {
+			ui.addNotification(null, E('p', {}, e.message), 'danger');
+		});
+	},
+
+	handleUndo: function(name, undo) {
+		return api.undo(name, undo).then(function() {
+			ui.addNotification(null, E('p', { 'id': 'hydradns-undone' }, _('%s: the lists are as before; the gateway reloaded.').format(name)), 'info');
 		}, function(e) {
 			ui.addNotification(null, E('p', {}, e.message), 'danger');
 		});
