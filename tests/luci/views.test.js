@@ -532,6 +532,24 @@ test('queries: opened from an Overview link, filtered as the link says', async (
 	assert.equal(byId(page, 'hydradns-filter-blocked').attrs.checked, true);
 });
 
+test('issue 48: tables label each cell with its column (phones), and settings say their values in words', async () => {
+	const w = world({ 'luci.hydradns.services': () => ({ schema: 1, services: [] }) }, { hydradns: [] });
+	const api = w.load('hydradns.api');
+	const t = api.table([ 'Name', 'Queries', '' ], [ [ 'a.example', '3', 'x' ] ], 'id');
+	const cells = find(t, (n) => n.tag === 'td');
+	assert.deepEqual(cells.map((c) => c.attrs['data-title']), [ 'Name', 'Queries', null ]);
+	const v = w.load('view.hydradns.settings');
+	await v.render(await v.load());
+	const opts = w.form.maps[0].sections.flatMap((s) => s.options);
+	const labels = (name) => opts.find((o) => o.name === name).labels;
+	assert.match(labels('dnsmasq_mode').upstream, /behind dnsmasq/);
+	assert.match(labels('upstream_strategy').failover, /in order, the next when one fails/);
+	assert.match(labels('block_mode').nxdomain, /no such name/);
+	for (const name of [ 'dnsmasq_mode', 'upstream_strategy', 'block_mode', 'deny_action' ])
+		for (const [ value, label ] of Object.entries(labels(name)))
+			assert.ok(label && label !== value, `${name} ${value}: said in words`);
+});
+
 test('every method the pages call is in the ACL and the plugin; writes need the write ACL', () => {
 	const acl = JSON.parse(fs.readFileSync(path.join(APP, 'root/usr/share/rpcd/acl.d/luci-app-hydradns.json'), 'utf8'))['luci-app-hydradns'];
 	const read = acl.read.ubus['luci.hydradns'], write = acl.write.ubus['luci.hydradns'];

@@ -576,6 +576,14 @@ def queries_page(env):
     env.click("#hydradns-filter-apply")
     expect(c.wait_for(f"{rows}.length >= 2 && {rows}.every(function(r){{return r.children[2].innerText == 'tracker.example'}})", 15),
            "filtered on tracker.example")
+    # At a phone's width LuCI's theme labels each cell with its column.
+    c.call("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    time.sleep(1)
+    label = c.js("getComputedStyle(document.querySelector('#hydradns-log tr:nth-child(2) td[data-title=Name]'), '::before').content")
+    env.shot("issue48-queries-390")
+    c.call("Emulation.clearDeviceMetricsOverride")
+    time.sleep(0.5)
+    expect(label == '"Name"', f"at 390 px each cell says its column: {label!r}")
     env.click("#hydradns-log button[data-why]")
     expect(c.wait_for("!!document.getElementById('hydradns-why')", 15), "Why? opens")
     why = env.text("#hydradns-why")

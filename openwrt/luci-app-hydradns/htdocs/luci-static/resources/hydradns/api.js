@@ -146,9 +146,16 @@ return baseclass.extend({
 	},
 
 	// A LuCI table: a title row, then one row per array of cells; with no
-	// rows, `empty` (if given) in a placeholder row.
+	// rows, `empty` (if given) in a placeholder row. Each cell carries its
+	// column's title (data-title), which LuCI's theme shows beside the value
+	// where the table is too narrow for its columns (a phone).
 	table: function(head, rows, id, empty) {
-		var cells = function(tag, cs) { return cs.map(function(c) { return E(tag, { 'class': tag }, c); }); };
+		var cells = function(tag, cs) {
+			return cs.map(function(c, i) {
+				var title = tag == 'td' && typeof head[i] == 'string' && head[i] ? head[i] : null;
+				return E(tag, { 'class': tag, 'data-title': title }, c);
+			});
+		};
 		var body = rows.map(function(r) { return E('tr', { 'class': 'tr' }, cells('td', r)); });
 		if (!rows.length && empty)
 			body = [ E('tr', { 'class': 'tr placeholder' }, E('td', { 'class': 'td' }, E('em', {}, empty))) ];

@@ -90,9 +90,9 @@ function choices(o, fill) {
 }
 
 function blockModes(o) {
-	o.value('null', _('0.0.0.0 and :: (null)'));
-	o.value('nxdomain', _('NXDOMAIN'));
-	o.value('refused', _('REFUSED'));
+	o.value('null', _('the address 0.0.0.0 or :: (null)'));
+	o.value('nxdomain', _('"no such name" (NXDOMAIN)'));
+	o.value('refused', _('"refused" (REFUSED)'));
 }
 
 // A group's services: the catalogue as checkboxes, one box per category,
@@ -171,9 +171,9 @@ return view.extend({
 		o = s.taboption('general', form.ListValue, 'dnsmasq_mode', _('With dnsmasq'),
 			_('upstream: dnsmasq keeps port 53 and forwards to HydraDNS; replace: HydraDNS takes port 53 and dnsmasq answers local names; off: leave dnsmasq alone'));
 		o.rmempty = false;
-		o.value('upstream');
-		o.value('replace');
-		o.value('off');
+		o.value('upstream', _('behind dnsmasq: it keeps port 53 and asks HydraDNS (upstream)'));
+		o.value('replace', _('instead of dnsmasq on port 53; dnsmasq answers local names (replace)'));
+		o.value('off', _('leave dnsmasq alone (off)'));
 		o.default = 'off';
 		o = s.taboption('general', form.Flag, 'fail_open', _('Fail open'),
 			_('When HydraDNS does not answer (crashed, hung), dnsmasq answers on its own, unfiltered, within 30 s, and the Overview says so. Off: no DNS until HydraDNS answers again.'));
@@ -245,9 +245,9 @@ return view.extend({
 			_('plain IP[:PORT] that find the addresses of tls:// and https:// names; none: the WAN\'s'));
 		o = s.taboption('upstream', form.ListValue, 'upstream_strategy', _('Strategy'));
 		o.rmempty = false;
-		o.value('failover');
-		o.value('random');
-		o.value('parallel');
+		o.value('failover', _('in order, the next when one fails (failover)'));
+		o.value('random', _('one at random (random)'));
+		o.value('parallel', _('all at once, the first answer wins (parallel)'));
 		o.default = 'failover';
 		o = s.taboption('upstream', form.Value, 'upstream_timeout', _('Upstream timeout'));
 		o.placeholder = '2s';
