@@ -325,6 +325,8 @@ test('settings: a group\'s services as toggles by category with a filter, safe s
 	filter.value = 'RBX';
 	filter.listeners.input();
 	assert.deepEqual(find(widget, (n) => n.tag === 'label').map((l) => l.style.display), [ 'inline-block', 'none', 'none' ]);
+	assert.deepEqual(find(widget, (n) => n.tag === 'fieldset').map((f) => f.style.display), [ '', 'none', 'none' ],
+		'a category with nothing left goes, heading and all');
 	filter.value = '';
 	filter.listeners.input();
 	assert.ok(find(widget, (n) => n.tag === 'label').every((l) => l.style.display === 'inline-block'));

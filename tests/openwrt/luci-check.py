@@ -318,7 +318,8 @@ def browser_checks(base, ubus, root, prefix, rig):
         env = Env(c, ubus, root, base, goto, text, shot)
         env.phone_shot = phone_shot
         failed = run_scenarios(env, (group_defaults, half_done_elsewhere, device_without_group, bypass_names,
-                                     queries_page, read_only_login, header_apply_refused, dashboard))
+                                     parental_controls, queries_page, read_only_login, header_apply_refused,
+                                     dashboard))
         try:
             settings_and_unfiltered()
         except Failed as e:
@@ -473,6 +474,38 @@ def half_done_elsewhere(env):
     expect(c.wait_for("!!document.getElementById('hydradns-foreign')", 10), "the Lists page says why it did not apply")
     env.shot("issue48-half-done")
     env.revert()
+
+
+def parental_controls(env):
+    """Issue 47 in the browser: the group 'kids' (group_defaults made it)
+    gets TikTok from the catalogue's toggles, found with the filter box,
+    and safe search; Save & Apply commits both and the daemon takes them."""
+    c = env.c
+    env.goto("settings", ".cbi-map")
+    box = "#cbi-hydradns-kids-service"
+    expect(c.wait_for(f"document.querySelectorAll('{box} input[type=checkbox]').length >= 40", 15),
+           "the catalogue's services are offered as toggles")
+    filtered = c.js(f"""(function(){{var f=document.querySelector('{box} input[type=text]');f.value='tiktok';
+        f.dispatchEvent(new Event('input',{{bubbles:true}}));
+        return Array.from(document.querySelectorAll('{box} fieldset label')).filter(function(l){{return l.style.display!='none'}})
+            .map(function(l){{return l.querySelector('input').value}})}})()""")
+    expect(filtered == ["tiktok"], f"the filter leaves TikTok alone: {filtered}")
+    headings = c.js(f"Array.from(document.querySelectorAll('{box} fieldset')).filter(function(f){{return f.style.display!='none'}}).length")
+    expect(headings == 1, f"only TikTok's category left under the filter: {headings}")
+    env.click(f"{box} input[type=checkbox][value=tiktok]")
+    # A Flag's widget is a frame with that id around a checkbox of its own.
+    env.click("[id='cbid.hydradns.kids.safe_search'] input[type=checkbox]")
+    expect(c.wait_for("!!document.querySelector('[id=\"widget.cbid.hydradns.kids.youtube_restrict\"]')", 10),
+           "YouTube's choice shows with safe search")
+    env.shot("issue47-kids-services")
+    env.save_apply()
+    env.applied()
+    env.wait_committed(lambda: (env.committed("kids") or {}).get("service") == ["tiktok"]
+                       and (env.committed("kids") or {}).get("safe_search") == "1",
+                       f"the group's service and safe search saved: {env.committed('kids')}")
+    env.goto("status", "#hydradns-state")
+    state = env.text("#hydradns-state")
+    expect("previous" not in state, f"the daemon took the config: {state}")
 
 
 def device_without_group(env):

@@ -111,20 +111,29 @@ var ServiceToggles = form.MultiValue.extend({
 			(byCategory[_('not in the catalogue')] = byCategory[_('not in the catalogue')] || []).push({ id: id, name: id, domains: [] });
 		});
 		var fieldsets = Object.keys(byCategory).sort().map(function(category) {
-			return E('fieldset', { 'class': 'cbi-section' }, [ E('legend', {}, category) ].concat(byCategory[category].map(function(sv) {
+			var own = [];
+			var f = E('fieldset', { 'class': 'cbi-section' }, [ E('legend', {}, category) ].concat(byCategory[category].map(function(sv) {
 				var box = E('input', { 'type': 'checkbox', 'value': sv.id, 'checked': on.indexOf(sv.id) >= 0 ? '' : null });
 				var label = E('label', { 'title': sv.domains.join(' '), 'style': 'display:inline-block;margin-right:1em' },
 					[ box, ' ', sv.name ]);
 				label.search = (sv.id + ' ' + sv.name + ' ' + sv.domains.join(' ')).toLowerCase();
 				boxes.push(box);
 				labels.push(label);
+				own.push(label);
 				return label;
 			})));
+			f.labels = own;
+			return f;
 		});
 		var filter = E('input', { 'type': 'text', 'class': 'cbi-input-text', 'placeholder': _('Filter: tiktok, games, …') });
 		filter.addEventListener('input', function() {
 			var q = filter.value.trim().toLowerCase();
 			labels.forEach(function(l) { l.style.display = !q || l.search.indexOf(q) >= 0 ? 'inline-block' : 'none'; });
+			// A category with nothing left to show goes too, heading and all.
+			fieldsets.forEach(function(f) {
+				var shown = f.labels.some(function(l) { return l.style.display != 'none'; });
+				f.style.display = shown ? '' : 'none';
+			});
 		});
 		this.boxes = this.boxes || {};
 		this.boxes[section_id] = boxes;
