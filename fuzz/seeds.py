@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """Writes the starting corpus of every fuzz target into fuzz/corpus/<target>/:
-real DNS messages from the captures and the Knot seed in ../shared/data, real
+real DNS messages from the captures and the Knot seed in tests/data, real
 list lines, the package's UCI files, and hand-made messages that reach the
 branches a capture rarely does (blocked, cached, CNAME to a blocked name,
 private addresses). Stdlib only; run by scripts/fuzz.sh."""
 import hashlib
+import lzma
 import os
 import struct
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-SHARED = os.path.join(os.path.dirname(REPO), "shared", "data")
+DATA = os.path.join(REPO, "tests", "data")
 
 
 def put(target, data):
@@ -83,26 +83,21 @@ def reply(n, qtype, answers, qid=0x1234):
 
 def main():
     count = {}
-    if os.path.isdir(SHARED):
-        for root, _, files in os.walk(os.path.join(SHARED, "pcaps")):
-            for f in files:
-                if f.endswith(".pcap"):
-                    for msg in pcap_payloads(os.path.join(root, f)):
-                        # QR bit: replies seed the upstream target, queries the client one.
-                        put("upstream_reply" if len(msg) > 2 and msg[2] & 0x80 else "query", msg)
-        seed = os.path.join(SHARED, "packets", "knot-sample-seed.pkt")
-        if os.path.exists(seed):
-            with open(seed, "rb") as f:
-                put("query", f.read())
-        for root, _, files in os.walk(os.path.join(SHARED, "blocklists")):
-            for f in sorted(files):
-                if f.endswith((".txt", ".conf")):
-                    with open(os.path.join(root, f), "rb") as fh:
-                        lines = fh.read().splitlines()
-                    # The header and a slice from the middle of each list.
-                    put("list", b"\n".join(lines[:60] + lines[len(lines) // 2:len(lines) // 2 + 60]))
-    else:
-        print(f"note: {SHARED} not found; hand-made seeds only", file=sys.stderr)
+    for root, _, files in os.walk(os.path.join(DATA, "pcaps")):
+        for f in sorted(files):
+            if f.endswith(".pcap"):
+                for msg in pcap_payloads(os.path.join(root, f)):
+                    # QR bit: replies seed the upstream target, queries the client one.
+                    put("upstream_reply" if len(msg) > 2 and msg[2] & 0x80 else "query", msg)
+    with open(os.path.join(DATA, "packets", "knot-sample-seed.pkt"), "rb") as f:
+        put("query", f.read())
+    for root, _, files in os.walk(os.path.join(DATA, "blocklists")):
+        for f in sorted(files):
+            if f.endswith((".txt.xz", ".conf.xz")):
+                with lzma.open(os.path.join(root, f)) as fh:
+                    lines = fh.read().splitlines()
+                # The header and a slice from the middle of each list.
+                put("list", b"\n".join(lines[:60] + lines[len(lines) // 2:len(lines) // 2 + 60]))
     for n, t in [("cached.example", 1), ("ads.example", 1), ("x.ads.example", 28), ("fine.ads.example", 1),
                  ("www.example", 255), ("www.example", 16)]:
         put("query", query(n, t))

@@ -110,8 +110,8 @@ fn real_third_party_lists() {
         &format!(
             "config blocklist\n\toption name 'adguard'\n\toption path '{}'\n\
              config blocklist\n\toption name 'hagezi'\n\toption path '{}'\n",
-            shared("blocklists/adguard-dns-filter-noprivacy-2026-08-21/filter.txt").display(),
-            shared("blocklists/hagezi-2026-08-15/hosts__light.txt").display(),
+            data("blocklists/adguard-dns-filter-noprivacy-2026-08-21/filter.txt").display(),
+            data("blocklists/hagezi-2026-08-15/hosts__light.txt").display(),
         ),
     ));
     for blocked in

@@ -199,7 +199,7 @@ fn sighup_swaps_lists_without_dropping_queries() {
     let big = format!(
         "config blocklist\n\toption path '{}'\nconfig blocklist\n\toption path '{}'\n",
         list.display(),
-        shared("blocklists/hagezi-2026-08-15/domains__light.txt").display()
+        data("blocklists/hagezi-2026-08-15/domains__light.txt").display()
     );
     gw.reload(&config(&[&up], &big));
     std::thread::sleep(Duration::from_millis(200));

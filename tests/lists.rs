@@ -1,11 +1,11 @@
-//! The real third-party lists in ../shared/data/blocklists: every one loads,
+//! The real third-party lists in tests/data/blocklists: every one loads,
 //! with the entry counts its own header states (or, where it states none,
 //! counts derived from the file by a second, independent rule), and the seven
 //! formats of one HaGeZi list block exactly the same names.
 #![allow(clippy::unwrap_used)]
 
 mod common;
-use common::shared;
+use common::data;
 use hydradns::policy::domainset::{DomainSet, SetBuilder, name_key};
 use hydradns::policy::formats::{ParseStats, Rule};
 use hydradns::policy::read_list_file;
@@ -17,7 +17,7 @@ struct Loaded {
 }
 
 fn list(rel: &str) -> std::path::PathBuf {
-    shared(&format!("blocklists/{rel}"))
+    data(&format!("blocklists/{rel}"))
 }
 
 fn load(rel: &str) -> Loaded {

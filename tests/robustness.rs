@@ -1,6 +1,6 @@
 //! Hostile and odd input against the real binary: short datagrams, broken
 //! headers, unknown opcodes, responses, EDNS versions, random garbage, and
-//! real captured queries (UDP and TCP streams) from ../shared/data/pcaps.
+//! real captured queries (UDP and TCP streams) from tests/data/pcaps.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -161,7 +161,7 @@ fn real_captured_udp_queries() {
         "pcaps/dnsjit/ip6-udp-padd.pcap",
         "pcaps/bad-packets/dnspad.pcap",
     ] {
-        for seg in pcap::segments(&shared(file)) {
+        for seg in pcap::segments(&data(file)) {
             if seg.tcp || seg.dst_port != 53 || seg.payload.len() < 12 || seg.payload[2] & 0x80 != 0 {
                 continue;
             }
@@ -189,7 +189,7 @@ fn real_captured_tcp_streams() {
         "pcaps/bad-packets/dnsotcp-manyopkts.pcap",
     ] {
         let mut seen_seq = HashSet::new();
-        let segments: Vec<Vec<u8>> = pcap::segments(&shared(file))
+        let segments: Vec<Vec<u8>> = pcap::segments(&data(file))
             .into_iter()
             .filter(|s| s.tcp && s.dst_port == 53 && !s.payload.is_empty() && seen_seq.insert(s.seq))
             .map(|s| s.payload)

@@ -46,11 +46,35 @@ pub fn tls_server_config() -> Arc<rustls::ServerConfig> {
     )
 }
 
-/// Path of a file under ../shared/data; panics (failing the test) if the shared data is missing.
-pub fn shared(rel: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(rel);
-    assert!(p.exists(), "missing shared test data {} (clone the repo beside ../shared)", p.display());
-    p
+/// Path of third-party test data (tests/data, see its SOURCES.md). A list
+/// kept there as `REL.xz` is decompressed once into cargo's target
+/// directory, so the repository stays small and the tests read plain files.
+pub fn data(rel: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let plain = dir.join(rel);
+    if plain.exists() {
+        return plain;
+    }
+    let packed = dir.join(format!("{rel}.xz"));
+    assert!(packed.exists(), "missing test data {} (tests/data/SOURCES.md)", plain.display());
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("data").join(rel);
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if out.exists() && mtime(&out) >= mtime(&packed) {
+        return out;
+    }
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    // Tests run in parallel threads and binaries: each writes its own file
+    // and renames it into place, so no reader sees half a list.
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let tmp = out.with_extension(format!("{}.{}.tmp", std::process::id(), SEQ.fetch_add(1, SeqCst)));
+    let file = std::fs::File::create(&tmp).unwrap();
+    let status =
+        Command::new("xz").arg("-dc").arg(&packed).stdout(file).status().unwrap_or_else(|e| {
+            panic!("cannot run xz to read {} ({e}); install it (Debian: xz-utils)", packed.display())
+        });
+    assert!(status.success(), "xz -dc {} failed", packed.display());
+    std::fs::rename(&tmp, &out).unwrap();
+    out
 }
 
 /// A scratch directory removed on drop.

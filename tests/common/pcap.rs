@@ -1,5 +1,5 @@
 //! Just enough of libpcap's file format to pull DNS payloads out of the real
-//! captures in ../shared/data/pcaps: Ethernet (with 802.1Q), raw IP and Linux
+//! captures in tests/data/pcaps: Ethernet (with 802.1Q), raw IP and Linux
 //! SLL2 links; IPv4 and IPv6; UDP and TCP.
 #![allow(dead_code, unreachable_pub)]
 

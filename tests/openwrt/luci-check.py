@@ -20,7 +20,7 @@ import time
 import urllib.request
 
 ACCESS_DENIED = -32002
-RIG = pathlib.Path(__file__).resolve().parents[3] / "shared" / "openwrt-userland"
+RIG = pathlib.Path(__file__).resolve().parent / "userland"
 
 
 class Failed(Exception):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# luci-app-hydradns on OpenWrt's real web stack (../shared/openwrt-userland
+# luci-app-hydradns on OpenWrt's real web stack (tests/openwrt/userland
 # built WITH_LUCI=1: rpcd, uhttpd, ucode, LuCI): for opkg and for apk, boots
 # a fresh image serving LuCI on the host's 127.0.0.1:PORT, installs
 # hydradns and luci-app-hydradns there (tests/openwrt/rig/luci.sh), then
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-rig=../shared/openwrt-userland
+rig=tests/openwrt/userland
 out=${OWRT_WEB_OUT:-/tmp/owrt-web}
 artifacts=${ARTIFACTS:-$PWD/target/artifacts}
 [ "$(id -u)" = 0 ] || { echo "tests/openwrt/luci.sh: needs root (namespaces)" >&2; exit 1; }
@@ -22,7 +22,7 @@ command -v chromium > /dev/null || {
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null
 }
-WITH_LUCI=1 "$rig/build.sh" "$rig/src" "$out" > "$out.build.log" 2>&1 || { cat "$out.build.log"; exit 1; }
+WITH_LUCI=1 "$rig/build.sh" vendor/openwrt-src "$out" > "$out.build.log" 2>&1 || { cat "$out.build.log"; exit 1; }
 export APK="$out/stage/usr/bin/apk"
 mkdir -p "$artifacts"
 

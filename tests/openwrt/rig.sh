@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The package on the real OpenWrt userland of ../shared/openwrt-userland
+# The package on the real OpenWrt userland of tests/openwrt/userland
 # (procd, ubusd, logd, uci, opkg, apk v3, OpenWrt's rc.common and dnsmasq
 # init script), booted in namespaces: install with opkg and with apk,
 # upgrade (from this version and from 0.1.0-2, which committed its dnsmasq
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 # The last commit of 0.1.0-2's packaging (upgrade-old*.sh install it first).
 OLD_RELEASE=0a713ac
-rig=../shared/openwrt-userland
+rig=tests/openwrt/userland
 out=${OWRT_OUT:-/tmp/owrt}
 # The image with the network stack, for the --net scenarios.
 net_out=${OWRT_NET_OUT:-/tmp/owrt-net}
@@ -26,8 +26,8 @@ net_out=${OWRT_NET_OUT:-/tmp/owrt-net}
 exec 9> /tmp/hydradns-rig.lock
 flock 9
 
-"$rig/build.sh" "$rig/src" "$out" > "$out.build.log" 2>&1 || { cat "$out.build.log"; exit 1; }
-WITH_NET=1 "$rig/build.sh" "$rig/src" "$net_out" > "$net_out.build.log" 2>&1 || { cat "$net_out.build.log"; exit 1; }
+"$rig/build.sh" vendor/openwrt-src "$out" > "$out.build.log" 2>&1 || { cat "$out.build.log"; exit 1; }
+WITH_NET=1 "$rig/build.sh" vendor/openwrt-src "$net_out" > "$net_out.build.log" 2>&1 || { cat "$net_out.build.log"; exit 1; }
 apk="$out/stage/usr/bin/apk"
 
 work=$(mktemp -d)

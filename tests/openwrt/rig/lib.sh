@@ -1,6 +1,6 @@
 # shellcheck shell=ash
 # shellcheck disable=SC2034,SC2012  # PKGS is for the scenarios; ls -i of fixed paths
-# Helpers for the checks that run inside ../shared/openwrt-userland (busybox
+# Helpers for the checks that run inside tests/openwrt/userland (busybox
 # ash, OpenWrt's procd, ubus, uci, opkg, apk, logd and dnsmasq init script).
 # Sourced by each scenario; /rig/mnt holds the packages and these scripts.
 
