@@ -107,7 +107,6 @@ def main():
     ap.add_argument("--scenarios", help="comma-separated subset of " + ",".join(s for s, _ in SCENARIOS))
     ap.add_argument("--extra-conf", metavar="FILE",
                     help="append FILE to HydraDNS's config (e.g. bench/parental.conf)")
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")
     args.echo = os.path.join(args.bin, "examples", "echo-responder")
@@ -131,8 +130,7 @@ def main():
         with open(path, "a") as f:
             f.write(redline.CANARY + "\n")
         names = redline.read_names(path)
-        popular = [line.strip().split(",", 1)[1] for line in
-                   open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
+        popular = redline.popular_names()
         sc = redline.Scenarios(args.work, "100k", names, popular, 1, 2 * n)
         servers = redline.make_servers(args, args.work, upstream_port, "500ms")(path, names)
         servers.pop("_upstream")

@@ -18,16 +18,20 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "${CARGO_TARGET_DIR:-target}"/release/examples/synth-list 100000 "$work/100k.list"
 "${CARGO_TARGET_DIR:-target}"/release/examples/synth-list 1000000 "$work/1m.list"
-lists=../shared/data/blocklists
+# The real lists, from the test data (tests/data/SOURCES.md).
+lists=$work/lists
+for l in stevenblack-unified-2026-06-26/unified.domains.txt hagezi-2026-08-15/domains__light.txt \
+    adguard-dns-filter-noprivacy-2026-08-21/filter.txt; do
+    mkdir -p "$lists/${l%/*}"
+    xz -dc "tests/data/blocklists/$l.xz" > "$lists/$l"
+done
 echo "commit $(git describe --always --dirty), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 for l in 100k 1m; do
     printf '%-5s ' "$l"; taskset -c 0 "$load" "$work/$l.list"
 done
-if [ -d "$lists" ]; then
-    printf 'real  '
-    taskset -c 0 "$load" "$lists/stevenblack-unified-2026-06-26/unified.domains.txt" \
-        "$lists/hagezi-2026-08-15/domains__light.txt" "$lists/adguard-dns-filter-noprivacy-2026-08-21/filter.txt"
-fi
+printf 'real  '
+taskset -c 0 "$load" "$lists/stevenblack-unified-2026-06-26/unified.domains.txt" \
+    "$lists/hagezi-2026-08-15/domains__light.txt" "$lists/adguard-dns-filter-noprivacy-2026-08-21/filter.txt"
 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$load" --once "$work/100k.list" >/dev/null 2>&1
 total=$(awk '/^(totals|summary):/ {print $2; exit}' "$work/cg.out")
 echo "100k, one whole load: $total instructions, $((total / 100000)) per name (callgrind)"

@@ -251,7 +251,6 @@ def main():
     ap.add_argument("--threads", action="store_true", help="also print each thread's share (where the cost goes)")
     ap.add_argument("--rate-secs", type=float, dest="rate_secs_opt", help="seconds per rate and round")
     ap.add_argument("--idle-secs", type=float, dest="idle_secs_opt", help="seconds of idle")
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     args.hydradns = args.hydradns or os.path.join(args.bin, "hydradns")
     args.ab = [tuple(x.split("=", 1)) for x in args.ab]
@@ -282,8 +281,7 @@ def main():
         subprocess.run([os.path.join(args.bin, "examples", "synth-list"), "100000", path], check=True)
         with open(path, "a") as f:
             f.write(CANARY + "\n")
-        popular = [line.strip().split(",", 1)[1] for line in
-                   open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
+        popular = redline.popular_names()
         lines = int(max(args.rates) * args.rate_secs * 1.2)
         names = read_names(path)
         files = args.rounds * len(args.rates)

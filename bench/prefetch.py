@@ -67,13 +67,11 @@ def main():
     ap.add_argument("--qps", type=int, default=200)
     ap.add_argument("--names", type=int, default=5000)
     ap.add_argument("--out")
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     secs = int(args.minutes * 60)
     warm = min(120, secs // 3)
     work = tempfile.mkdtemp(prefix="hydradns-prefetch-")
-    popular = [line.strip().split(",", 1)[1] for line in
-               open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
+    popular = redline.popular_names()
     names = popular[:args.names]
     queries = os.path.join(work, "queries.txt")
     query_file(queries, names, args.qps * secs, random.Random(20261202))

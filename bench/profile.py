@@ -56,7 +56,6 @@ def main():
                          "mix is set against, which relays misses to the same upstream")
     ap.add_argument("--qps", type=int, help="a fixed rate from dnsperf instead of saturation")
     ap.add_argument("--unpinned", action="store_true", help="the server on any core (the load stays on CPU 1)")
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     args.load = os.path.join(args.bin, "examples", "bench-load")
     work = tempfile.mkdtemp(prefix="hydradns-profile-")
@@ -106,8 +105,7 @@ config querylog 'querylog'
             proc = subprocess.Popen(cmd, stdout=log, stderr=log)
             redline.first_answer(port, not yardstick, time.monotonic() + 60)
             names = redline.read_names(path)
-            popular = [line.strip().split(",", 1)[1] for line in
-                       open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
+            popular = redline.popular_names()
             sc = redline.Scenarios(work, args.list, names, popular, 1, int(args.secs * 250000 * 1.1))
             if not yardstick:
                 redline.dnsperf(port, sc.files["warm"], 30, qps=20000, outstanding=100, runs=1)

@@ -27,10 +27,12 @@ server forwarded (from its own counters, checked against what was answered).
 import argparse
 import datetime
 import json
+import lzma
 import os
 import platform
 import random
 import re
+import shutil
 import socket
 import statistics
 import struct
@@ -43,6 +45,25 @@ import time
 import section
 
 CANARY = "hydradns-canary.example"
+# The third-party data the benchmarks read: the test data (tests/data/SOURCES.md).
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
+
+
+def data_file(rel, work):
+    """A file of tests/data as a plain path: one kept as REL.xz is decompressed into work."""
+    plain = os.path.join(DATA, rel)
+    if os.path.exists(plain):
+        return plain
+    out = os.path.join(work, os.path.basename(rel))
+    with lzma.open(plain + ".xz") as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+def popular_names():
+    """The popularity list's names in rank order (Tranco-like top 50k)."""
+    with lzma.open(os.path.join(DATA, "popularity", "tranco-like-top50k-2025-02.csv.xz"), "rt") as f:
+        return [line.strip().split(",", 1)[1] for line in f if "," in line]
 # Queries bench-load keeps in flight: enough that no server waits on the load,
 # few enough that none overflows a default socket buffer (on the dev VM the
 # echo responder lost queries at 200 and more, none at 50 or 100).
@@ -828,7 +849,6 @@ def main():
     # Narrowing a run is for profiling one path; the full table needs all of them.
     ap.add_argument("--servers", default=",".join(ORDER), help="comma-separated subset of " + ",".join(ORDER))
     ap.add_argument("--scenarios", default="blocked,hits,mix,mix-log")
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     ap.add_argument("--ab", default="", help="LABEL=BIN,…: HydraDNS builds to compare, saturation only")
     ap.add_argument("--rounds", type=int, dest="rounds_opt", help="saturation rounds per server and scenario")
     ap.add_argument("--secs", type=float, dest="secs_opt", help="seconds per saturation round")
@@ -856,8 +876,7 @@ def main():
     upstream_port = free_port()
     args.upstream_proc = subprocess.Popen(
         ["taskset", "-c", "1", os.path.join(args.bin, "examples", "bench-upstream"), f"127.0.0.1:{upstream_port}"])
-    popular = [line.strip().split(",", 1)[1] for line in
-               open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
+    popular = popular_names()
     results = []
     try:
         servers_for = make_servers(args, work, upstream_port, "500ms")
@@ -872,11 +891,11 @@ def main():
             if n:
                 subprocess.run([os.path.join(args.bin, "examples", "synth-list"), str(n), path], check=True)
             else:
-                d = os.path.join(args.shared, "blocklists")
-                subprocess.run([os.path.join(args.bin, "examples", "list-export"), path,
-                                f"{d}/stevenblack-unified-2026-06-26/unified.domains.txt",
-                                f"{d}/hagezi-2026-08-15/domains__light.txt",
-                                f"{d}/adguard-dns-filter-noprivacy-2026-08-21/filter.txt"], check=True)
+                subprocess.run([os.path.join(args.bin, "examples", "list-export"), path] +
+                               [data_file(f"blocklists/{rel}", work) for rel in
+                                ("stevenblack-unified-2026-06-26/unified.domains.txt",
+                                 "hagezi-2026-08-15/domains__light.txt",
+                                 "adguard-dns-filter-noprivacy-2026-08-21/filter.txt")], check=True)
                 label += " (StevenBlack unified, HaGeZi light, AdGuard DNS filter)"
             with open(path, "a") as f:
                 f.write(CANARY + "\n")

@@ -28,7 +28,8 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the repository
 sys.path.insert(0, os.path.dirname(__file__))
-from redline import CANARY, commit_log, cpu_model, first_answer, free_port, proc_cpu, proc_rss, stats  # noqa: E402
+from redline import (  # noqa: E402
+    CANARY, commit_log, cpu_model, first_answer, free_port, popular_names, proc_cpu, proc_rss, stats)
 
 
 def machine():
@@ -168,7 +169,6 @@ def main():
     ap.add_argument("--wan-outage", type=float, default=0, metavar="MIN",
                     help="stop the upstream for MIN minutes after the warm-up")
     ap.add_argument("--out")
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
     args = ap.parse_args()
     outage = int(args.wan_outage * 60)
     # An outage needs a warm-up before it and a minute of recovery after.
@@ -226,8 +226,7 @@ config querylog 'querylog'
 """)
     # The mix of the redline benchmark: 25 % blocked (names and subdomains),
     # 65 % popular names (cache hits once warm), 10 % names never seen before.
-    popular = [line.strip().split(",", 1)[1] for line in
-               open(os.path.join(args.shared, "popularity", "tranco-like-top50k-2025-02.csv")) if "," in line]
+    popular = popular_names()
     blocked_set = set(names)
     hits = [n for n in popular[:20000] if n not in blocked_set][:5000]
     sample = rng.sample(names, 20000)
