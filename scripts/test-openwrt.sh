@@ -4,7 +4,7 @@
 # tests against the ARM ones under qemu-user, packages all three as .ipk and
 # .apk and checks the packages, holds the UCI parser against libuci, lints
 # the shell scripts, and runs the x86_64 packages on the real OpenWrt
-# userland of ../shared/openwrt-userland (tests/openwrt/rig.sh; needs root),
+# userland of tests/openwrt/userland (tests/openwrt/rig.sh; needs root),
 # and luci-app-hydradns on its web stack (tests/openwrt/luci.sh).
 # Installs what it needs (Debian: qemu-user shellcheck, and what the rig's
 # build.sh installs; PyPI: Zig, cargo-zigbuild; rustup targets).
@@ -48,13 +48,13 @@ for pair in aarch64-unknown-linux-musl:qemu-aarch64 armv7-unknown-linux-musleabi
 done
 
 # The OpenWrt userland: its apk-tools v3 makes and reads the .apk packages.
-step "OpenWrt userland (../shared/openwrt-userland)"
-rig=../shared/openwrt-userland
+step "OpenWrt userland (tests/openwrt/userland)"
+rig=tests/openwrt/userland
 owrt=${OWRT_OUT:-/tmp/owrt}
 # It installs the Debian packages it lacks: with stale package lists, fetch them and try again.
-if ! "$rig/build.sh" "$rig/src" "$owrt" > /tmp/owrt-build.log 2>&1; then
+if ! "$rig/build.sh" vendor/openwrt-src "$owrt" > /tmp/owrt-build.log 2>&1; then
     apt-get update -qq
-    "$rig/build.sh" "$rig/src" "$owrt" > /tmp/owrt-build.log 2>&1 || { cat /tmp/owrt-build.log; exit 1; }
+    "$rig/build.sh" vendor/openwrt-src "$owrt" > /tmp/owrt-build.log 2>&1 || { cat /tmp/owrt-build.log; exit 1; }
 fi
 export APK="$owrt/stage/usr/bin/apk" OWRT_OUT="$owrt"
 
