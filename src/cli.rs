@@ -22,7 +22,8 @@ usage:
   hydradns run [-c FILE] [--log syslog|stderr] [-v] [--user NAME]
                                                       serve DNS in the foreground
   hydradns check-config -c FILE [--shell]             validate FILE; print FILE:LINE: problem
-  hydradns check -c FILE [--client IP|MAC|NAME] NAME  is NAME blocked (for that client), and by which list?
+  hydradns check [-c FILE] [--client IP|MAC|NAME] NAME
+                                                      is NAME blocked (for that client), and by which list?
   hydradns status [-c FILE] [--json]                  running? its config, listen addresses, upstreams, lists, pause
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
   hydradns stats [-c FILE] --history [--json]         queries per 10 minutes over the last 24 h, from the query log
@@ -40,8 +41,8 @@ usage:
                                                       fail DNS open while the daemon does not answer (procd runs it)
   hydradns --version
 
-Without -c, run uses /etc/config/hydradns if it exists, else built-in
-defaults (listen on 127.0.0.1:5353, forward to the resolvers in /etc/resolv.conf).
+Without -c, run (and every command but check-config and watchdog) uses
+/etc/config/hydradns if it exists, else built-in defaults (listen on 127.0.0.1:5353, forward to the resolvers in /etc/resolv.conf).
 Started as root, run binds its sockets and then becomes --user (else option
 user, else hydradns, else nobody) with no privileges; --user root keeps root.";
 
@@ -218,7 +219,7 @@ pub fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if rest.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{}", usage_of(cmd));
+        println!("{}", help_of(cmd));
         return ExitCode::SUCCESS;
     }
     let args = match parse_args(rest) {
@@ -374,8 +375,14 @@ fn check_config(args: Args) -> ExitCode {
             eprintln!("{}: list '{}': {w} (warning)", src.origin, src.name);
         }
     }
+    // "ok" alone would hide the warnings above it (a misspelt option is one).
+    let warnings = match cfg.warnings.len() {
+        0 => String::new(),
+        1 => ", 1 warning".into(),
+        n => format!(", {n} warnings"),
+    };
     println!(
-        "{}: ok ({} listen, {} upstreams, {} lists, {} forward rules{})",
+        "{}: ok ({} listen, {} upstreams, {} lists, {} forward rules{}{warnings})",
         cfg.source,
         cfg.listen.len(),
         cfg.upstreams.len(),
@@ -390,7 +397,7 @@ fn check(args: Args) -> ExitCode {
     if let Err(e) = args.only("check", &["-c", "--client"]) {
         return usage_error("check", e);
     }
-    let cfg = match required_config(&args, "check") {
+    let cfg = match any_config(&args) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -507,6 +514,58 @@ fn usage_of(cmd: &str) -> String {
         }
     }
     if out.len() == "usage:\n".len() { USAGE.to_string() } else { out.trim_end().to_string() }
+}
+
+/// What each option and argument does, for `hydradns CMD --help`: the
+/// commands an entry is for (space-separated; empty: all), the option as
+/// the usage lines write it, and what it does. The first entry that fits wins.
+const OPTIONS: &[(&str, &str, &str)] = &[
+    ("check-config watchdog", "-c FILE", "the config file to read (UCI, as /etc/config/hydradns)"),
+    ("", "-c FILE", "the config file (default: /etc/config/hydradns if it exists, else built-in defaults)"),
+    ("run watchdog", "--log syslog|stderr", "where messages go (default: syslog)"),
+    ("run", "-v", "debug messages too"),
+    ("run", "--user NAME", "the user to become once the sockets are bound (root keeps root)"),
+    ("check-config", "--shell", "print, as name=value lines, the settings the init script needs"),
+    ("check", "--client IP|MAC|NAME", "as that client is answered: its groups, their lists and schedules"),
+    ("log", "--client IP|MAC|NAME", "only that client's queries"),
+    ("", "--json", "machine-readable: one JSON object (log: one per line)"),
+    ("log", "--limit N", "at most N queries, newest first (default 50)"),
+    ("top", "--limit N", "at most N rows (default 10)"),
+    ("log", "--blocked", "only the blocked queries"),
+    ("top", "--blocked", "the names blocked most often"),
+    ("top", "--clients", "the clients that asked most"),
+    ("top", "--domains", "the names asked most"),
+    ("log", "--domain PATTERN", "only that name and the names under it; with * a pattern (*.example.com)"),
+    ("log", "--since 1h", "only the queries of the last DURATION (30m, 1h, 7d)"),
+    ("top", "--since 24h", "count the last DURATION (default 24h)"),
+    ("pause resume", "--group NAME", "only that group's lists and services"),
+    ("pause", "DURATION", "how long (default 5m; 0 ends the pause now)"),
+    ("check", "NAME", "the domain name to look up"),
+    ("watchdog", "--interval 5s", "how often the daemon is asked (default 5s)"),
+    ("watchdog", "--hook FILE", "run with fail-open or restore to switch dnsmasq (default /etc/init.d/hydradns)"),
+    ("watchdog", "--state FILE", "where the fail-open state is kept (default /var/run/hydradns.unfiltered)"),
+];
+
+/// `hydradns CMD --help`: the command's usage lines, then each of its
+/// options and arguments with what it does.
+fn help_of(cmd: &str) -> String {
+    let usage = usage_of(cmd);
+    if usage == USAGE {
+        return usage;
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    let mut lines = Vec::new();
+    for &(cmds, opt, what) in OPTIONS {
+        let word = opt.split_whitespace().next().unwrap_or(opt);
+        let applies = cmds.is_empty() || cmds.split_whitespace().any(|c| c == cmd);
+        // A word of the usage, not part of one: "-c" is not in "--client".
+        let used = usage.split(|c: char| c.is_whitespace() || "[]|".contains(c)).any(|w| w == word);
+        if applies && used && !seen.contains(&word) {
+            seen.push(word);
+            lines.push(format!("  {opt:<22} {what}"));
+        }
+    }
+    if lines.is_empty() { usage } else { format!("{usage}\n\noptions:\n{}", lines.join("\n")) }
 }
 
 fn usage_error(cmd: &str, e: String) -> ExitCode {
@@ -667,11 +726,13 @@ fn stats_text(r: &Report) -> String {
     );
     let _ = writeln!(o, "lists        {} blocked, {} allowed names", r.blocklist_names, r.allowlist_names);
     for l in &r.lists {
-        let _ = writeln!(
-            o,
-            "  {} ({}): {} blocks, {} allows, {} unsupported, {} invalid",
-            l.name, l.kind, l.blocks, l.allows, l.unsupported, l.invalid
-        );
+        // An allowlist's plain entries allow: none of them blocks.
+        let entries = match l.kind.as_str() {
+            "allowlist" => format!("{} allows", l.blocks + l.allows),
+            _ => format!("{} blocks, {} allows", l.blocks, l.allows),
+        };
+        let _ =
+            writeln!(o, "  {} ({}): {entries}, {} unsupported, {} invalid", l.name, l.kind, l.unsupported, l.invalid);
     }
     o.push_str(&group_lines(r));
     for u in &r.upstreams {
@@ -1088,7 +1149,7 @@ fn lists_cmd(args: Args) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{USAGE, usage_of};
+    use super::{OPTIONS, USAGE, help_of, usage_of};
 
     #[test]
     fn each_command_has_its_own_usage() {
@@ -1099,8 +1160,34 @@ mod tests {
         let run = usage_of("run");
         assert!(run.contains("hydradns run [-c FILE]") && run.contains("serve DNS in the foreground"), "{run}");
         assert!(!run.contains("check-config"));
-        assert!(usage_of("check").contains("hydradns check -c FILE [--client IP|MAC|NAME] NAME"));
+        assert!(usage_of("check").contains("hydradns check [-c FILE] [--client IP|MAC|NAME] NAME"));
         assert!(!usage_of("check").contains("check-config"));
         assert_eq!(usage_of("nonsense"), USAGE);
+    }
+
+    /// Each option a command's usage names is explained in its --help, and
+    /// each explanation belongs to an option some command has.
+    #[test]
+    fn help_says_what_each_option_does() {
+        for cmd in ["run", "check-config", "check", "status", "stats", "metrics", "log", "top", "update", "lists"]
+            .into_iter()
+            .chain(["services", "pause", "resume", "watchdog"])
+        {
+            let help = help_of(cmd);
+            let usage = usage_of(cmd);
+            for word in usage.split(|c: char| c.is_whitespace() || "[]|".contains(c)).filter(|w| w.starts_with('-')) {
+                let line = format!("\n  {word}");
+                assert!(help.contains(&line), "{cmd} --help does not explain {word}:\n{help}");
+            }
+        }
+        let log = help_of("log");
+        assert!(log.contains("  --limit N              at most N queries, newest first (default 50)"), "{log}");
+        assert!(help_of("top").contains("  --limit N              at most N rows (default 10)"));
+        assert!(help_of("check").contains("  NAME                   the domain name to look up"));
+        assert!(!help_of("check").contains("--json"), "only the command's own options");
+        for (cmds, opt, _) in OPTIONS {
+            let word = opt.split_whitespace().next().unwrap_or(opt);
+            assert!(USAGE.contains(word), "{opt} ({cmds}) is in no usage line");
+        }
     }
 }

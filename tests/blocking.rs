@@ -44,6 +44,10 @@ fn exact_subdomain_and_allowlisted_names() {
     assert_eq!(stats["forwarded"], 4);
     assert_eq!(stats["cached"], 4);
     assert!(gw.log().contains("list 'ads' (blocklist): 3 blocks"), "{}", gw.log());
+    // An allowlist's entries allow; its load line calls none of them a block.
+    assert!(gw.log().contains("list 'allowlist2' (allowlist): 1 allows, "), "{}", gw.log());
+    let (_, text, _) = cli(&["stats", "-c", gw.config.to_str().unwrap()]);
+    assert!(text.contains("  allowlist2 (allowlist): 1 allows, 0 unsupported"), "{text}");
 }
 
 fn mode_answers(mode: &str) -> (Reply, Reply, Reply) {

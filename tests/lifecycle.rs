@@ -25,6 +25,8 @@ fn check_config_reports_file_and_line() {
         ("config hydradns\n\tlist upstream 'dns.example'\n", 2),
         ("option cache_size '1'\n", 1),
         ("config hydradns\n\toption cache_size 'unterminated\n", 2),
+        // Left open on line 2, the quote closes at line 3's opening one.
+        ("config hydradns\n\toption cache_size '100\n\tlist upstream '192.0.2.1'\n", 2),
     ] {
         let bad = dir.file("bad.conf", text);
         let (code, _, err) = cli(&["check-config", "-c", bad.to_str().unwrap()]);
@@ -34,6 +36,36 @@ fn check_config_reports_file_and_line() {
     let (code, _, err) = cli(&["check-config", "-c", "/nonexistent/hydradns.conf"]);
     assert_eq!(code, 2);
     assert!(err.contains("/nonexistent/hydradns.conf: cannot read"), "{err}");
+}
+
+/// A misspelt option is ignored, so the gateway forwards somewhere else
+/// than meant: the warning says what was meant, in check-config's output
+/// and in the log at start.
+#[test]
+fn a_misspelt_option_is_named_with_what_was_meant() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let text = format!("{}\tlist upstrem '192.0.2.99'\n", config(&[&up], ""));
+    let meant = "unknown option 'upstrem' in 'hydradns' section ignored; did you mean 'upstream'?";
+    let dir = TempDir::new();
+    let file = dir.file("typo.conf", &text);
+    let (code, out, err) = cli(&["check-config", "-c", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("{}:5: {meant} (warning)", file.display())), "{err}");
+    assert!(out.contains(": ok (") && out.contains("1 warning"), "{out}");
+    let gw = Gateway::start(&text);
+    assert!(gw.log().contains(meant), "{}", gw.log());
+}
+
+/// `check` reads the system config or the built-in defaults without `-c`,
+/// as every other command but check-config does.
+#[test]
+fn check_needs_no_config_option() {
+    let (code, out, err) = cli(&["check", "example.org"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("example.org: not blocked"), "{out}");
+    // --help says what each option does.
+    let (_, help, _) = cli(&["check", "--help"]);
+    assert!(help.contains("\noptions:\n") && help.contains("as that client is answered"), "{help}");
 }
 
 /// The init script evals this: it must stay plain `name=value` lines.
@@ -394,7 +426,8 @@ fn status_says_whether_it_runs_and_with_what() {
     assert!(out.contains(&format!("upstream     {} (up", up.addr)), "{out}");
     assert!(out.contains("blocking     on, 1 names blocked so far"), "{out}");
     assert!(out.contains("list         ads (blocklist): 2 entries"), "{out}");
-    let (_, json, _) = cli(&["status", "-c", c, "--json"]);
+    let (code, json, _) = cli(&["status", "-c", c, "--json"]);
+    assert_eq!(code, 0, "{json}");
     assert!(json.starts_with("{\"schema\":1,\"running\":true,"), "{json}");
     let (_, stats, _) = cli(&["stats", "-c", c, "--json"]);
     assert!(stats.starts_with("{\"schema\":1,"), "{stats}");
@@ -404,7 +437,8 @@ fn status_says_whether_it_runs_and_with_what() {
     assert_eq!(code, 3, "{out}");
     assert!(out.starts_with("hydradns     not running ("), "{out}");
     assert!(out.contains("list         ads (blocklist): 2 entries"), "{out}");
-    let (_, json, _) = cli(&["status", "-c", c, "--json"]);
+    let (code, json, _) = cli(&["status", "-c", c, "--json"]);
+    assert_eq!(code, 3, "--json exits as the text does: {json}");
     assert!(json.contains("\"running\":false") && !json.contains("\"stats\""), "{json}");
     drop(dir);
 }

@@ -530,8 +530,8 @@ impl Config {
                     main_seen = true;
                     reader.main(&mut cfg, &mut replaced)?;
                 }
-                "blocklist" => cfg.lists.push(reader.list(ListKind::Block, cfg.lists.len())?),
-                "allowlist" => cfg.lists.push(reader.list(ListKind::Allow, cfg.lists.len())?),
+                "blocklist" => cfg.lists.push(reader.list(ListKind::Block, &cfg.lists)?),
+                "allowlist" => cfg.lists.push(reader.list(ListKind::Allow, &cfg.lists)?),
                 "forward" => cfg.forwards.push(reader.forward()?),
                 "record" => reader.record(&mut cfg.records)?,
                 "client" => cfg.clients.push(reader.client()?),
@@ -827,6 +827,137 @@ fn line_of(sections: &[uci::Section], key: &str) -> usize {
     sections.iter().flat_map(|s| s.values.iter()).find(|v| v.key == key).map_or(0, |v| v.line)
 }
 
+/// The file name of a URL's path without its extension
+/// (`https://host/lists/ads.txt?x=1` → `ads`); none for a bare host.
+fn url_file_stem(url: &str) -> Option<String> {
+    let path = url.split(['?', '#']).next()?.splitn(4, '/').nth(3)?;
+    let file = path.rsplit('/').next().filter(|f| !f.is_empty())?;
+    let stem = Path::new(file).file_stem()?.to_string_lossy().into_owned();
+    (!stem.is_empty()).then_some(stem)
+}
+
+/// The options each section type reads, for the "did you mean" of an
+/// unknown one: a typo'd `list upstrem` is ignored, and the gateway
+/// forwards to resolv.conf's servers instead, so the warning must say what
+/// was meant. `options_table_matches_the_readers` holds each name to being read.
+const OPTIONS: &[(&str, &[&str])] = &[
+    (
+        "hydradns",
+        &[
+            "listen",
+            "upstream",
+            "bootstrap",
+            "time_check",
+            "plain_domain",
+            "fallback",
+            "cache_size",
+            "block_mode",
+            "block_ttl",
+            "min_ttl",
+            "max_ttl",
+            "upstream_timeout",
+            "upstream_strategy",
+            "serve_stale",
+            "prefetch",
+            "trust_upstream_ad",
+            "stale_client_timeout",
+            "stale_answer_ttl",
+            "stale_max_age",
+            "tcp_idle_timeout",
+            "tcp_max_connections",
+            "tcp_max_per_client",
+            "forward_max",
+            "workers",
+            "control_socket",
+            "metrics_listen",
+            "metrics_textfile",
+            "list_dir",
+            "refresh_interval",
+            "max_list_size",
+            "download_timeout",
+            "ca_file",
+            "cname_inspection",
+            "services_url",
+            "allow_client",
+            "leases_file",
+            "time_synced_file",
+            "ethers_file",
+            "trusted_proxy",
+            "rebind_protection",
+            "ratelimit",
+            "ratelimit_burst",
+            "ratelimit_action",
+            "block_bypass",
+            "any_mode",
+            "rebind_allow",
+            "deny_action",
+            "resolv_file",
+            "dnsmasq_mode",
+            "dnsmasq_port",
+            "local_domain",
+            "enabled",
+            "user",
+            "stats_interval",
+            "force_dns",
+            "force_dns_port",
+            "force_dns_zone",
+            "force_dns_exempt",
+            "fail_open",
+        ],
+    ),
+    ("blocklist", &["name", "path", "domain", "group", "enabled", "url"]),
+    ("allowlist", &["name", "path", "domain", "group", "enabled", "url"]),
+    (
+        "querylog",
+        &[
+            "enabled",
+            "path",
+            "flash_path",
+            "flush_interval",
+            "retention",
+            "max_size",
+            "queue_size",
+            "batch_size",
+            "batch_interval",
+            "anonymize_clients",
+            "stats_interval",
+        ],
+    ),
+    ("forward", &["domain", "server"]),
+    ("record", &["name", "ip", "cname", "ttl"]),
+    ("client", &["name", "match", "group"]),
+    ("group", &["schedule", "block_mode", "service", "safe_search", "youtube_restrict", "querylog"]),
+    ("schedule", &["day", "start", "end"]),
+];
+
+/// The option of section type `kind` that `key` most likely misspells:
+/// at most two edits away (one for short names), the closest first.
+fn suggest(kind: &str, key: &str) -> Option<&'static str> {
+    let (_, names) = OPTIONS.iter().find(|(k, _)| *k == kind)?;
+    let most = if key.len() <= 4 { 1 } else { 2 };
+    names.iter().map(|n| (edits(key, n), *n)).filter(|&(d, _)| d <= most).min_by_key(|&(d, _)| d).map(|(_, n)| n)
+}
+
+/// Levenshtein distance, with a swap of two neighbours counted as one edit.
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut rows = vec![(0..=b.len()).collect::<Vec<usize>>(); a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (rows[i - 1][j] + 1).min(rows[i][j - 1] + 1).min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = d;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
 /// Reads one section's values, turning bad ones into `file:line` errors.
 struct SectionReader<'a> {
     file: &'a str,
@@ -853,7 +984,10 @@ impl SectionReader<'_> {
     }
 
     fn unknown(&mut self, v: &uci::Value) {
-        let text = format!("unknown option '{}' in '{}' section ignored", v.key, self.section.kind);
+        let mut text = format!("unknown option '{}' in '{}' section ignored", v.key, self.section.kind);
+        if let Some(meant) = suggest(&self.section.kind, &v.key) {
+            text.push_str(&format!("; did you mean '{meant}'?"));
+        }
         self.warn(v.line, &text);
     }
 
@@ -1023,7 +1157,7 @@ impl SectionReader<'_> {
         Ok(())
     }
 
-    fn list(&mut self, kind: ListKind, index: usize) -> Result<ListSource, ConfigError> {
+    fn list(&mut self, kind: ListKind, earlier: &[ListSource]) -> Result<ListSource, ConfigError> {
         let mut src = ListSource {
             name: String::new(),
             kind,
@@ -1056,11 +1190,20 @@ impl SectionReader<'_> {
             }
         }
         if src.name.is_empty() {
-            src.name = self.section.name.clone().unwrap_or_else(|| {
-                let stem = src.paths.first().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned());
-                let host = src.url.as_deref().and_then(|u| u.split('/').nth(2)).map(str::to_string);
-                stem.or(host).unwrap_or_else(|| format!("{}{}", self.section.kind, index + 1))
-            });
+            // The section's name, else the file's: the URL's file name too,
+            // since two lists from one host would share the host's name
+            // (and so their metrics series and log name).
+            let stem = src.paths.first().and_then(|p| p.file_stem()).map(|s| s.to_string_lossy().into_owned());
+            let url_stem = src.url.as_deref().and_then(url_file_stem);
+            let host = src.url.as_deref().and_then(|u| u.split('/').nth(2)).map(str::to_string);
+            let name = self.section.name.clone().or(stem).or(url_stem).or(host);
+            let fallback = format!("{}{}", self.section.kind, earlier.len() + 1);
+            src.name = match name {
+                // Still one name for two lists: the second gets its position.
+                Some(n) if earlier.iter().any(|l| l.name == n) => format!("{n}-{}", earlier.len() + 1),
+                Some(n) => n,
+                None => fallback,
+            };
         }
         if !enabled {
             src.paths.clear();
@@ -1314,6 +1457,66 @@ config forward
 config mystery
 ";
 
+    /// The default name is the section's, else the file's (of a path or a
+    /// URL), never one name for two lists.
+    #[test]
+    fn unnamed_lists_get_distinct_names() {
+        let text = "config blocklist\n\toption url 'https://lists.example/ads.txt'\n\
+                    config blocklist\n\toption url 'https://lists.example/trackers/hosts?v=2'\n\
+                    config blocklist 'mine'\n\toption url 'https://lists.example/x.txt'\n\
+                    config blocklist\n\toption url 'https://lists.example/'\n\
+                    config allowlist\n\toption url 'https://other.example/ads.txt'\n\
+                    config blocklist\n\toption path '/etc/hydradns/local.txt'\n";
+        let c = Config::parse("f", text).unwrap();
+        let names: Vec<&str> = c.lists.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["ads", "hosts", "mine", "lists.example", "ads-5", "local"]);
+        assert_eq!(url_file_stem("https://h.example"), None);
+    }
+
+    #[test]
+    fn a_misspelt_option_gets_a_suggestion() {
+        let c = Config::parse("f", "config hydradns\n\tlist upstrem '192.0.2.1'\n\toption cahce_size '9'\n").unwrap();
+        assert_eq!(
+            c.warnings,
+            [
+                "f:2: unknown option 'upstrem' in 'hydradns' section ignored; did you mean 'upstream'?",
+                "f:3: unknown option 'cahce_size' in 'hydradns' section ignored; did you mean 'cache_size'?",
+            ]
+        );
+        assert_eq!(suggest("blocklist", "urll"), Some("url"));
+        assert_eq!(suggest("hydradns", "frobnicate"), None, "nothing close: no guess");
+        assert_eq!(suggest("schedule", "xyz"), None);
+    }
+
+    /// Each option the suggestions know is one its section's reader takes:
+    /// read, it is no "unknown option" (a bad value is an error on its line).
+    #[test]
+    fn options_table_matches_the_readers() {
+        for (kind, names) in OPTIONS {
+            for name in *names {
+                // A section is refused whole without its other options, or naming a group or schedule none defines.
+                let rest = match *kind {
+                    "forward" => "\toption domain 'lan'\n\toption server '192.0.2.1'\n",
+                    "record" => "\toption name 'nas.lan'\n\toption ip '192.0.2.1'\n",
+                    "client" => "\tlist match '192.0.2.7'\nconfig group 'x'\n",
+                    "blocklist" | "allowlist" => "config group 'x'\n",
+                    "group" => "config schedule 'x'\n\tlist day 'mon'\n\toption start '08:00'\n\toption end '09:00'\n",
+                    "schedule" => "\tlist day 'mon'\n\toption start '08:00'\n\toption end '09:00'\n",
+                    _ => "",
+                };
+                let text = format!("config {kind} 's'\n\toption {name} 'x'\n{rest}");
+                match Config::parse("f", &text) {
+                    Ok(c) => {
+                        assert!(!c.warnings.iter().any(|w| w.contains("unknown option")), "{text}: {:?}", c.warnings)
+                    }
+                    Err(e) => assert_eq!(e.line, 2, "{text}: {e}"),
+                }
+            }
+        }
+        let c = Config::parse("f", "config hydradns 'x'\n\toption nonesuch 'x'\n").unwrap();
+        assert!(c.warnings[0].contains("unknown option 'nonesuch'"), "the check above can fail");
+    }
+
     #[test]
     fn full_config() {
         let c = Config::parse("f", FULL).unwrap();
@@ -1390,7 +1593,7 @@ config mystery
         let saved = c.lists[0].saved.as_ref().unwrap();
         assert!(saved.starts_with("/tmp/lists"));
         assert!(saved.file_name().unwrap().to_str().unwrap().starts_with("hagezi_light-"), "{saved:?}");
-        assert_eq!(c.lists[1].name, "lists.example");
+        assert_eq!(c.lists[1].name, "hosts", "the URL's file name, as the docs say");
         assert_ne!(c.lists[0].saved, c.lists[1].saved);
         for (text, line) in [
             ("config blocklist\n\toption url 'ftp://x.example/l'\n", 2),

@@ -94,6 +94,11 @@ struct Lexer<'a> {
     /// Where each physical line starts in `buf`, and its number.
     marks: Vec<(usize, usize)>,
     next_line: usize,
+    /// The first quoted string of this logical line that ran on over a line
+    /// end: its opening line and the line it closed on. When the file then
+    /// ends inside a quote, this one is most likely the quote left open
+    /// (its closing quote was the next value's opening one).
+    spanned: Option<(usize, usize)>,
 }
 
 /// A syntax error before it is given a file name: line and message.
@@ -101,7 +106,7 @@ type Fault = (usize, String);
 
 impl<'a> Lexer<'a> {
     fn new(text: &'a str) -> Self {
-        Lexer { rest: text, buf: Vec::new(), pos: 0, marks: Vec::new(), next_line: 1 }
+        Lexer { rest: text, buf: Vec::new(), pos: 0, marks: Vec::new(), next_line: 1, spanned: None }
     }
 
     /// Replaces what `buf` holds from `at` on with the next physical line;
@@ -124,6 +129,7 @@ impl<'a> Lexer<'a> {
     fn next_logical_line(&mut self) -> bool {
         self.pos = 0;
         self.marks.clear();
+        self.spanned = None;
         self.pull(0)
     }
 
@@ -169,6 +175,10 @@ impl<'a> Lexer<'a> {
         loop {
             match self.cur() {
                 c if c == quote => {
+                    let closed = self.line_at(self.pos);
+                    if closed > opened && self.spanned.is_none() {
+                        self.spanned = Some((opened, closed));
+                    }
                     self.pos += 1;
                     return Ok(());
                 }
@@ -176,7 +186,16 @@ impl<'a> Lexer<'a> {
                 0 => {
                     if !self.pull(self.pos) || self.cur() == 0 {
                         let which = if quote == b'"' { "double" } else { "single" };
-                        return Err((opened, format!("unterminated {which} quote")));
+                        return Err(match self.spanned {
+                            Some((line, closed)) => (
+                                line,
+                                format!(
+                                    "unterminated quote: the one opened on this line runs on to line {closed}, \
+                                     and the file ends inside the {which} quote opened there"
+                                ),
+                            ),
+                            None => (opened, format!("unterminated {which} quote")),
+                        });
                     }
                 }
                 b'\\' if quote == b'"' => {
@@ -539,6 +558,13 @@ config blocklist
         assert!(e.message.contains("too many words"));
         let e = parse("f", "config t\n\toption a 'open\n\toption b 2\n").unwrap_err();
         assert_eq!((e.line, e.message.as_str()), (2, "unterminated single quote"), "where the quote opened");
+        // The quote left open on line 2 closes at the next value's opening
+        // quote on line 3, whose own quote then never closes: line 2 is the
+        // one to fix.
+        let e =
+            parse("f", "config hydradns 'main'\n\toption cache_size '100\n\tlist upstream '192.0.2.1'\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.message.contains("runs on to line 3"), "{e}");
         let e = parse("f", "x\n").unwrap_err();
         assert_eq!(e.line, 1);
         assert_eq!(parse("f", "config\n").unwrap_err().message, "'config' needs arguments");

@@ -566,20 +566,14 @@ impl Policy {
             .iter()
             .map(|s| {
                 let st = &s.stats;
+                // An allowlist's plain entries allow (see `takes_effect`).
+                let entries = match s.kind {
+                    ListKind::Block => format!("blocklist): {} blocks, {} allows", st.blocks, st.allows),
+                    ListKind::Allow => format!("allowlist): {} allows", st.blocks + st.allows),
+                };
                 let mut line = format!(
-                    "list '{}' ({}): {} blocks, {} allows, {} badfilters, {} ignored, {} unsupported, {} invalid, {} lines",
-                    s.name,
-                    match s.kind {
-                        ListKind::Block => "blocklist",
-                        ListKind::Allow => "allowlist",
-                    },
-                    st.blocks,
-                    st.allows,
-                    st.badfilters,
-                    st.ignored,
-                    st.unsupported,
-                    st.invalid,
-                    st.lines
+                    "list '{}' ({entries}, {} badfilters, {} ignored, {} unsupported, {} invalid, {} lines",
+                    s.name, st.badfilters, st.ignored, st.unsupported, st.invalid, st.lines
                 );
                 if let Some(p) = &s.pending {
                     line.push_str("; ");
