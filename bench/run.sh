@@ -5,7 +5,8 @@
 # Debian, builds the release binary and the benchmark's helpers, generates its
 # data deterministically, prints a markdown table and writes it, with the
 # machine and the date, to docs/benchmarks.md (--quick: a short pass on the
-# 100k list that proves the script works; it writes nothing, judges nothing).
+# 100k list that proves the script works; it writes nothing, and judges only
+# instructions per query, against bench/baseline.json).
 # Then bench/lowrate.py adds the idle and low-rate table (bench/lowrate.py
 # alone rewrites just that section), and bench/instructions.py adds instructions per query counted by
 # callgrind, which a noisy machine moves far less than the rates (a few per cent).
@@ -30,5 +31,7 @@ if [ -n "$out" ]; then
         python3 bench/section.py "$out" instructions bench/instructions.py
 else
     python3 bench/lowrate.py --bin target/release --hydradns "$HYDRADNS_BIN" --quick
-    python3 bench/instructions.py --bin target/release --hydradns "$HYDRADNS_BIN" --quick
+    # The speed ratchet: fails when a scenario costs more than 3 % over
+    # bench/baseline.json (docs/benchmarks.md, "The speed ratchet").
+    python3 bench/instructions.py --bin target/release --hydradns "$HYDRADNS_BIN" --quick --baseline bench/baseline.json
 fi
