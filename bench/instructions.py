@@ -47,6 +47,10 @@ SCENARIOS = [("blocked", "blocked"), ("hits", "hits"), ("misses", "misses"), ("m
              ("mix, log on", "mix0")]
 # How far above the baseline a scenario may go before --baseline fails.
 TOLERANCE_PERCENT = 3
+# The query log's writer batches entries by time, not by count, so its
+# scenario's lowest of three rounds still moved from 10,226 to 16,472 over
+# five passes (2026-12-05): 3 % would fail one pass in a few.
+WIDER = {"mix, log on": 10}
 
 
 def hydradns_row(scen):
@@ -70,6 +74,7 @@ def write_baseline(path, rows, args, n):
         "machine": redline.cpu_model(),
         "date": datetime.date.today().isoformat(),
         "tolerance_percent": TOLERANCE_PERCENT,
+        "tolerance_percent_by_scenario": WIDER,
         "instructions_per_query": figures,
     }
     with open(path, "w") as f:
@@ -87,7 +92,9 @@ def check_baseline(path, rows, n):
               f"compare like with like (--quick or not)")
         return 1
     tolerance = base.get("tolerance_percent", TOLERANCE_PERCENT)
-    print(f"\n## Against {path} (commit {base['commit']}, tolerance +{tolerance} %)\n")
+    wider = base.get("tolerance_percent_by_scenario", {})
+    print(f"\n## Against {path} (commit {base['commit']}, tolerance +{tolerance} %"
+          + "".join(f", {k} +{v} %" for k, v in wider.items()) + ")\n")
     print("| scenario | baseline | now | change |")
     print("|---|---|---|---|")
     above, below = [], []
@@ -97,9 +104,9 @@ def check_baseline(path, rows, n):
             continue
         change = 100 * (now / want - 1)
         print(f"| {scen} | {want:,} | {now:,.0f} | {change:+.1f} % |")
-        if change > tolerance:
+        if change > wider.get(scen, tolerance):
             above.append(f"{scen} {want:,} -> {now:,.0f} ({change:+.1f} %)")
-        elif change < -tolerance:
+        elif change < -wider.get(scen, tolerance):
             below.append(scen)
     if below:
         print(f"\nBelow the baseline by more than {tolerance} %: {', '.join(below)}. Lower it in a commit of its own: "
@@ -235,7 +242,8 @@ def main():
         with open(args.baseline) as f:
             base = json.load(f)
         tolerance = base.get("tolerance_percent", TOLERANCE_PERCENT)
-        limits = {k: v * (1 + tolerance / 100) for k, v in base["instructions_per_query"].items()}
+        wider = base.get("tolerance_percent_by_scenario", {})
+        limits = {k: v * (1 + wider.get(k, tolerance) / 100) for k, v in base["instructions_per_query"].items()}
     try:
         path = os.path.join(args.work, "100k.list")
         subprocess.run([os.path.join(args.bin, "examples", "synth-list"), "100000", path], check=True)
