@@ -29,7 +29,7 @@ usage:
   hydradns stats [-c FILE] --history [--json]         queries per 10 minutes over the last 24 h, from the query log
   hydradns metrics [-c FILE]                          the same in Prometheus's text format
   hydradns log [-c FILE] [--limit N] [--blocked] [--client IP|MAC|NAME] [--domain PATTERN] [--since 1h] [--json]
-               [--outcome OUTCOME] [--list NAME] [--before ID]   (ID: a row's id in --json; the page before it)
+               [--outcome OUTCOME] [--list NAME] [--before ID]
   hydradns top [-c FILE] [--blocked|--clients|--domains] [--since 24h] [--limit N] [--json]
   hydradns update [-c FILE] [--json]                  download the lists now (through the gateway if running)
   hydradns lists [-c FILE] [--json]                   each list source: entries, last download, errors
@@ -538,6 +538,10 @@ const OPTIONS: &[(&str, &str, &str)] = &[
     ("log", "--domain PATTERN", "only that name and the names under it; with * a pattern (*.example.com)"),
     ("log", "--since 1h", "only the queries of the last DURATION (30m, 1h, 7d)"),
     ("top", "--since 24h", "count the last DURATION (default 24h)"),
+    ("log", "--outcome OUTCOME", "only queries answered so (blocked, cached, forwarded, safe_search, …)"),
+    ("log", "--list NAME", "only the queries that list (or service:ID) blocked or allowed"),
+    ("log", "--before ID", "the page before the row ID (a row's id in --json), for paging back"),
+    ("stats", "--history", "queries per 10 minutes over the last 24 h, from the query log (oldest first)"),
     ("pause resume", "--group NAME", "only that group's lists and services"),
     ("pause", "DURATION", "how long (default 5m; 0 ends the pause now)"),
     ("check", "NAME", "the domain name to look up"),
