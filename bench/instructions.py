@@ -192,6 +192,21 @@ def print_by_function(scen, one, two, n, top=60):
         print(f"| {d:,.0f} | {100 * d / total:.1f} % | `{f[:110]}` |")
 
 
+def same_answers(hydradns, conf, names):
+    """The names `conf` neither blocks nor rewrites for 127.0.0.1, as
+    `hydradns check` says: comparing a config with services and safe search
+    against one without them is fair only on names both answer alike (the
+    popular names hold Google's country domains and the services' own)."""
+    kept = []
+    for name in names:
+        out = subprocess.run([hydradns, "check", "-c", conf, "--client", "127.0.0.1", name],
+                             capture_output=True, text=True, check=True).stdout
+        if f"{name}: not blocked" in out:
+            kept.append(name)
+    print(f"--same-answers: {len(kept)} of {len(names)} popular names answered alike", file=sys.stderr)
+    return kept
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True, help="directory with the examples (and hydradns)")
@@ -204,6 +219,9 @@ def main():
     ap.add_argument("--scenarios", help="comma-separated subset of " + ",".join(s for s, _ in SCENARIOS))
     ap.add_argument("--extra-conf", metavar="FILE",
                     help="append FILE to HydraDNS's config (e.g. bench/parental.conf)")
+    ap.add_argument("--same-answers", metavar="FILE",
+                    help="ask only popular names that FILE (e.g. bench/parental.conf) answers as the default config "
+                         "does for 127.0.0.1 (not blocked, no safe search): two configs compared on the same answers")
     ap.add_argument("--baseline", metavar="FILE",
                     help="fail if HydraDNS is more than the tolerance above FILE (bench/baseline.json)")
     ap.add_argument("--write-baseline", metavar="FILE", help="write HydraDNS's figures of this run to FILE")
@@ -251,6 +269,8 @@ def main():
             f.write(redline.CANARY + "\n")
         names = redline.read_names(path)
         popular = redline.popular_names()
+        if args.same_answers:
+            popular = same_answers(args.hydradns, args.same_answers, popular[:8000])
         sc = redline.Scenarios(args.work, "100k", names, popular, 1, 2 * n)
         servers = redline.make_servers(args, args.work, upstream_port, "500ms")(path, names)
         servers.pop("_upstream")
