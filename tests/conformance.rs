@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -147,8 +147,7 @@ struct Scripted {
 
 impl Scripted {
     fn start() -> Scripted {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let tcp = TcpListener::bind(udp.local_addr().unwrap()).unwrap();
+        let (udp, tcp) = udp_and_tcp_on("127.0.0.1:0".parse().unwrap());
         udp.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
         tcp.set_nonblocking(true).unwrap();
         let s = Scripted { addr: udp.local_addr().unwrap(), seen_flags: Arc::default(), stop: Arc::default() };

@@ -153,6 +153,19 @@ pub struct Upstream {
     stop: Arc<AtomicBool>,
 }
 
+/// A UDP socket and a TCP listener on one port of `bind`'s address (port
+/// 0: any). The UDP port the kernel picks may be taken for TCP by another
+/// test's connection: fresh ports are tried until both binds succeed.
+pub fn udp_and_tcp_on(bind: SocketAddr) -> (UdpSocket, TcpListener) {
+    (0..64)
+        .find_map(|_| {
+            let udp = UdpSocket::bind(bind).ok()?;
+            let tcp = TcpListener::bind(udp.local_addr().ok()?).ok()?;
+            Some((udp, tcp))
+        })
+        .expect("no port free for both UDP and TCP")
+}
+
 impl Upstream {
     pub fn start(answer_ip: Ipv4Addr) -> Upstream {
         Upstream::start_on("127.0.0.1:0".parse().unwrap(), answer_ip)
@@ -161,15 +174,7 @@ impl Upstream {
     /// On `bind` (port 0: any free one), e.g. port 53 of an address of
     /// 127/8, as a resolv.conf can name no other port.
     pub fn start_on(bind: SocketAddr, answer_ip: Ipv4Addr) -> Upstream {
-        // The UDP port the kernel picks may be taken for TCP by another
-        // test's connection: try fresh ports until both binds succeed.
-        let (udp, tcp) = (0..64)
-            .find_map(|_| {
-                let udp = UdpSocket::bind(bind).ok()?;
-                let tcp = TcpListener::bind(udp.local_addr().ok()?).ok()?;
-                Some((udp, tcp))
-            })
-            .expect("no port free for both UDP and TCP");
+        let (udp, tcp) = udp_and_tcp_on(bind);
         let addr = udp.local_addr().unwrap();
         udp.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
         tcp.set_nonblocking(true).unwrap();
