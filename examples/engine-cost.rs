@@ -10,7 +10,8 @@ mod synth;
 use std::sync::Arc;
 use std::time::Instant;
 
-use hydradns::cache::{self, Stored};
+use hydradns::answer::Stored;
+use hydradns::cache;
 use hydradns::config::{Config, ListKind, ListSource};
 use hydradns::policy::Policy;
 use hydradns::query::{Engine, Origin, Snapshot, Step, Transport};

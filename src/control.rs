@@ -24,11 +24,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nanoserde::SerJson;
-use smol::future::FutureExt;
 use smol::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use smol::{Async, LocalExecutor, Timer};
 
-use crate::server::status::Status;
+use crate::status::Status;
+use crate::sys::within;
 
 /// How long one control connection may take.
 const CONN_TIMEOUT: Duration = Duration::from_secs(2);
@@ -164,16 +164,6 @@ pub async fn serve(
         })
         .detach();
     }
-}
-
-/// Runs `f` for at most `limit`.
-pub async fn within<T>(limit: Duration, f: impl std::future::Future<Output = T>) -> Option<T> {
-    async { Some(f.await) }
-        .or(async {
-            Timer::after(limit).await;
-            None
-        })
-        .await
 }
 
 async fn respond(request: &str, status: &Status) -> String {

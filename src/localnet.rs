@@ -24,7 +24,7 @@ const RTMGRP_IPV6_IFADDR: u32 = 0x100;
 /// Loopback and the network of every address of every interface.
 pub fn networks() -> io::Result<AccessList> {
     let mut list = AccessList::loopback();
-    netlink::dump(RTM_GETADDR, IFADDRMSG, 0, |kind, body| {
+    netlink::dump(RTM_GETADDR, IFADDRMSG, 0, &mut |kind, body| {
         if let Some(((net, prefix), local)) = network(kind, body) {
             let _ = list.add_network(net, Some(prefix));
             if let Some(local) = local {

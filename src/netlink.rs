@@ -33,7 +33,7 @@ fn align(len: usize) -> usize {
 /// `family` (0 for all), whose request carries a `body_len`-byte family
 /// header, and hands each reply's type and body (the bytes after its
 /// header) to `each`, until the dump ends.
-pub fn dump(kind: u16, body_len: usize, family: u8, mut each: impl FnMut(u16, &[u8])) -> io::Result<()> {
+pub fn dump(kind: u16, body_len: usize, family: u8, each: &mut dyn FnMut(u16, &[u8])) -> io::Result<()> {
     let body_len = body_len.clamp(1, MAX_REQUEST_BODY);
     // Protocol 0, NETLINK_ROUTE (rustix takes `None` for it).
     let fd = rustix::net::socket(AddressFamily::NETLINK, SocketType::RAW, None)?;
@@ -48,7 +48,7 @@ pub fn dump(kind: u16, body_len: usize, family: u8, mut each: impl FnMut(u16, &[
     let mut buf = vec![0u8; 32 * 1024];
     for _ in 0..MAX_READS {
         let (n, _) = rustix::net::recv(&fd, &mut buf[..], RecvFlags::empty())?;
-        if n == 0 || messages(&buf[..n.min(buf.len())], &mut each) {
+        if n == 0 || messages(&buf[..n.min(buf.len())], each) {
             return Ok(());
         }
     }
@@ -57,7 +57,7 @@ pub fn dump(kind: u16, body_len: usize, family: u8, mut each: impl FnMut(u16, &[
 
 /// Hands each message in one read to `each`; true when a dump is over (its
 /// done message, an error, or a length that does not add up).
-pub fn messages(mut buf: &[u8], each: &mut impl FnMut(u16, &[u8])) -> bool {
+pub fn messages(mut buf: &[u8], each: &mut dyn FnMut(u16, &[u8])) -> bool {
     while buf.len() >= HEADER {
         let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
         let Some(kind) = u16_at(buf, 4) else { return true };

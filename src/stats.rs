@@ -22,7 +22,7 @@ macro_rules! counters {
             pub groups: GroupCounters,
             /// Answered queries by question type ([`QTYPES`], then other).
             pub qtypes: [AtomicU64; QTYPE_SLOTS],
-            /// Answers by outcome (`querylog::Outcome` order) and rcode ([`RCODES`]).
+            /// Answers by outcome ([`Outcome`] order) and rcode ([`RCODES`]).
             pub answers: [[AtomicU64; RCODES.len()]; OUTCOMES],
         }
 
@@ -130,8 +130,67 @@ pub const QTYPES: [(u16, &str); 12] = [
 pub const QTYPE_SLOTS: usize = QTYPES.len() + 1;
 /// Header rcodes counted on their own, then `other`.
 pub const RCODES: [&str; 7] = ["NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "other"];
-/// Kinds of answer (`querylog::Outcome`).
-pub const OUTCOMES: usize = crate::querylog::Outcome::ALL.len();
+/// How a query was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Resolved upstream (or by joining an identical query in flight).
+    Forwarded,
+    /// From the cache.
+    Cached,
+    /// From a blocklist.
+    Blocked,
+    /// By the gateway itself without a lookup: FORMERR, NOTIMP, BADVERS.
+    Local,
+    /// SERVFAIL: no upstream answered, or too many misses in flight.
+    Failed,
+    /// An expired cache entry, because the upstream failed or was slow (serve-stale).
+    Stale,
+    /// From a local name (`config record`).
+    Record,
+    /// A list would have blocked it, but blocking was paused.
+    Paused,
+    /// A search host answered with its engine's safe host (safe search).
+    SafeSearch,
+}
+
+impl Outcome {
+    /// Name stored in the database and shown by the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Forwarded => "forwarded",
+            Outcome::Cached => "cached",
+            Outcome::Blocked => "blocked",
+            Outcome::Local => "local",
+            Outcome::Failed => "failed",
+            Outcome::Stale => "stale",
+            Outcome::Record => "record",
+            Outcome::Paused => "paused",
+            Outcome::SafeSearch => "safe_search",
+        }
+    }
+
+    /// Every outcome, in a fixed order (counters are kept per outcome).
+    pub const ALL: [Outcome; 9] = [
+        Outcome::Forwarded,
+        Outcome::Cached,
+        Outcome::Blocked,
+        Outcome::Local,
+        Outcome::Failed,
+        Outcome::Stale,
+        Outcome::Record,
+        Outcome::Paused,
+        Outcome::SafeSearch,
+    ];
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Kinds of answer ([`Outcome`]).
+pub const OUTCOMES: usize = Outcome::ALL.len();
 
 /// The slot of a question type in [`Counters::qtypes`].
 #[inline]
@@ -161,7 +220,7 @@ pub fn rcode_slot(rcode: u8) -> usize {
     (rcode as usize).min(RCODES.len() - 1)
 }
 
-/// Counters per group, by the group's bit (`policy::groups`).
+/// Counters per group, by the group's bit (`config::groups::GroupTable`).
 #[derive(Debug)]
 pub struct GroupCounters {
     /// Names blocked by a list of the group.

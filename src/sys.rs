@@ -577,6 +577,17 @@ impl RecvBatch {
     }
 }
 
+/// Runs `f` for at most `limit`.
+pub async fn within<T>(limit: std::time::Duration, f: impl std::future::Future<Output = T>) -> Option<T> {
+    use smol::future::FutureExt;
+    async { Some(f.await) }
+        .or(async {
+            smol::Timer::after(limit).await;
+            None
+        })
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::UdpSocket;

@@ -203,11 +203,14 @@ pub fn run(s: &Settings) -> ! {
                 since = Instant::now();
             }
             Act::Close => {
-                let after = crate::cli::duration_text(since.elapsed().as_secs());
+                let after = crate::timetext::duration_text(since.elapsed().as_secs());
                 if s.fail_open {
                     log::warn!("DNS is filtered again: the gateway answers on {} (unfiltered for {after})", s.probe);
-                    hook(&s.hook, &["filtered"]);
+                    // First, as the init script's own `filtered` does: the
+                    // hook rebuilds dnsmasq's config from the file's absence,
+                    // and whoever sees the hook done finds the state gone.
                     let _ = std::fs::remove_file(&s.state);
+                    hook(&s.hook, &["filtered"]);
                 } else {
                     log::warn!("the gateway answers again on {} (after {after})", s.probe);
                 }

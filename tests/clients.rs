@@ -226,6 +226,88 @@ fn the_log_names_devices_from_the_dhcp_leases_and_ethers() {
     assert!(out.contains("kids-tablet (192.168.1.77)") && out.contains("192.168.1.78"), "{out}");
 }
 
+/// `hydradns devices`: the leases' devices and the log's clients, one row
+/// per device with its groups and its queries since local midnight.
+#[test]
+fn devices_merges_the_leases_the_config_and_the_log_since_midnight() {
+    use nanoserde::DeJson;
+    let up = Upstream::start("192.0.2.5".parse().unwrap());
+    let files = TempDir::new();
+    let leases = files.file(
+        "dhcp.leases",
+        "1764720000 02:00:5e:10:00:01 192.168.1.77 android-5 *\n\
+         1764720000 02:00:5e:10:00:03 192.168.1.79 nas *\n",
+    );
+    let gw = Gateway::start(&config(
+        &[&up],
+        &format!(
+            "\toption leases_file '{}'\n\toption ethers_file '{}'\n{}\
+             config group 'kids'\n\
+             config client\n\toption name 'kids-tablet'\n\tlist match '02:00:5e:10:00:01'\n\tlist group 'kids'\n\
+             config blocklist\n\toption name 'ads'\n\tlist domain 'ads.example'\n\tlist group 'kids'\n",
+            leases.display(),
+            files.0.join("none").display(),
+            log_section("\toption batch_interval '50ms'\n")
+        ),
+    ));
+    let ask = |id: u16, name: &str| {
+        udp_raw(
+            gw.addr,
+            &query_with_options(id, name, &[(8, &ECS_192_168_1_77), (65001, &MAC)]),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+    };
+    ask(31, "homework.clients.example");
+    ask(32, "ads.example");
+    ask(33, "x.ads.example");
+    udp(gw.addr, "router.clients.example", A);
+    wait_for("the log", Duration::from_secs(10), || log_rows(&gw, &[]).len() >= 4);
+    // A zone in which it is about noon now: midnight is hours away, before and after.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let offset = 12 - now % 86_400 / 3600;
+    let out = hydradns()
+        .args(["devices", "-c", cfg_path(&gw), "--json"])
+        .env("TZ", format!("<ZZZ>{}", -offset))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let d = hydradns::cli::devices::Devices::deserialize_json(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let local = now + offset * 3600;
+    assert_eq!(d.since as i64, now - local.rem_euclid(86_400), "local midnight: {text}");
+    let by =
+        |ip: &str| d.devices.iter().find(|x| x.ip.as_deref() == Some(ip)).unwrap_or_else(|| panic!("{ip}: {text}"));
+    let tablet = by("192.168.1.77");
+    assert_eq!(tablet.name.as_deref(), Some("kids-tablet"), "the config's name before the lease's");
+    assert_eq!((tablet.mac.as_deref(), tablet.rule.as_deref()), (Some("02:00:5e:10:00:01"), Some("kids-tablet")));
+    assert_eq!((&tablet.groups[..], tablet.queries, tablet.blocked), (&["kids".to_string()][..], 3, 2), "{text}");
+    assert!(tablet.last_seen as i64 >= now - 60 && tablet.last_seen as i64 <= now + 1, "{text}");
+    let nas = by("192.168.1.79");
+    assert_eq!((nas.name.as_deref(), &nas.groups[..], nas.queries), (Some("nas"), &["default".to_string()][..], 0));
+    assert_eq!((by("127.0.0.1").queries, by("127.0.0.1").blocked), (1, 0));
+    assert_eq!(d.devices[0].ip.as_deref(), Some("192.168.1.77"), "the config's first: {text}");
+    let (code, out, err) = cli(&["devices", "-c", cfg_path(&gw)]);
+    assert_eq!(code, 0, "{err}");
+    let line = "kids-tablet (192.168.1.77 02:00:5e:10:00:01): kids; 3 queries, 2 blocked, last ";
+    assert!(out.lines().any(|l| l.starts_with(line)), "{out}");
+    assert_eq!(cli(&["devices", "-c", cfg_path(&gw), "--blocked"]).0, 2);
+    // The log by group: each client put in its groups by today's rules.
+    let clients = |group: &str| {
+        let rows = log_rows(&gw, &["--group", group]);
+        let mut c: Vec<String> = rows.iter().map(|r| r.client.clone()).collect();
+        c.dedup();
+        (rows.len(), c)
+    };
+    assert_eq!(clients("kids"), (3, vec!["192.168.1.77".to_string()]), "the tablet's rows, by its MAC's rule");
+    assert_eq!(clients("default"), (1, vec!["127.0.0.1".to_string()]), "the router's, which no rule names");
+    let blocked = log_rows(&gw, &["--group", "kids", "--blocked"]);
+    assert_eq!(blocked.len(), 2, "with the other filters: {blocked:?}");
+    let (code, _, err) = cli(&["log", "-c", cfg_path(&gw), "--group", "nope"]);
+    assert_eq!(code, 2, "an unknown group is a usage error: {err}");
+    assert!(err.contains("no group 'nope'"), "{err}");
+}
+
 /// What a device at 127.0.0.2 sends to pass for another: the address of
 /// the parent's laptop (127.0.0.3) or of the router (127.0.0.1), a MAC.
 const ECS_127_0_0_3: [u8; 8] = [0, 1, 32, 0, 127, 0, 0, 3];

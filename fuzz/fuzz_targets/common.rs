@@ -8,7 +8,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, OnceLock};
 
-use hydradns::cache::{self, MAX_KEY_LEN, Stored};
+use hydradns::answer::Stored;
+use hydradns::cache::{self, MAX_KEY_LEN};
 use hydradns::config::Config;
 use hydradns::policy::Policy;
 use hydradns::query::{Engine, Snapshot};

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use hydradns::config::groups::GroupTable;
 use hydradns::control::{Request, parse};
-use hydradns::policy::groups::GroupTable;
 use hydradns::policy::pause::Pause;
 use libfuzzer_sys::fuzz_target;
 

@@ -3,7 +3,7 @@
 //! connection, never a panic; unread input stays within one message's worth.
 #![no_main]
 
-use hydradns::upstream::address::Upstream;
+use hydradns::config::upstream::Upstream;
 use hydradns::upstream::https::{Http1, Target};
 use libfuzzer_sys::fuzz_target;
 

@@ -3,7 +3,7 @@
 //! connection, never a panic; what stays unread is at most one frame.
 #![no_main]
 
-use hydradns::upstream::address::Upstream;
+use hydradns::config::upstream::Upstream;
 use hydradns::upstream::http2::Session;
 use hydradns::upstream::https::Target;
 use libfuzzer_sys::fuzz_target;

@@ -43,6 +43,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::mac::parse_mac;
 use crate::wire::u16_at;
 
 /// EDNS Client Subnet (RFC 7871).
@@ -120,28 +121,6 @@ fn subnet_client(d: &[u8]) -> Option<IpAddr> {
     (!ip.is_unspecified()).then_some(ip)
 }
 
-/// `aa:bb:cc:dd:ee:ff` (or with `-`), either case.
-pub fn parse_mac(text: &[u8]) -> Option<[u8; 6]> {
-    if text.len() != 17 {
-        return None;
-    }
-    let mut mac = [0u8; 6];
-    for (i, b) in mac.iter_mut().enumerate() {
-        let hex = std::str::from_utf8(text.get(3 * i..3 * i + 2)?).ok()?;
-        *b = u8::from_str_radix(hex, 16).ok()?;
-        if i < 5 && !matches!(text[3 * i + 2], b':' | b'-') {
-            return None;
-        }
-    }
-    Some(mac)
-}
-
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn mac_text(mac: &[u8; 6]) -> String {
-    let [a, b, c, d, e, f] = mac;
-    format!("{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{f:02x}")
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -169,7 +148,7 @@ mod tests {
         // add-subnet=32,128 from 192.168.1.50, add-mac from 02:00:5e:10:00:01.
         let n = read(&[opt(ECS, &[0, 1, 32, 0, 192, 168, 1, 50]), opt(MAC_RAW, &[2, 0, 0x5e, 0x10, 0, 1])]);
         assert_eq!(n.ip, Some("192.168.1.50".parse().unwrap()));
-        assert_eq!(mac_text(&n.mac.unwrap()), "02:00:5e:10:00:01");
+        assert_eq!(crate::mac::mac_text(&n.mac.unwrap()), "02:00:5e:10:00:01");
         let mut v6 = vec![0, 2, 128, 0];
         v6.extend_from_slice(&"fd00::50".parse::<Ipv6Addr>().unwrap().octets());
         assert_eq!(read(&[opt(ECS, &v6)]).ip, Some("fd00::50".parse().unwrap()));

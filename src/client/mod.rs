@@ -12,4 +12,4 @@ pub mod names;
 pub mod neighbours;
 pub mod rules;
 
-pub use edns::{Named, mac_text, parse_mac};
+pub use edns::Named;

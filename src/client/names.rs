@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rustc_hash::FxHashMap;
 
-use super::edns::parse_mac;
+use crate::mac::parse_mac;
 
 /// How often the files' metadata is looked at.
 pub const CHECK_EVERY: Duration = Duration::from_secs(10);

@@ -30,30 +30,91 @@ pub fn ipv6() -> Vec<(IpAddr, [u8; 6])> {
 
 fn dump() -> std::io::Result<Vec<(IpAddr, [u8; 6])>> {
     let mut out = Vec::new();
-    netlink::dump(RTM_GETNEIGH, NDMSG, AF_INET6, |kind, body| neighbour(kind, body, &mut out))?;
+    netlink::dump(RTM_GETNEIGH, NDMSG, AF_INET6, &mut |kind, body| out.extend(usable(kind, body)))?;
     Ok(out)
 }
 
-/// Adds the neighbour one message of a dump describes to `out`, if it has
-/// a usable Ethernet address.
-fn neighbour(kind: u16, body: &[u8], out: &mut Vec<(IpAddr, [u8; 6])>) {
+/// The address and Ethernet address of one message of a neighbour dump,
+/// if it is a neighbour with a usable one.
+fn usable(kind: u16, body: &[u8]) -> Option<(IpAddr, [u8; 6])> {
+    let (_, ip, mac) = entry(kind, body)?;
+    Some((ip, mac?))
+}
+
+/// One message of a neighbour dump: its link's index, its address, and its
+/// Ethernet address if it has a usable one.
+fn entry(kind: u16, body: &[u8]) -> Option<(u32, IpAddr, Option<[u8; 6]>)> {
     if kind != RTM_NEWNEIGH || body.len() < NDMSG {
-        return;
+        return None;
     }
+    let link = u32::from_ne_bytes([body[4], body[5], body[6], body[7]]);
     let state = u16::from_ne_bytes([body[8], body[9]]);
     let (mut ip, mut mac) = (None, None);
     for (kind, data) in netlink::attributes(&body[NDMSG..]) {
         match (kind, data.len()) {
-            (NDA_DST, 16) => ip = <[u8; 16]>::try_from(data).ok().map(Ipv6Addr::from),
+            (NDA_DST, 16) => ip = <[u8; 16]>::try_from(data).ok().map(|a| IpAddr::V6(Ipv6Addr::from(a))),
+            (NDA_DST, 4) => ip = <[u8; 4]>::try_from(data).ok().map(IpAddr::from),
             (NDA_LLADDR, 6) => mac = <[u8; 6]>::try_from(data).ok(),
             _ => {}
         }
     }
-    if let (Some(ip), Some(mac), true) = (ip, mac, state & NUD_UNUSABLE == 0) {
-        if mac != [0; 6] {
-            out.push((IpAddr::V6(ip), mac));
+    Some((link, ip?, mac.filter(|m| state & NUD_UNUSABLE == 0 && *m != [0; 6])))
+}
+
+const RTM_NEWROUTE: u16 = 24;
+const RTM_GETROUTE: u16 = 26;
+/// `struct rtmsg`.
+const RTMSG: usize = 12;
+const RTA_OIF: u16 = 4;
+const RTN_UNICAST: u8 = 1;
+
+/// The addresses of the neighbours that are not the house's devices: those
+/// on the links a default route leaves by (the ISP's side: its gateway, a
+/// modem, the devices behind an ISP's box), which the router's own lookups
+/// fill in, and those with one of this machine's own hardware addresses
+/// (the router itself, as its own advertisements may put it there). Empty
+/// when the kernel cannot be asked. A default route over several links at
+/// once (multipath) names none of them.
+pub fn not_devices() -> Vec<IpAddr> {
+    let mut links = Vec::new();
+    let _ = netlink::dump(RTM_GETROUTE, RTMSG, 0, &mut |kind, body| links.extend(default_route_link(kind, body)));
+    let mut own = Vec::new();
+    let _ = netlink::dump(RTM_GETLINK, IFINFOMSG, 0, &mut |kind, body| own.extend(link_address(kind, body)));
+    let mut out = Vec::new();
+    let _ = netlink::dump(RTM_GETNEIGH, NDMSG, 0, &mut |kind, body| {
+        if let Some((link, ip, mac)) = entry(kind, body) {
+            if links.contains(&link) || mac.is_some_and(|m| own.contains(&m)) {
+                out.push(ip);
+            }
         }
+    });
+    out
+}
+
+const RTM_NEWLINK: u16 = 16;
+const RTM_GETLINK: u16 = 18;
+/// `struct ifinfomsg`.
+const IFINFOMSG: usize = 16;
+const IFLA_ADDRESS: u16 = 1;
+
+/// A link's Ethernet address, if the message is a link with one.
+fn link_address(kind: u16, body: &[u8]) -> Option<[u8; 6]> {
+    if kind != RTM_NEWLINK || body.len() < IFINFOMSG {
+        return None;
     }
+    netlink::attributes(&body[IFINFOMSG..])
+        .find_map(|(kind, data)| (kind == IFLA_ADDRESS).then(|| <[u8; 6]>::try_from(data).ok())?)
+        .filter(|m| *m != [0; 6])
+}
+
+/// The link a default route (`0.0.0.0/0`, `::/0`, with or without a source
+/// prefix) leaves by, if the message is one.
+fn default_route_link(kind: u16, body: &[u8]) -> Option<u32> {
+    if kind != RTM_NEWROUTE || body.len() < RTMSG || body[1] != 0 || body[7] != RTN_UNICAST {
+        return None;
+    }
+    netlink::attributes(&body[RTMSG..])
+        .find_map(|(kind, data)| (kind == RTA_OIF).then(|| <[u8; 4]>::try_from(data).ok().map(u32::from_ne_bytes))?)
 }
 
 #[cfg(test)]
@@ -80,6 +141,7 @@ mod tests {
     #[test]
     fn usable_entries_are_read() {
         let mut out = Vec::new();
+        let neighbour = |kind, body: &[u8], out: &mut Vec<(IpAddr, [u8; 6])>| out.extend(usable(kind, body));
         neighbour(RTM_NEWNEIGH, &neigh("fd00::50", [2, 0, 0x5e, 0x10, 0, 1], 0x02), &mut out);
         neighbour(RTM_NEWNEIGH, &neigh("fd00::51", [2, 0, 0x5e, 0x10, 0, 2], 0x01), &mut out);
         neighbour(RTM_NEWNEIGH, &neigh("fe80::1", [2, 0, 0x5e, 0x10, 0, 3], 0x04), &mut out);
@@ -99,23 +161,76 @@ mod tests {
         assert!(out[2..].iter().all(|e| *e == whole_entry), "{out:?}");
     }
 
-    /// Run by the test below inside a network namespace it made, with one
-    /// neighbour in the table.
+    /// The body of one `RTM_NEWROUTE`: rtmsg (destination prefix `dst_len`,
+    /// type `kind`) and RTA_OIF.
+    fn route(dst_len: u8, kind: u8, link: u32) -> Vec<u8> {
+        let mut m = vec![0u8; RTMSG];
+        m[1] = dst_len;
+        m[7] = kind;
+        m.extend_from_slice(&8u16.to_ne_bytes());
+        m.extend_from_slice(&RTA_OIF.to_ne_bytes());
+        m.extend_from_slice(&link.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn a_default_route_names_its_link() {
+        assert_eq!(default_route_link(RTM_NEWROUTE, &route(0, RTN_UNICAST, 7)), Some(7));
+        assert_eq!(default_route_link(RTM_NEWROUTE, &route(24, RTN_UNICAST, 7)), None, "not a default route");
+        assert_eq!(default_route_link(RTM_NEWROUTE, &route(0, 2, 7)), None, "a local route");
+        assert_eq!(default_route_link(RTM_GETROUTE, &route(0, RTN_UNICAST, 7)), None);
+        let whole = route(0, RTN_UNICAST, 7);
+        for cut in 0..whole.len() {
+            assert_eq!(default_route_link(RTM_NEWROUTE, &whole[..cut]), None, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_link_gives_its_ethernet_address() {
+        let link = |mac: &[u8]| {
+            let mut m = vec![0u8; IFINFOMSG];
+            m.extend_from_slice(&((4 + mac.len()) as u16).to_ne_bytes());
+            m.extend_from_slice(&IFLA_ADDRESS.to_ne_bytes());
+            m.extend_from_slice(mac);
+            m.resize(m.len().next_multiple_of(4), 0);
+            m
+        };
+        assert_eq!(link_address(RTM_NEWLINK, &link(&[2, 0, 0x5e, 0, 0, 7])), Some([2, 0, 0x5e, 0, 0, 7]));
+        assert_eq!(link_address(RTM_NEWLINK, &link(&[0; 6])), None, "loopback's");
+        assert_eq!(link_address(RTM_NEWLINK, &link(&[0; 4])), None, "not Ethernet");
+        assert_eq!(link_address(RTM_GETLINK, &link(&[2, 0, 0x5e, 0, 0, 7])), None);
+    }
+
+    /// Run by the test below inside a network namespace it made: a LAN link
+    /// with a device on it, and a WAN link with the default route's gateway.
     #[test]
     #[ignore = "run inside a namespace by reads_what_the_kernel_holds"]
     fn in_a_namespace_with_one_neighbour() {
         let want: (IpAddr, [u8; 6]) = ("fd00::5".parse().unwrap(), [2, 0, 0x5e, 0x10, 0, 5]);
         assert!(ipv6().contains(&want), "{:?}", ipv6());
+        let mut wan = not_devices();
+        wan.sort();
+        let gateway: IpAddr = "198.51.100.1".parse().unwrap();
+        let gateway6: IpAddr = "fe80::1".parse().unwrap();
+        let own: IpAddr = "fe80::7".parse().unwrap();
+        assert_eq!(wan, vec![gateway, gateway6, own], "the WAN link's neighbours and the router itself, not the LAN's");
     }
 
     #[test]
     fn reads_what_the_kernel_holds() {
-        // A namespace of our own with a veth link and one neighbour on it;
-        // needs root, unshare and ip (CI has them), else says so and passes.
+        // A namespace of our own: a LAN link with two devices and an entry
+        // of the link's own MAC, a WAN link with the default route's
+        // gateway; needs root, unshare and ip (CI has them), else says so and passes.
         let exe = std::env::current_exe().unwrap();
         let script = format!(
-            "ip link add v0 type veth peer name v1 && ip link set v0 up && \
+            "ip link add v0 type veth peer name v1 && ip link set v0 address 02:00:5e:10:00:07 && ip link set v0 up && \
              ip -6 neigh add fd00::5 lladdr 02:00:5e:10:00:05 dev v0 nud permanent && \
+             ip neigh add 192.168.1.5 lladdr 02:00:5e:10:00:06 dev v0 nud permanent && \
+             ip -6 neigh add fe80::7 lladdr 02:00:5e:10:00:07 dev v0 nud permanent && \
+             ip link add w0 type veth peer name w1 && ip link set w0 up && \
+             ip addr add 198.51.100.2/24 dev w0 && ip route add default via 198.51.100.1 dev w0 && \
+             ip neigh add 198.51.100.1 lladdr 02:00:5e:10:00:01 dev w0 nud permanent && \
+             ip -6 neigh add fe80::1 lladdr 02:00:5e:10:00:01 dev w0 nud permanent && \
              exec '{}' --exact client::neighbours::tests::in_a_namespace_with_one_neighbour --ignored",
             exe.display()
         );

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::config::groups::{ClientMatch, ClientRule};
-use crate::policy::groups::{DEFAULT, GroupTable};
+use crate::config::groups::{DEFAULT, GroupTable};
 
 use super::names::NameBook;
 
@@ -197,55 +197,6 @@ impl Learned {
     pub fn is_for(&self, rules: &ClientRules) -> bool {
         self.rules == rules.id
     }
-}
-
-/// For `hydradns check --client ID`: which `config client` `id` (an
-/// address, a MAC, a `config client` name or a hostname from the leases)
-/// is, its groups and their schedules' state now, as lines to print; and
-/// the groups whose lists apply to it now.
-pub fn explain(cfg: &crate::config::Config, table: &GroupTable, id: &str) -> Result<(Vec<String>, u64), String> {
-    let rules = ClientRules::new(&cfg.clients, table);
-    let mut book = NameBook::router(&cfg.leases_file, &cfg.ethers_file);
-    book.refresh(std::time::Instant::now());
-    let learned = Learned::new(&rules, &book);
-    let rule = if let Ok(ip) = id.parse::<IpAddr>() {
-        rules.find(ip, None, &learned)
-    } else if let Some(mac) = super::parse_mac(id.as_bytes()) {
-        let ip = book.devices().find(|d| d.1 == Some(mac)).and_then(|d| d.0);
-        rules.find(ip.unwrap_or(IpAddr::from([0u8; 4])), Some(mac), &learned)
-    } else if let Some(i) = cfg.clients.iter().position(|c| c.name == id) {
-        Some(i)
-    } else {
-        let device = book.devices().find(|d| d.2.is_some_and(|n| n.eq_ignore_ascii_case(id)));
-        let Some((ip, mac, _)) = device else {
-            return Err(format!(
-                "'{id}' is no address, MAC, 'config client' name or hostname in {}",
-                cfg.leases_file.display()
-            ));
-        };
-        rules.find(ip.unwrap_or(IpAddr::from([0u8; 4])), mac, &learned)
-    };
-    let member = rules.groups(rule);
-    let mut lines = vec![match rule.and_then(|r| cfg.clients.get(r)) {
-        Some(c) => {
-            format!("client {id}: config client '{}' ({}), groups: {}", c.name, c.origin, table.names_of(member))
-        }
-        None => format!("client {id}: no config client matches; group: default"),
-    }];
-    let schedules = crate::policy::schedule::Schedules::new(table, &cfg.time_synced_file);
-    let off = schedules.off();
-    for (bit, name) in table.names.iter().enumerate().filter(|(b, _)| member >> b & 1 != 0) {
-        let Some(s) = table.schedules.get(bit).and_then(Option::as_ref) else { continue };
-        let state = if !schedules.clock_synced() {
-            format!("the clock is not known good yet ({} missing): its lists apply", cfg.time_synced_file.display())
-        } else if off >> bit & 1 != 0 {
-            format!("outside its window now ({}): its lists do not apply", schedules.zone())
-        } else {
-            format!("inside its window now ({}): its lists apply", schedules.zone())
-        };
-        lines.push(format!("  group '{name}': schedule '{}' {state}", s.name));
-    }
-    Ok((lines, member & !off))
 }
 
 /// Adds (`k`, `v`) to the sorted `list` unless `k` is in it: the first in file order stays.

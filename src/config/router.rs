@@ -65,8 +65,8 @@ impl Exempt {
     /// `192.0.2.7`, `192.0.2.0/28`, `2001:db8::7/128` or `02:00:5e:10:00:01`
     /// (`-` also separates), normalised.
     pub fn parse(s: &str) -> Option<Exempt> {
-        if let Some(mac) = crate::client::parse_mac(s.as_bytes()) {
-            return Some(Exempt::Mac(crate::client::mac_text(&mac)));
+        if let Some(mac) = crate::mac::parse_mac(s.as_bytes()) {
+            return Some(Exempt::Mac(crate::mac::mac_text(&mac)));
         }
         let (addr, prefix) = match s.split_once('/') {
             Some((a, p)) => (a, Some(p.parse::<u8>().ok()?)),

@@ -1,5 +1,6 @@
 //! List sources: downloads, their saved copies on flash, refreshes, and the
-//! one thread that rebuilds the policy and swaps it in.
+//! policy built from them (the thread that swaps it in is `rebuild`; what
+//! `hydradns lists` shows of each is `describe.rs`).
 //!
 //! A downloaded list lives as `<list_dir>/<name>-<hash>.list` with a `.meta`
 //! beside it (validators, last success, last error, counts). At start the
@@ -8,29 +9,23 @@
 //! download (timeout, HTTP error, TLS error, over `max_list_size`, binary
 //! junk, no entries, or a list that shrank to a tenth) keeps the last good
 //! copy and says so in the log; the other lists still update.
-//!
-//! All policy rebuilds (SIGHUP reloads, scheduled refreshes, `hydradns
-//! update`) happen one at a time on the `hydradns-lists` thread, never on a
-//! worker: the new set is built while the old one serves, then swapped in
-//! whole.
 // nanoserde's DeJson derive expands to code clippy would write with `?`.
 #![allow(clippy::question_mark)]
 
+mod describe;
 pub mod download;
 
+pub use describe::{ListInfo, describe, describe_with};
+
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nanoserde::{DeJson, SerJson};
 
 use crate::config::{Config, ListKind, ListSource};
+use crate::domain::for_each_label_rev;
 use crate::policy::Policy;
-use crate::policy::formats::{ParseStats, for_each_label_rev, parse_line};
-use crate::query::{Engine, Snapshot};
+use crate::policy::formats::{ParseStats, parse_line};
 use crate::sys::{unix_now, write_atomic};
 use download::{Downloader, Fetched, Validators};
 
@@ -581,7 +576,7 @@ fn is_due(cfg: &Config, src: &ListSource) -> bool {
 }
 
 /// When the lists thread should next wake for a scheduled refresh.
-fn next_refresh(cfg: &Config) -> Option<Instant> {
+pub fn next_refresh(cfg: &Config) -> Option<Instant> {
     let due = downloaded(cfg).iter().filter_map(|s| due_unix(cfg, s.saved.as_deref()?)).min()?;
     Some(Instant::now() + Duration::from_secs(due.saturating_sub(unix_now())))
 }
@@ -592,321 +587,6 @@ pub static FLASH_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomic
 /// Files the lists thread wrote to `list_dir` since start: each saved copy
 /// or metadata file replaced.
 pub static FLASH_FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// How long stopping waits for the lists thread to finish what it is doing.
-const STOP_WAIT: Duration = Duration::from_millis(250);
-
-/// What the lists thread is asked to do.
-enum Command {
-    /// Re-read the config file (or the built-in defaults) and the lists, then refresh downloads.
-    Reload(Option<PathBuf>),
-    /// Refresh downloads now; send the per-source results back.
-    Refresh(smol::channel::Sender<Vec<Refreshed>>),
-    /// The network changed (resolv_file rewritten, SIGUSR2 from the WAN's
-    /// interface trigger): retry the downloads that failed.
-    RetryFailed,
-    /// An address of this machine changed: who may ask by default may have
-    /// (see `localnet`). Done here, where snapshots are built, rather than
-    /// on the thread that hears the kernel: each thread that reads the
-    /// snapshot makes every cache insert's swap longer (`Engine::learning`).
-    Networks,
-    /// Finish: the gateway is stopping.
-    Stop,
-}
-
-/// The thread that owns policy rebuilds.
-pub struct Lists {
-    handle: ListsHandle,
-    thread: Option<JoinHandle<()>>,
-}
-
-/// A cloneable way to ask the lists thread for work.
-#[derive(Clone)]
-pub struct ListsHandle {
-    tx: mpsc::Sender<Command>,
-    /// A [`Command::Networks`] waits: a burst of address changes queues one.
-    networks: Arc<AtomicBool>,
-}
-
-impl Lists {
-    /// Starts the thread; it refreshes downloads when they are due.
-    pub fn spawn(engine: Arc<Engine>) -> std::io::Result<Lists> {
-        let (tx, rx) = mpsc::channel();
-        let networks = Arc::new(AtomicBool::new(false));
-        let pending = networks.clone();
-        let thread = std::thread::Builder::new().name("hydradns-lists".into()).spawn(move || {
-            // Rebuilding a million-name list takes a second of CPU: never at the workers' expense.
-            crate::sys::lower_thread_priority();
-            let mut due = next_refresh(&engine.snapshot.load().config);
-            loop {
-                let wait = due.map_or(Duration::from_secs(86_400), |d| d.saturating_duration_since(Instant::now()));
-                let received = rx.recv_timeout(wait);
-                let before = crate::sys::thread_write_bytes();
-                match received {
-                    Ok(Command::Reload(path)) => {
-                        reload(&engine, path.as_deref());
-                        refresh_and_swap(&engine, Which::All);
-                    }
-                    Ok(Command::Refresh(reply)) => {
-                        let _ = reply.try_send(refresh_and_swap(&engine, Which::All));
-                    }
-                    Ok(Command::RetryFailed) => {
-                        refresh_and_swap(&engine, Which::Failed);
-                    }
-                    Ok(Command::Networks) => {
-                        pending.store(false, Ordering::Relaxed);
-                        follow_networks(&engine);
-                    }
-                    Err(RecvTimeoutError::Timeout) => {
-                        if due.is_some() {
-                            refresh_and_swap(&engine, Which::Due);
-                        }
-                    }
-                    Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-                }
-                if let (Some(a), Some(b)) = (crate::sys::thread_write_bytes(), before) {
-                    FLASH_BYTES.fetch_add(a.saturating_sub(b), std::sync::atomic::Ordering::Relaxed);
-                }
-                due = next_refresh(&engine.snapshot.load().config);
-            }
-        })?;
-        Ok(Lists { handle: ListsHandle { tx, networks }, thread: Some(thread) })
-    }
-
-    /// A handle for the signal loop and the control socket.
-    pub fn handle(&self) -> ListsHandle {
-        self.handle.clone()
-    }
-
-    /// Stops the thread after whatever it is doing, but waits for at most
-    /// [`STOP_WAIT`]: a download can take minutes, and a restart must not
-    /// keep the network without DNS for them (procd kills after 5 s). A
-    /// download cut short leaves only a temporary file; the saved copy is
-    /// replaced by a rename, whole or not at all.
-    pub fn stop(mut self) {
-        let _ = self.handle.tx.send(Command::Stop);
-        let Some(t) = self.thread.take() else { return };
-        let end = Instant::now() + STOP_WAIT;
-        while !t.is_finished() && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if t.is_finished() {
-            let _ = t.join();
-        } else {
-            log::info!("not waiting for the list download in progress");
-        }
-    }
-}
-
-impl ListsHandle {
-    /// SIGHUP: reload config and lists, then refresh downloads, in the background.
-    pub fn reload(&self, path: Option<PathBuf>) {
-        let _ = self.tx.send(Command::Reload(path));
-    }
-
-    /// The network changed: retry the downloads that failed, after
-    /// whatever the thread is doing.
-    pub fn retry_failed(&self) {
-        let _ = self.tx.send(Command::RetryFailed);
-    }
-
-    /// An address of this machine changed (see [`Command::Networks`]).
-    pub fn networks_changed(&self) {
-        if !self.networks.swap(true, Ordering::Relaxed) {
-            let _ = self.tx.send(Command::Networks);
-        }
-    }
-
-    /// `hydradns update`: refresh now; the results arrive on the returned channel.
-    pub fn refresh(&self) -> smol::channel::Receiver<Vec<Refreshed>> {
-        let (tx, rx) = smol::channel::bounded(1);
-        let _ = self.tx.send(Command::Refresh(tx));
-        rx
-    }
-}
-
-/// Downloads what `which` selects and, if any list changed, rebuilds and swaps the policy.
-fn refresh_and_swap(engine: &Engine, which: Which) -> Vec<Refreshed> {
-    let cfg = engine.snapshot.load().config.clone();
-    let results = refresh_all(&cfg, which);
-    if results.iter().any(|r| r.status == "updated") {
-        let policy = Arc::new(load_policy(&cfg));
-        // Into whatever config is current (its upstreams may have changed
-        // meanwhile), unless its lists did: a reload swaps its own.
-        engine.update(|old| {
-            (old.config.lists == cfg.lists).then(|| Snapshot::new(old.config.clone(), policy, Some(old)))
-        });
-    }
-    results
-}
-
-/// Re-reads the config and rebuilds everything from it.
-fn reload(engine: &Engine, path: Option<&Path>) {
-    let loaded = match path {
-        Some(p) => Config::load(p),
-        None => Ok(Config::builtin()),
-    };
-    let mut cfg = match loaded {
-        Ok(cfg) => cfg,
-        Err(e) => {
-            log::error!("reload failed, still running the previous config: {e}");
-            return;
-        }
-    };
-    serve_own_networks(&mut cfg);
-    for w in &cfg.warnings {
-        log::warn!("{w}");
-    }
-    let running = engine.snapshot.load_full();
-    if cfg.listen != running.config.listen || cfg.worker_count() != running.config.worker_count() {
-        log::warn!("listen addresses and worker count change only on restart");
-    }
-    if cfg.querylog != running.config.querylog || cfg.control_socket != running.config.control_socket {
-        log::warn!("query log and control socket settings change only on restart");
-    }
-    let policy = Arc::new(load_policy(&cfg));
-    engine.update(|old| {
-        // resolv_file may have changed since the config was read.
-        let mut cfg = cfg;
-        if cfg.upstreams_auto {
-            cfg.upstreams_from_resolv();
-        }
-        Some(Snapshot::new(Arc::new(cfg), policy, Some(old)))
-    });
-    log::info!("reloaded {}", path.map_or("built-in defaults".into(), |p| p.display().to_string()));
-}
-
-/// One source as `hydradns lists` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, SerJson, DeJson)]
-pub struct ListInfo {
-    /// Source name.
-    pub name: String,
-    /// `blocklist` or `allowlist`.
-    pub kind: String,
-    /// Download URL, if any.
-    pub url: Option<String>,
-    /// Files read (the saved copy for a download).
-    pub files: Vec<String>,
-    /// Block and allow entries.
-    pub entries: u64,
-    /// Lines skipped as unsupported or invalid.
-    pub skipped: u64,
-    /// Last good check, ISO 8601 UTC (downloads).
-    pub last_success: Option<String>,
-    /// Last error (downloads, or files that could not be read).
-    pub last_error: Option<String>,
-    /// `ETag` of the saved copy.
-    pub etag: Option<String>,
-    /// Size on disk.
-    pub bytes: u64,
-    /// What the owner should look at although the list loaded (entries
-    /// covering a whole top-level domain).
-    #[nserde(default)]
-    pub warnings: Vec<String>,
-}
-
-/// Describes every source of `cfg` from disk (works with the gateway stopped).
-pub fn describe(cfg: &Config) -> Vec<ListInfo> {
-    describe_with(cfg, true)
-}
-
-/// [`describe`]; `count`: read every list to count its entries (a 1M-name
-/// list takes a fraction of a second), else leave the counts at 0.
-pub fn describe_with(cfg: &Config, count: bool) -> Vec<ListInfo> {
-    cfg.lists
-        .iter()
-        .map(|src| {
-            let kind = match src.kind {
-                ListKind::Block => "blocklist",
-                ListKind::Allow => "allowlist",
-            };
-            let mut files: Vec<PathBuf> = src.paths.clone();
-            files.extend(src.saved.clone());
-            let report = if count {
-                Policy::load(std::slice::from_ref(src), cfg.block_mode, cfg.block_ttl).sources.remove(0)
-            } else {
-                crate::policy::SourceReport {
-                    name: src.name.clone(),
-                    kind: src.kind,
-                    stats: Default::default(),
-                    errors: Vec::new(),
-                    pending: None,
-                    warnings: Vec::new(),
-                }
-            };
-            let meta = src.saved.as_deref().map(load_meta);
-            let iso = |t: u64| (t > 0).then(|| crate::querylog::read::iso8601(t * 1000));
-            ListInfo {
-                name: src.name.clone(),
-                kind: kind.into(),
-                url: src.url.clone(),
-                files: files.iter().map(|p| p.display().to_string()).collect(),
-                entries: report.stats.blocks + report.stats.allows,
-                skipped: report.stats.unsupported + report.stats.invalid,
-                last_success: meta.as_ref().and_then(|m| iso(m.last_success_unix)),
-                last_error: meta
-                    .as_ref()
-                    .and_then(|m| m.last_error.clone())
-                    .or_else(|| report.errors.first().cloned())
-                    .or(report.pending),
-                warnings: report.warnings,
-                etag: meta.as_ref().and_then(|m| m.etag.clone()),
-                bytes: files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum(),
-            }
-        })
-        .chain(describe_services(cfg))
-        .collect()
-}
-
-/// `services_url`'s download beside the lists (kind `services`): its
-/// services' domains as entries, and what the gateway falls back to while
-/// there is no good copy. Read whatever `count` says: a services.json is
-/// a few hundred KiB at most, and the running gateway does not report it.
-fn describe_services(cfg: &Config) -> Option<ListInfo> {
-    let (url, saved) = (cfg.services_url.as_ref()?, cfg.services_saved.as_ref()?);
-    let meta = load_meta(saved);
-    let (entries, fallback) = match crate::policy::services::read_saved(saved) {
-        Ok(cat) => (cat.services.iter().map(|s| s.domains.len() as u64).sum(), None),
-        Err(e) => (0, Some(format!("{e}; the built-in catalogue is in use"))),
-    };
-    let iso = |t: u64| (t > 0).then(|| crate::querylog::read::iso8601(t * 1000));
-    Some(ListInfo {
-        name: SERVICES_SOURCE.into(),
-        kind: "services".into(),
-        url: Some(url.clone()),
-        files: vec![saved.display().to_string()],
-        entries,
-        skipped: 0,
-        last_success: iso(meta.last_success_unix),
-        last_error: meta.last_error.clone().or(fallback),
-        etag: meta.etag.clone(),
-        bytes: std::fs::metadata(saved).map_or(0, |m| m.len()),
-        warnings: Vec::new(),
-    })
-}
-
-/// Who may ask when the config does not say: the networks this machine is
-/// on (read from the kernel at start and reload, not by the parser, which
-/// `check-config` and the LuCI plugin also run).
-pub fn serve_own_networks(cfg: &mut Config) {
-    if !cfg.allow_client_given {
-        cfg.allow_client = crate::localnet::allowed_by_default();
-    }
-}
-
-/// Serves the networks this machine is on now, when the config leaves who
-/// may ask to them. Renewed lifetimes wake us too; nothing changes then.
-fn follow_networks(engine: &Engine) {
-    engine.update_config(|old| {
-        let mut cfg = old.clone();
-        serve_own_networks(&mut cfg);
-        if cfg.allow_client == old.allow_client {
-            return None;
-        }
-        log::info!("this machine's networks changed; serving clients on {}", cfg.allow_client);
-        Some(cfg)
-    });
-}
 
 #[cfg(test)]
 mod tests {

@@ -16,9 +16,9 @@ use std::time::Duration;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::{Async, LocalExecutor, Timer};
 
-use crate::control::within;
-use crate::server::status::Status;
 use crate::stats::Counters;
+use crate::status::Status;
+use crate::sys::within;
 
 /// Connections served at once; a scraper needs one.
 const MAX_CONNECTIONS: usize = 4;

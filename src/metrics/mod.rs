@@ -10,9 +10,9 @@ use std::fmt::{Display, Write};
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::querylog::Outcome;
-use crate::server::status::Status;
+use crate::stats::Outcome;
 use crate::stats::{QTYPES, RCODES, Report, below_powers_of_two};
+use crate::status::Status;
 use crate::upstream::Server;
 
 /// The duration histogram's `le` edges: 2^4 µs (16 µs) to 2^22 µs (4.2 s).

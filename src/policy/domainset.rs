@@ -15,11 +15,8 @@
 
 use std::cmp::Ordering;
 
-use super::formats::for_each_label_rev;
+use crate::domain::{SEP, for_each_label_rev, key_eq};
 
-/// Label separator inside keys. Below every byte a listed name may contain
-/// (letters, digits, `-`, `_`), so `x.y` sorts right after `y`, before `y-z`.
-pub const SEP: u8 = 0;
 /// Entries per index block: the binary search touches one index slot per
 /// step, then scans at most this many neighbouring entries in one or two
 /// cache lines. 8 rather than 16: 200 fewer instructions a lookup
@@ -132,31 +129,6 @@ pub fn key_cmp(a: &[u8], b: &[u8]) -> Ordering {
         }
     }
     a.len().cmp(&b.len())
-}
-
-/// `a == b`, eight bytes at a time, for the same reason as [`key_cmp`]:
-/// slice equality calls `bcmp`, which in the static musl build is
-/// compiler-rt's byte loop. The last eight bytes stand in for the tail, so
-/// no byte loop runs for a key of eight bytes or more; in the cache's hit
-/// check, `key_cmp(..).is_eq()` counted 1,819 instructions per hit against
-/// 1,783 with this (`bench/instructions.py --by-function --scenarios hits`).
-#[inline]
-pub fn key_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let (Some(lx), Some(ly)) = (a.last_chunk::<8>(), b.last_chunk::<8>()) else {
-        return a.iter().zip(b).all(|(p, q)| p == q);
-    };
-    let (mut x, mut y) = (a, b);
-    while let (Some((wx, rx)), Some((wy, ry))) = (x.split_first_chunk::<8>(), y.split_first_chunk::<8>()) {
-        if u64::from_ne_bytes(*wx) != u64::from_ne_bytes(*wy) {
-            return false;
-        }
-        (x, y) = (rx, ry);
-    }
-    // The last eight bytes cover the tail the loop left, overlapping what it compared.
-    u64::from_ne_bytes(*lx) == u64::from_ne_bytes(*ly)
 }
 
 /// The entry that covers a looked-up name.
@@ -332,12 +304,27 @@ impl SetBuilder {
     /// Adds `name` (and, implicitly, everything under it) with `tag`. Returns
     /// false, adding nothing, when the name is not a valid domain name.
     pub fn insert(&mut self, name: &str, tag: u16) -> bool {
+        let mut rec = [0u8; 3 + 256];
+        let Some(len) = write_key(name, &mut rec[3..]) else { return false };
+        self.push_record(&mut rec, len, tag);
+        true
+    }
+
+    /// [`SetBuilder::insert`] of an entry already in key form, such as
+    /// another set's ([`Match::key`]): no round trip through its name.
+    pub fn insert_key(&mut self, key: &[u8], tag: u16) {
+        let mut rec = [0u8; 3 + 256];
+        let len = key.len().min(256);
+        rec[3..3 + len].copy_from_slice(&key[..len]);
+        self.push_record(&mut rec, len, tag);
+    }
+
+    /// Files record `rec` (`[len][tag][key]`, the key of `len` bytes already at 3..).
+    fn push_record(&mut self, rec: &mut [u8; 3 + 256], len: usize, tag: u16) {
         if self.buckets.is_empty() {
             self.buckets.push(Vec::new());
             self.counts.push(0);
         }
-        let mut rec = [0u8; 3 + 256];
-        let Some(len) = write_key(name, &mut rec[3..]) else { return false };
         rec[0] = len as u8;
         rec[1..3].copy_from_slice(&tag.to_le_bytes());
         let k = &rec[3..3 + len];
@@ -358,7 +345,6 @@ impl SetBuilder {
         if self.count == SAMPLE && self.bounds.is_empty() {
             self.split();
         }
-        true
     }
 
     /// Chooses bucket boundaries from the names so far and spreads them out.
@@ -764,6 +750,24 @@ mod tests {
             let naive = (0..parts.len()).any(|i| set_of.contains(parts[i..].join(".").as_str()));
             assert_eq!(find(&s, &q).is_some(), naive, "{q}");
         }
+    }
+
+    #[test]
+    fn a_set_rebuilt_from_its_keys_is_the_same_set() {
+        let mut rng = synth::Rng::new(11);
+        let mut b = SetBuilder::new();
+        for i in 0..SAMPLE + 5_000 {
+            let n = (0..3).map(|_| format!("n{}", rng.below(50))).collect::<Vec<_>>();
+            b.insert(&n.join("."), (i % 5) as u16);
+        }
+        let s = b.build();
+        let mut again = SetBuilder::new();
+        for m in s.iter() {
+            again.insert_key(m.key, m.tag);
+        }
+        let t = again.build();
+        assert!(s.len() > 1000);
+        assert!(s.iter().eq(t.iter()), "the same keys and tags in the same order");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::groups::GroupTable;
+use crate::config::groups::GroupTable;
 use crate::config::groups::MAX_GROUPS;
 
 /// When blocking resumes.

@@ -17,8 +17,8 @@ use rustc_hash::FxHashMap;
 use super::sketch::Sketch;
 
 use crate::config::Config;
+use crate::config::groups::GroupTable;
 use crate::policy::domainset::name_key;
-use crate::policy::groups::GroupTable;
 
 /// Safe hosts, by target index.
 pub const TARGETS: [&str; 9] = [

@@ -26,11 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
-use super::groups::GroupTable;
+use crate::config::groups::GroupTable;
 use crate::config::groups::ScheduleConfig;
-
-/// OpenWrt's marker of a clock set by NTP: `time_synced_file`'s default.
-pub const SYNCED_FILE: &str = "/var/state/ntpd-synced";
 
 /// How often the clock file is looked at while it is missing.
 const SYNC_CHECK: i64 = 10;
@@ -54,7 +51,8 @@ impl Schedules {
         let windows: Vec<(u32, ScheduleConfig)> =
             groups.schedules.iter().enumerate().filter_map(|(bit, s)| Some((bit as u32, s.clone()?))).collect();
         let tz = if windows.is_empty() { Tz::utc() } else { local_zone() };
-        let test_clock = std::env::var_os("HYDRADNS_TEST_NOW").is_some() && synced_file == Path::new(SYNCED_FILE);
+        let test_clock =
+            std::env::var_os("HYDRADNS_TEST_NOW").is_some() && synced_file == Path::new(crate::config::SYNCED_FILE);
         Schedules {
             windows,
             tz,
@@ -132,7 +130,7 @@ pub fn now_unix() -> i64 {
 const MAX_TZ_BYTES: u64 = 64 << 10;
 
 /// The zone from `TZ`, else `/etc/TZ`; UTC if neither gives one.
-fn local_zone() -> Tz {
+pub fn local_zone() -> Tz {
     let text = std::env::var("TZ")
         .ok()
         .filter(|t| !t.trim().is_empty())

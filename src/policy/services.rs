@@ -16,10 +16,10 @@ use std::sync::OnceLock;
 use nanoserde::SerJson;
 
 use crate::config::{Config, ListKind, ListSource};
+use crate::domain::normalize_name;
 use crate::policy::domainset::name_key;
-use crate::policy::formats::normalize_name;
 
-/// The catalogue this project keeps, with a source per service.
+/// The catalogue this project keeps (each service's source: services/SOURCES.md).
 const BUILTIN: &str = include_str!("../../services/services.json");
 
 /// Prefix of the source name a service blocks under (the log's `list` column).
@@ -248,8 +248,9 @@ mod tests {
     use super::*;
 
     /// The catalogue file itself: every id unique and usable in a config,
-    /// every service named, in a category, with a source and at least one
-    /// domain, and every rule a valid `||domain^`.
+    /// every service named, in a category, with a source (a row of
+    /// services/SOURCES.md) and at least one domain, and every rule a valid
+    /// `||domain^`.
     #[test]
     fn the_builtin_catalogue_is_sound() {
         use nanoserde::DeJson;
@@ -262,10 +263,17 @@ mod tests {
             id: String,
             name: String,
             category: String,
-            source: String,
             rules: Vec<String>,
         }
         let file = Checked::deserialize_json(BUILTIN).unwrap();
+        // services/SOURCES.md: `| id | service | https://… | notes |`, a row per service.
+        let sources: std::collections::HashMap<&str, &str> = include_str!("../../services/SOURCES.md")
+            .lines()
+            .filter_map(|l| {
+                let cells: Vec<&str> = l.split(" | ").collect();
+                (cells.len() >= 3 && l.starts_with("| ")).then(|| (cells[0].trim_start_matches("| "), cells[2]))
+            })
+            .collect();
         assert!(file.blocked_services.len() >= 40, "{}", file.blocked_services.len());
         let mut ids = std::collections::HashSet::new();
         for s in &file.blocked_services {
@@ -276,12 +284,15 @@ mod tests {
                 s.id
             );
             assert!(!s.name.trim().is_empty() && !s.category.is_empty(), "{}", s.id);
-            assert!(s.source.starts_with("https://"), "{}: source '{}'", s.id, s.source);
+            let source = sources.get(s.id.as_str()).copied().unwrap_or_default();
+            assert!(source.starts_with("https://"), "{}: no source in services/SOURCES.md ('{source}')", s.id);
             assert!(!s.rules.is_empty(), "{} has no domain", s.id);
             for r in &s.rules {
                 assert!(rule_domain(r).is_some(), "{}: rule '{r}' is not ||domain^ with a valid name", s.id);
             }
         }
+        let rows = sources.keys().filter(|id| **id != "id").count();
+        assert_eq!(rows, file.blocked_services.len(), "a row per service, and none for a service gone");
         let cat = Catalogue::builtin();
         assert_eq!(cat.services.len(), file.blocked_services.len());
         assert_eq!(cat.skipped_rules, 0);

@@ -39,8 +39,8 @@ use std::time::Instant;
 
 use super::{Answered, Engine, Led, Miss, Snapshot, Step, fit};
 use crate::cache::Stale;
-use crate::querylog::Outcome;
 use crate::stats::Counters;
+use crate::stats::Outcome;
 use crate::upstream::Resolved;
 use crate::wire::{Query, rcode};
 

@@ -69,12 +69,12 @@ pub fn history(conn: &Connection, now_s: u64) -> Result<History, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// An in-memory log with the writer's tables.
-    fn log() -> Connection {
+    /// An in-memory log with the writer's tables (the devices' tests use it too).
+    pub(crate) fn log() -> Connection {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(crate::querylog::writer::SCHEMA).unwrap();
         conn

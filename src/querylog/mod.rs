@@ -18,13 +18,13 @@
 //! channel's send tells its (here never-used) waiting receivers and streams,
 //! two mutex round trips and two fences per logged query on the workers.
 
+pub mod devices;
 pub mod doorbell;
 pub mod flash;
 pub mod history;
 pub mod read;
 pub mod writer;
 
-use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -34,66 +34,8 @@ use std::time::Instant;
 use concurrent_queue::{ConcurrentQueue, PushError};
 
 use crate::config::QueryLogConfig;
+use crate::stats::Outcome;
 use crate::wire::MAX_NAME_LEN;
-
-/// How a query was answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Resolved upstream (or by joining an identical query in flight).
-    Forwarded,
-    /// From the cache.
-    Cached,
-    /// From a blocklist.
-    Blocked,
-    /// By the gateway itself without a lookup: FORMERR, NOTIMP, BADVERS.
-    Local,
-    /// SERVFAIL: no upstream answered, or too many misses in flight.
-    Failed,
-    /// An expired cache entry, because the upstream failed or was slow (serve-stale).
-    Stale,
-    /// From a local name (`config record`).
-    Record,
-    /// A list would have blocked it, but blocking was paused.
-    Paused,
-    /// A search host answered with its engine's safe host (safe search).
-    SafeSearch,
-}
-
-impl Outcome {
-    /// Name stored in the database and shown by the CLI.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Forwarded => "forwarded",
-            Outcome::Cached => "cached",
-            Outcome::Blocked => "blocked",
-            Outcome::Local => "local",
-            Outcome::Failed => "failed",
-            Outcome::Stale => "stale",
-            Outcome::Record => "record",
-            Outcome::Paused => "paused",
-            Outcome::SafeSearch => "safe_search",
-        }
-    }
-
-    /// Every outcome, in a fixed order (counters are kept per outcome).
-    pub const ALL: [Outcome; 9] = [
-        Outcome::Forwarded,
-        Outcome::Cached,
-        Outcome::Blocked,
-        Outcome::Local,
-        Outcome::Failed,
-        Outcome::Stale,
-        Outcome::Record,
-        Outcome::Paused,
-        Outcome::SafeSearch,
-    ];
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// One answered query. Fixed size, no heap of its own (the list name is a
 /// shared `Arc`), so queueing it allocates nothing.

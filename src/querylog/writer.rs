@@ -29,8 +29,9 @@ use rustc_hash::FxHashMap;
 use crate::client::names::NameBook;
 
 use super::doorbell::{Doorbell, Wake};
-use super::{Entry, LogCounters, Outcome};
+use super::{Entry, LogCounters};
 use crate::config::QueryLogConfig;
+use crate::stats::Outcome;
 
 /// Retention's granularity: housekeeping runs at most this often.
 const HOUSEKEEPING: Duration = Duration::from_secs(60);
@@ -405,7 +406,7 @@ impl Writer {
             } else {
                 let mac = self.names.mac(e.client, e.mac);
                 let name = self.names.name(e.client, mac).map(|n| append(&mut text, |t| t.push_str(n)));
-                let mac = mac.map(|m| append(&mut text, |t| t.push_str(&crate::client::mac_text(&m))));
+                let mac = mac.map(|m| append(&mut text, |t| t.push_str(&crate::mac::mac_text(&m))));
                 (mac, name)
             };
             rows.push(Row {

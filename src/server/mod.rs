@@ -14,7 +14,6 @@
 //! `stats_interval`.
 
 pub mod sockets;
-pub mod status;
 pub mod tcp;
 pub mod udp;
 
@@ -33,13 +32,14 @@ use crate::client::names::{CHECK_EVERY, NameBook};
 use crate::client::rules::Learned;
 use crate::config::Config;
 use crate::control;
-use crate::lists::{Lists, load_policy};
+use crate::lists::load_policy;
 use crate::localnet;
 use crate::query::{Engine, Snapshot};
 use crate::querylog::QueryLog;
+use crate::rebuild::Lists;
 use crate::stats::Counters;
+use crate::status::Status;
 use crate::upstream::resolv::{self, Watch};
-use status::Status;
 
 /// Logs every counter (SIGUSR1 and at stop), then one line per upstream.
 fn log_stats(status: &Status) {
@@ -90,7 +90,7 @@ enum Wake {
 /// `user` (see privileges.rs) once its sockets are bound.
 pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result<(), String> {
     let started = Instant::now();
-    crate::lists::serve_own_networks(&mut cfg);
+    crate::rebuild::serve_own_networks(&mut cfg);
     for w in &cfg.warnings {
         log::warn!("{w}");
     }
@@ -312,12 +312,16 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
                 Wake::Signal(Some(Ok(Signal::Usr1))) => log_stats(&status),
                 Wake::Signal(Some(Ok(Signal::Usr2))) => {
                     log::info!("SIGUSR2: the network changed; retrying failed downloads");
-                    resolv::follow(&status.engine);
+                    if status.engine.update_config(resolv::follow) {
+                        resolv::announce(&status.engine.snapshot.load().config);
+                    }
                     status.lists.retry_failed();
                 }
                 Wake::Resolv(Ok(())) => {
                     log::info!("{} changed", status.engine.snapshot.load().config.resolv_file.display());
-                    resolv::follow(&status.engine);
+                    if status.engine.update_config(resolv::follow) {
+                        resolv::announce(&status.engine.snapshot.load().config);
+                    }
                     status.lists.retry_failed();
                 }
                 Wake::Resolv(Err(e)) => {

@@ -6,8 +6,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
-use super::address::Endpoint;
 use super::runtime::Context;
+use crate::config::upstream::Endpoint;
 use crate::wire::{self, HEADER_LEN, flags, header, rcode, rtype};
 
 /// Addresses are looked up again after at least this long…

@@ -15,9 +15,10 @@
 
 use rustc_hash::FxHashMap;
 
+use super::connect::Failure;
 use super::hpack::{self, Decoder};
 use super::https::{self, Refusal};
-use super::tls::{Event, Failure};
+use super::tls::Event;
 
 /// Sent first on every connection (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

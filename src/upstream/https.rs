@@ -11,8 +11,9 @@
 
 use std::fmt;
 
-use super::address::Endpoint;
-use super::tls::{Event, Failure};
+use super::connect::Failure;
+use super::tls::Event;
+use crate::config::upstream::Endpoint;
 
 /// The media type of a DNS message (RFC 8484 §6).
 pub const DNS_MESSAGE: &str = "application/dns-message";

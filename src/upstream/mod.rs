@@ -21,22 +21,26 @@
 //! that answered; when all fail the caller answers SERVFAIL, so a miss never
 //! takes longer than `timeout × servers` (plus one TCP retry).
 //!
-//! [`Inflight`] makes identical concurrent misses share one upstream query.
+//! [`Inflight`] makes identical concurrent misses share one upstream query
+//! (`inflight.rs`); `reply.rs` builds our query and judges a reply.
 
-pub mod address;
 pub mod bootstrap;
 pub mod clock;
+pub mod connect;
 pub mod health;
 pub mod hpack;
 pub mod http2;
 pub mod https;
+mod inflight;
 pub mod mux;
 pub mod padding;
+mod reply;
 pub mod resolv;
 pub mod runtime;
 pub mod tls;
 
-pub use address::Upstream;
+pub use inflight::{Inflight, Join, Lead, Resolution, Resolved};
+pub use reply::{build_query, is_reply_to};
 
 use std::cell::RefCell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
@@ -50,13 +54,12 @@ use smol::future::FutureExt;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::{Async, Timer};
 
-use crate::cache::Stored;
+use crate::answer::Stored;
+use crate::config::upstream::{Strategy, Upstream};
 use crate::wire::{self, EDNS_UDP_SIZE, HEADER_LEN, Query, flags, header, rcode, rtype};
 
 /// Receive buffer for UDP replies: we advertise 1232, some servers send more.
 const UDP_REPLY_BUF: usize = 4096;
-/// Clients waiting on one in-flight miss besides the one that sent it.
-const MAX_WAITERS: usize = 256;
 /// Tries one upstream socket serves before it is closed for a fresh port.
 const SOCKET_USES: u32 = 64;
 /// Idle sockets kept per server; more are closed.
@@ -185,31 +188,6 @@ pub struct Group {
 
 /// Servers per group: a resolution marks the ones it tried in a `u64`.
 pub const MAX_SERVERS: usize = 64;
-
-/// How a resolution picks the server it tries first (`upstream_strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Strategy {
-    /// The last one that answered, then the rest in order.
-    #[default]
-    Failover,
-    /// One at random, then the rest in order: spreads the load.
-    Random,
-    /// The two with the lowest recent reply time at once; the first good
-    /// answer wins (Blocky's `parallel_best`). Then the rest one by one.
-    Parallel,
-}
-
-impl Strategy {
-    /// The config's name for it.
-    pub fn from_name(name: &str) -> Option<Strategy> {
-        match name {
-            "failover" => Some(Strategy::Failover),
-            "random" => Some(Strategy::Random),
-            "parallel" => Some(Strategy::Parallel),
-            _ => None,
-        }
-    }
-}
 
 /// Why a try produced no reply.
 #[derive(Debug)]
@@ -510,116 +488,6 @@ fn fallback_used(addr: SocketAddr) {
     }
 }
 
-/// Our query for `q`: fresh ID, RD and AD, the client's question and CD, our
-/// EDNS size and its DO bit. AD asks a validating upstream to say whether
-/// it validated the answer (RFC 6840 §5.7), for every query: the answer is
-/// cached for clients that want AD (they set AD or DO) and clients that do
-/// not alike, and the replay shows it only to the former.
-pub fn build_query(q: &Query, id: u16) -> Vec<u8> {
-    let mut m = Vec::with_capacity(q.question_end + 11);
-    m.extend_from_slice(&id.to_be_bytes());
-    m.extend_from_slice(&(flags::RD | flags::AD | (q.flags & flags::CD)).to_be_bytes());
-    m.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 1]);
-    m.extend_from_slice(q.question());
-    m.push(0);
-    m.extend_from_slice(&rtype::OPT.to_be_bytes());
-    m.extend_from_slice(&EDNS_UDP_SIZE.to_be_bytes());
-    let do_bit: u32 = if q.edns.is_some_and(|e| e.dnssec_ok) { 0x8000 } else { 0 };
-    m.extend_from_slice(&do_bit.to_be_bytes());
-    m.extend_from_slice(&[0, 0]);
-    m
-}
-
-/// Is `r` a well-formed reply to our query `id` for `q`'s question?
-pub fn is_reply_to(r: &[u8], id: u16, q: &Query) -> bool {
-    answers_question(r, id, q) && records_ok(r, q.qtype)
-}
-
-/// Does `r`'s header and question make it a reply to our query `id` for `q`?
-fn answers_question(r: &[u8], id: u16, q: &Query) -> bool {
-    if r.len() < HEADER_LEN || header::id(r) != id {
-        return false;
-    }
-    let f = header::flags(r);
-    if f & flags::QR == 0 || f & flags::OPCODE_MASK != 0 || header::counts(r)[0] != 1 {
-        return false;
-    }
-    let Some(name_len) = wire::plain_name_len(r, HEADER_LEN) else {
-        return false;
-    };
-    let end = HEADER_LEN + name_len;
-    r.get(HEADER_LEN..end + 4).is_some_and(|question| {
-        wire::names_equal(&question[..name_len], q.qname) && question[name_len..] == q.question()[name_len..]
-    })
-}
-
-/// Is every record walkable and its RDATA well formed? The common types are
-/// checked here; a reply holding any other goes through simple-dns, which
-/// knows more types (and costs 2,000 instructions a reply).
-fn records_ok(r: &[u8], qtype: u16) -> bool {
-    match records_walk(r) {
-        Walk::Bad => false,
-        Walk::Checked => true,
-        Walk::Unchecked => !wire::simple_dns_knows(qtype) || simple_dns::Packet::parse(r).is_ok(),
-    }
-}
-
-/// What walking a reply's records found.
-#[derive(Debug, PartialEq, Eq)]
-enum Walk {
-    /// A record is cut off, or its RDATA is malformed.
-    Bad,
-    /// Every record walks, and every RDATA was checked.
-    Checked,
-    /// Every record walks; some RDATA is of a type [`rdata_ok`] leaves to simple-dns.
-    Unchecked,
-}
-
-/// Walks all records of `r`, checking the RDATA of the common types.
-fn records_walk(r: &[u8]) -> Walk {
-    let [_, an, ns, ar] = header::counts(r);
-    let Some(mut pos) = wire::skip_name(r, HEADER_LEN).map(|p| p + 4) else { return Walk::Bad };
-    let mut walk = Walk::Checked;
-    let additional = an as usize + ns as usize;
-    let mut opts = 0;
-    for i in 0..(additional + ar as usize) {
-        // The owner name walked once, for its end and its pointers together.
-        let Some(rr) = wire::walk_name(r, pos, |_, _| {}).and_then(|p| wire::rr_after_name(r, p)) else {
-            return Walk::Bad;
-        };
-        // RFC 6891 §6.1.1: at most one OPT, and only in the additional
-        // section; the cache cuts it from there and nowhere else.
-        if rr.rtype == rtype::OPT {
-            opts += 1;
-            if i < additional || opts > 1 {
-                return Walk::Bad;
-            }
-        }
-        match rdata_ok(r, &rr) {
-            Some(false) => return Walk::Bad,
-            Some(true) => {}
-            None => walk = Walk::Unchecked,
-        }
-        pos = rr.end;
-    }
-    walk
-}
-
-/// Is the RDATA of `rr` well formed? `None` for types not checked here
-/// (and for classes other than IN, which simple-dns vets).
-fn rdata_ok(msg: &[u8], rr: &wire::Rr) -> Option<bool> {
-    let len = rr.end - rr.rdata_pos;
-    match (rr.rtype, rr.class) {
-        (rtype::OPT, _) => Some(wire::opt_options_ok(msg, rr.rdata_pos, rr.end)),
-        (_, c) if c != wire::CLASS_IN => None,
-        (rtype::A, _) => Some(len == 4),
-        (rtype::AAAA, _) => Some(len == 16),
-        // One name filling the RDATA, whose compression pointers lead somewhere valid.
-        (rtype::CNAME, _) => Some(wire::walk_name(msg, rr.rdata_pos, |_, _| {}) == Some(rr.end)),
-        _ => None,
-    }
-}
-
 fn unspecified_for(addr: &SocketAddr) -> SocketAddr {
     match addr.ip() {
         IpAddr::V4(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
@@ -702,104 +570,6 @@ pub fn random_id() -> u16 {
     })
 }
 
-/// A miss resolved upstream: the prepared answer and who gave it.
-#[derive(Debug, Clone)]
-pub struct Resolved {
-    /// The answer, ready for replay to each waiting client.
-    pub stored: Arc<Stored>,
-    /// The server that answered.
-    pub upstream: SocketAddr,
-    /// What replaced the answer with the block answer (rebind protection), if anything did.
-    pub blocked_by: Option<Arc<str>>,
-    /// No list of any group blocks a name its CNAMEs lead to: no client
-    /// needs its own look at them (see `query::Engine::cnames`).
-    pub cnames_pass_all: bool,
-}
-
-/// What a miss resolved to; `None` means SERVFAIL.
-pub type Resolution = Option<Resolved>;
-
-/// Clients waiting for one in-flight miss.
-type Waiters = Vec<Sender<Resolution>>;
-
-/// Misses currently being resolved, keyed by cache key.
-#[derive(Debug, Default)]
-pub struct Inflight {
-    /// Waiters per key; the leader holds a [`Lead`] that completes the entry.
-    /// Keyed by the miss's own key: joining allocates no copy of it.
-    map: Mutex<FxHashMap<Arc<[u8]>, Waiters>>,
-}
-
-/// The caller's part in resolving a key.
-pub enum Join {
-    /// First asker: resolve it and hand the outcome to [`Lead::complete`].
-    Lead(Lead),
-    /// Someone is already asking: wait for their outcome.
-    Wait(Receiver<Resolution>),
-    /// Too many misses in flight: answer SERVFAIL now.
-    Full,
-}
-
-/// The right (and duty) to complete one in-flight key. Dropping it without
-/// completing (e.g. at shutdown) releases the waiters with SERVFAIL.
-pub struct Lead {
-    inflight: Arc<Inflight>,
-    key: Option<Arc<[u8]>>,
-}
-
-impl Inflight {
-    /// Registers interest in `key`; at most `limit` distinct keys are in flight.
-    pub fn join(self: &Arc<Self>, key: &Arc<[u8]>, limit: usize) -> Join {
-        let Ok(mut map) = self.map.lock() else {
-            return Join::Full;
-        };
-        if let Some(waiters) = map.get_mut(&**key) {
-            if waiters.len() >= MAX_WAITERS {
-                return Join::Full;
-            }
-            let (tx, rx) = bounded(1);
-            waiters.push(tx);
-            return Join::Wait(rx);
-        }
-        if map.len() >= limit {
-            return Join::Full;
-        }
-        map.insert(key.clone(), Vec::new());
-        Join::Lead(Lead { inflight: self.clone(), key: Some(key.clone()) })
-    }
-
-    /// Keys in flight now.
-    pub fn len(&self) -> usize {
-        self.map.lock().map_or(0, |m| m.len())
-    }
-
-    /// True when nothing is in flight.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl Lead {
-    /// Hands `outcome` to every waiter and forgets the key.
-    pub fn complete(mut self, outcome: Resolution) {
-        self.finish(outcome);
-    }
-
-    fn finish(&mut self, outcome: Resolution) {
-        let Some(key) = self.key.take() else { return };
-        let waiters = self.inflight.map.lock().ok().and_then(|mut m| m.remove(&*key));
-        for tx in waiters.into_iter().flatten() {
-            let _ = tx.try_send(outcome.clone());
-        }
-    }
-}
-
-impl Drop for Lead {
-    fn drop(&mut self) {
-        self.finish(None);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -807,151 +577,9 @@ mod tests {
     use crate::wire::{parse_query, tests::query};
 
     #[test]
-    fn reply_validation() {
-        let m = query(5, "Www.Example", rtype::A, None);
-        let q = parse_query(&m).unwrap();
-        let ours = build_query(&q, 0x4242);
-        let good = upstream_answer(&ours, &[60], true);
-        assert!(is_reply_to(&good, 0x4242, &q));
-        assert!(!is_reply_to(&good, 0x4243, &q), "wrong ID");
-        let mut lower = good.clone();
-        lower[13..16].copy_from_slice(b"www");
-        assert!(is_reply_to(&lower, 0x4242, &q), "case may differ");
-        let other = upstream_answer(
-            &build_query(&parse_query(&query(5, "other.example", rtype::A, None)).unwrap(), 0x4242),
-            &[60],
-            false,
-        );
-        assert!(!is_reply_to(&other, 0x4242, &q), "wrong question");
-        let aaaa = upstream_answer(
-            &build_query(&parse_query(&query(5, "Www.Example", rtype::AAAA, None)).unwrap(), 0x4242),
-            &[],
-            false,
-        );
-        assert!(!is_reply_to(&aaaa, 0x4242, &q), "wrong type");
-        assert!(!is_reply_to(&ours, 0x4242, &q), "a query is not a reply");
-        assert!(!is_reply_to(&good[..good.len() - 3], 0x4242, &q), "cut off");
-        assert!(!is_reply_to(&[0x42, 0x42, 0x80], 0x4242, &q));
-    }
-
-    /// RFC 6891 §6.1.1: one OPT, in the additional section. An OPT among
-    /// the answers once reached the cache, which took one from ARCOUNT 0.
-    #[test]
-    fn an_opt_only_as_the_one_additional_record() {
-        let m = query(5, "www.example", rtype::A, None);
-        let q = parse_query(&m).unwrap();
-        let ours = build_query(&q, 0x4242);
-        let good = upstream_answer(&ours, &[60], true);
-        assert!(is_reply_to(&good, 0x4242, &q));
-        let mut in_answer = good.clone();
-        header::set_counts(&mut in_answer, [1, 2, 0, 0]);
-        assert!(!is_reply_to(&in_answer, 0x4242, &q), "OPT in the answer section");
-        let mut in_authority = good.clone();
-        header::set_counts(&mut in_authority, [1, 1, 1, 0]);
-        assert!(!is_reply_to(&in_authority, 0x4242, &q), "OPT in the authority section");
-        let opt_at = good.len() - 11;
-        assert_eq!(u16::from_be_bytes([good[opt_at + 1], good[opt_at + 2]]), rtype::OPT);
-        let mut two = good.clone();
-        two.extend_from_slice(&good[opt_at..]);
-        header::set_counts(&mut two, [1, 1, 0, 2]);
-        assert!(!is_reply_to(&two, 0x4242, &q), "two OPTs");
-    }
-
-    /// The checks before this fast path: every record walks, then simple-dns parses it all.
-    fn full_parse(r: &[u8], q: &Query) -> bool {
-        let [_, an, ns, ar] = header::counts(r);
-        let Some(mut pos) = wire::skip_name(r, HEADER_LEN).map(|p| p + 4) else { return false };
-        for _ in 0..(an as usize + ns as usize + ar as usize) {
-            match wire::read_rr(r, pos) {
-                Some(rr) => pos = rr.end,
-                None => return false,
-            }
-        }
-        !wire::simple_dns_knows(q.qtype) || simple_dns::Packet::parse(r).is_ok()
-    }
-
-    /// A CNAME chain with compression, A and AAAA records, an OPT: every
-    /// one-byte change must be judged as simple-dns judges it, except where
-    /// this check is stricter (RDATA longer than its content: simple-dns stops
-    /// reading where the content ends).
-    #[test]
-    fn fast_rdata_checks_agree_with_simple_dns() {
-        use simple_dns::{CLASS, Name, Packet, ResourceRecord, rdata::RData};
-        let m = query(5, "www.example", rtype::A, None);
-        let q = parse_query(&m).unwrap();
-        let ours = build_query(&q, 0x4242);
-        let mut p = Packet::new_reply(0x4242);
-        p.questions = Packet::parse(&ours).unwrap().questions;
-        let (www, cdn) = (Name::new_unchecked("www.example"), Name::new_unchecked("cdn.example"));
-        p.answers.push(ResourceRecord::new(www, CLASS::IN, 60, RData::CNAME(cdn.clone().into())));
-        p.answers.push(ResourceRecord::new(
-            cdn.clone(),
-            CLASS::IN,
-            60,
-            RData::A(simple_dns::rdata::A { address: 0x0a000001 }),
-        ));
-        p.answers.push(ResourceRecord::new(cdn, CLASS::IN, 60, RData::AAAA(simple_dns::rdata::AAAA { address: 1 })));
-        *p.opt_mut() = Some(simple_dns::rdata::OPT { opt_codes: vec![], udp_packet_size: 1232, version: 0 });
-        let good = p.build_bytes_vec_compressed().unwrap();
-        assert!(good.windows(2).any(|w| w[0] == 0xC0), "the reply uses compression");
-        assert_eq!(records_walk(&good), Walk::Checked);
-        assert!(is_reply_to(&good, 0x4242, &q));
-        let mut stricter = 0;
-        for i in HEADER_LEN..good.len() {
-            for v in [0x00, 0x01, 0x03, 0x04, 0x05, 0x0f, 0x10, 0x1c, 0x29, 0x3f, 0x40, 0xc0, 0xc1, 0xff, good[i] ^ 1] {
-                let mut r = good.clone();
-                r[i] = v;
-                if !answers_question(&r, 0x4242, &q) {
-                    continue;
-                }
-                let (fast, full) = (records_ok(&r, q.qtype), full_parse(&r, &q));
-                if full && !fast {
-                    stricter += 1;
-                    continue;
-                }
-                assert_eq!(fast, full, "byte {i} set to {v:#x}");
-            }
-        }
-        assert!(stricter < 20, "{stricter} replies simple-dns takes are refused");
-        // Types left to simple-dns still go through it: the AAAA turned
-        // HINFO (its 16 bytes read as two 7-byte strings).
-        let mut hinfo = good.clone();
-        let at = hinfo.windows(4).position(|w| w == [0, 28, 0, 1]).unwrap();
-        hinfo[at + 1] = rtype::HINFO as u8;
-        hinfo[at + 10] = 7;
-        hinfo[at + 18] = 7;
-        assert_eq!(records_walk(&hinfo), Walk::Unchecked);
-        assert!(full_parse(&hinfo, &q), "simple-dns takes it");
-        assert!(is_reply_to(&hinfo, 0x4242, &q));
-        hinfo[at + 18] = 8;
-        assert!(!full_parse(&hinfo, &q) && !is_reply_to(&hinfo, 0x4242, &q), "a string past the RDATA");
-    }
-
-    #[test]
     fn ids_vary() {
         let ids: std::collections::HashSet<u16> = (0..1000).map(|_| random_id()).collect();
         assert!(ids.len() > 900);
-    }
-
-    #[test]
-    fn inflight_coalesces_and_releases() {
-        let inf = Arc::new(Inflight::default());
-        let key = |k: &[u8]| -> Arc<[u8]> { k.into() };
-        let Join::Lead(lead) = inf.join(&key(b"k"), 10) else { panic!() };
-        let Join::Wait(rx) = inf.join(&key(b"k"), 10) else { panic!() };
-        assert!(matches!(inf.join(&key(b"other"), 10), Join::Lead(_)));
-        lead.complete(None);
-        assert!(rx.try_recv().unwrap().is_none());
-        assert!(inf.is_empty());
-        let Join::Lead(lead) = inf.join(&key(b"k"), 10) else { panic!() };
-        let Join::Wait(rx) = inf.join(&key(b"k"), 10) else { panic!() };
-        drop(lead);
-        assert!(rx.try_recv().unwrap().is_none(), "a dropped leader releases waiters");
-        assert!(inf.is_empty());
-        let _a = inf.join(&key(b"a"), 2);
-        let _b = inf.join(&key(b"b"), 2);
-        assert!(matches!(inf.join(&key(b"c"), 2), Join::Full), "limit of distinct keys");
-        assert!(matches!(inf.join(&key(b"a"), 2), Join::Wait(_)), "joining a key in flight is not limited by it");
     }
 
     /// A server on loopback that answers every query (or none), first

@@ -10,7 +10,6 @@
 use std::ffi::OsString;
 use std::io;
 use std::mem::MaybeUninit;
-use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -18,54 +17,41 @@ use std::path::{Path, PathBuf};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 use smol::Async;
 
-use crate::query::Engine;
+use crate::config::Config;
 
-/// `nameserver` lines of a resolv.conf, port 53.
-pub fn servers(text: &str) -> Vec<SocketAddr> {
-    text.lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            (words.next() == Some("nameserver")).then_some(())?;
-            // Drop a zone index (fe80::1%eth0): it cannot be parsed into an IpAddr.
-            let ip: IpAddr = words.next()?.split('%').next()?.parse().ok()?;
-            Some(SocketAddr::new(ip, 53))
-        })
-        .collect()
+/// When the upstreams come from resolv_file, reads it again: the config
+/// with the servers it names now, to swap in (the lists and the cache
+/// stay), or `None` when nothing changed. Cheap (a small file), so the main
+/// thread does it at once rather than queue it behind a download on the
+/// lists thread.
+pub fn follow(old: &Config) -> Option<Config> {
+    let bootstrap_follows = old.bootstrap_auto && old.has_encrypted();
+    if !old.upstreams_auto && !bootstrap_follows {
+        return None;
+    }
+    let mut cfg = old.clone();
+    if cfg.upstreams_auto {
+        cfg.upstreams_from_resolv();
+    } else {
+        cfg.bootstrap_from_resolv();
+    }
+    (cfg.upstreams != old.upstreams || cfg.bootstrap != old.bootstrap).then_some(cfg)
 }
 
-/// When the upstreams come from resolv_file, reads it again and swaps in
-/// the servers it names now; the lists and the cache stay. Cheap (a small
-/// file), so the main thread does it at once rather than queue it behind
-/// a download on the lists thread.
-pub fn follow(engine: &Engine) {
-    engine.update_config(|old| {
-        let bootstrap_follows = old.bootstrap_auto && old.has_encrypted();
-        if !old.upstreams_auto && !bootstrap_follows {
-            return None;
-        }
-        let mut cfg = old.clone();
-        if cfg.upstreams_auto {
-            cfg.upstreams_from_resolv();
-        } else {
-            cfg.bootstrap_from_resolv();
-        }
-        if cfg.upstreams == old.upstreams && cfg.bootstrap == old.bootstrap {
-            return None;
-        }
-        if cfg.upstreams_auto {
-            log::info!(
-                "upstreams now {} (from {})",
-                cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
-                cfg.upstreams_from
-            );
-        } else {
-            log::info!(
-                "bootstrap resolvers now {}",
-                cfg.bootstrap.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", ")
-            );
-        }
-        Some(cfg)
-    });
+/// Says which servers a [`follow`] installed, once they are in force.
+pub fn announce(cfg: &Config) {
+    if cfg.upstreams_auto {
+        log::info!(
+            "upstreams now {} (from {})",
+            cfg.upstreams.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", "),
+            cfg.upstreams_from
+        );
+    } else {
+        log::info!(
+            "bootstrap resolvers now {}",
+            cfg.bootstrap.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(", ")
+        );
+    }
 }
 
 /// Room for a few events at once; a name is at most 255 bytes, and a burst
@@ -135,12 +121,6 @@ impl Watch {
 mod tests {
     use super::*;
     use std::time::Duration;
-
-    #[test]
-    fn nameserver_lines() {
-        let found = servers("# x\nnameserver 10.0.0.1\nsearch lan\nnameserver fe80::1%eth0\nnameserver\n");
-        assert_eq!(found, ["10.0.0.1:53".parse().unwrap(), "[fe80::1]:53".parse().unwrap()]);
-    }
 
     fn changed_within(w: &Watch, limit: Duration) -> bool {
         use smol::future::FutureExt;

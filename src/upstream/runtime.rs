@@ -38,7 +38,8 @@ use rustls::ClientConfig;
 use super::Server;
 use super::bootstrap::Addresses;
 use super::clock::ClockGate;
-use super::tls::{Conn, Failure, LinkInner};
+use super::connect::{Conn, Failure};
+use super::tls::LinkInner;
 use crate::config::Config;
 
 /// What connections read when they connect.

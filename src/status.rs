@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 use crate::config::ListKind;
-use crate::lists::ListsHandle;
 use crate::query::Engine;
+use crate::rebuild::ListsHandle;
 use crate::stats::{Counters, GroupReport, ListReport, LogReport, Report, Totals, UpstreamReport, percentiles};
 
 /// What the report is made from; shared by the signal loop and the control socket.

@@ -1,4 +1,6 @@
-//! What `list upstream` names: a plain resolver (`IP[:PORT]`) or an
+//! Upstream settings: how a resolution picks a server
+//! (`upstream_strategy`), the `nameserver` lines of a resolv.conf, and what
+//! `list upstream` names: a plain resolver (`IP[:PORT]`) or an
 //! encrypted one: `tls://NAME[:PORT][#IP[,IP…]]` (DNS over TLS, RFC 7858)
 //! or `https://NAME[:PORT][/PATH][#IP[,IP…]]` (DNS over HTTPS, RFC 8484).
 //!
@@ -7,8 +9,10 @@
 //! unless they are pinned after `#`, or the name is itself an IP address.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+
+use super::{Config, DnsmasqMode, MAX_RESOLV_BYTES, is_loop};
 
 /// Port of DNS over TLS (RFC 7858 §3.1).
 pub const TLS_PORT: u16 = 853;
@@ -74,7 +78,7 @@ impl Upstream {
         } else if s.contains("://") {
             return Err("an address, tls://NAME or https://NAME/PATH".into());
         } else {
-            return crate::config::parse_socket_addr(s, 53)
+            return super::parse_socket_addr(s, 53)
                 .map(Upstream::Plain)
                 .ok_or_else(|| "an address, tls://NAME or https://NAME/PATH".into());
         };
@@ -214,6 +218,104 @@ impl fmt::Display for Endpoint {
     }
 }
 
+/// How a resolution picks the server it tries first (`upstream_strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// The last one that answered, then the rest in order.
+    #[default]
+    Failover,
+    /// One at random, then the rest in order: spreads the load.
+    Random,
+    /// The two with the lowest recent reply time at once; the first good
+    /// answer wins (Blocky's `parallel_best`). Then the rest one by one.
+    Parallel,
+}
+
+impl Strategy {
+    /// The config's name for it.
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        match name {
+            "failover" => Some(Strategy::Failover),
+            "random" => Some(Strategy::Random),
+            "parallel" => Some(Strategy::Parallel),
+            _ => None,
+        }
+    }
+}
+
+/// `nameserver` lines of a resolv.conf, port 53.
+pub fn servers(text: &str) -> Vec<SocketAddr> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some("nameserver")).then_some(())?;
+            // Drop a zone index (fe80::1%eth0): it cannot be parsed into an IpAddr.
+            let ip: IpAddr = words.next()?.split('%').next()?.parse().ok()?;
+            Some(SocketAddr::new(ip, 53))
+        })
+        .collect()
+}
+
+/// Resolver file read for upstreams when the config names none.
+pub(super) const RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// Upstreams used when neither the config nor resolv.conf gives one (Quad9, Cloudflare).
+const FALLBACK_UPSTREAMS: [IpAddr; 2] = [IpAddr::V4(Ipv4Addr::new(9, 9, 9, 9)), IpAddr::V4(Ipv4Addr::new(1, 1, 1, 1))];
+
+impl Config {
+    /// Upstreams from `resolv_file`, minus our own addresses; public
+    /// resolvers while it names none (a router's WAN file is empty until the
+    /// WAN is up). Called again whenever the file changes.
+    pub fn upstreams_from_resolv(&mut self) {
+        let (servers, from) = self.resolv_servers();
+        if self.bootstrap_auto {
+            self.bootstrap = servers.clone();
+        }
+        self.upstreams = servers.into_iter().map(Upstream::Plain).collect();
+        self.upstreams_from = from;
+        self.upstreams_auto = true;
+    }
+
+    /// Bootstrap resolvers from `resolv_file` (as the upstreams), unless
+    /// the config names them.
+    pub fn bootstrap_from_resolv(&mut self) {
+        if self.bootstrap_auto {
+            self.bootstrap = self.resolv_servers().0;
+        }
+    }
+
+    /// `resolv_file`'s servers minus our own addresses, or the built-in
+    /// public resolvers while it names none; and which it was.
+    fn resolv_servers(&self) -> (Vec<SocketAddr>, String) {
+        // With dnsmasq forwarding to us, the loopback resolver that
+        // /etc/resolv.conf names on OpenWrt is dnsmasq itself: asking it
+        // would loop. (dnsmasq binds lo's own 127.0.0.1 and ::1, not all of 127/8.)
+        let dnsmasq_in_front = self.dnsmasq_mode == DnsmasqMode::Upstream;
+        let is_dnsmasq = |up: &SocketAddr| {
+            up.port() == 53
+                && (up.ip() == IpAddr::V4(Ipv4Addr::LOCALHOST) || up.ip() == IpAddr::V6(Ipv6Addr::LOCALHOST))
+        };
+        let from_resolv: Vec<SocketAddr> = crate::sys::read_regular_text(&self.resolv_file, MAX_RESOLV_BYTES)
+            .map(|text| servers(&text))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|up| !self.listen.iter().any(|l| is_loop(l, up)))
+            .filter(|up| !(dnsmasq_in_front && is_dnsmasq(up)))
+            .collect();
+        if from_resolv.is_empty() {
+            (FALLBACK_UPSTREAMS.iter().map(|ip| SocketAddr::new(*ip, 53)).collect(), "built-in fallback".into())
+        } else {
+            (from_resolv, self.resolv_file.display().to_string())
+        }
+    }
+
+    /// Whether encrypted upstreams are configured (they need the TLS
+    /// settings and the bootstrap resolvers).
+    pub fn has_encrypted(&self) -> bool {
+        self.upstreams.iter().any(|u| u.plain().is_none())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +325,12 @@ mod tests {
             Ok(Upstream::Encrypted(e)) => (*e).clone(),
             other => panic!("{s}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn nameserver_lines() {
+        let found = servers("# x\nnameserver 10.0.0.1\nsearch lan\nnameserver fe80::1%eth0\nnameserver\n");
+        assert_eq!(found, ["10.0.0.1:53".parse().unwrap(), "[fe80::1]:53".parse().unwrap()]);
     }
 
     #[test]

@@ -1,0 +1,204 @@
+//! The [`Snapshot`]: everything a query consults (config, lists, cache,
+//! upstream groups, client rules, schedules), built whole on each reload
+//! and swapped in while queries in flight finish on the old one.
+
+use super::*;
+
+/// Source of [`Snapshot::generation`].
+pub(super) static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+/// Everything a query consults, swapped whole on reload.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// Unique to this snapshot: a cache entry whose name these lists passed
+    /// carries it, and a hit on it skips the blocklist lookup.
+    pub generation: u64,
+    /// Block and allow lists and the block answer style.
+    pub policy: Arc<Policy>,
+    /// The answer cache (kept across reloads unless its size changes).
+    pub cache: Arc<Cache>,
+    /// Default upstreams.
+    pub upstreams: Group,
+    /// Conditional forwarding: reversed-label domain key → its servers.
+    pub forwards: Vec<(Box<[u8]>, Arc<Group>)>,
+    /// `plain_domain` keys: while the clock is not known good, names under
+    /// them go to `bootstrap` (see `upstream::clock`). Empty without
+    /// encrypted upstreams.
+    pub(super) plain_until_synced: Vec<Box<[u8]>>,
+    /// The bootstrap resolvers, as the group those names use.
+    pub(super) bootstrap: Group,
+    /// Whether the clock is known good (kept across reloads).
+    pub clock: Arc<ClockGate>,
+    /// Per-try upstream timeout.
+    pub timeout: Duration,
+    /// Seconds after expiry a cached answer may still be served stale (0: never).
+    pub stale_for: u32,
+    /// Refresh names in use before they expire (kept here beside the rest
+    /// a hit reads, not behind the config's pointer).
+    pub prefetch: bool,
+    /// TTL clamps for cached answers.
+    pub min_ttl: u32,
+    /// See `min_ttl`.
+    pub max_ttl: u32,
+    /// The config this snapshot was built from.
+    pub config: Arc<Config>,
+    /// Local names, answered before everything else.
+    pub records: Arc<Records>,
+    /// Which `config client` a client is, and its groups.
+    pub clients: Arc<ClientRules>,
+    /// Which scheduled groups are outside their window now.
+    pub schedules: Arc<Schedules>,
+    /// Reversed-label keys of the `rebind_allow` domains.
+    pub(super) rebind_allow: Vec<Box<[u8]>>,
+    /// Addresses an upstream answer may not put under a public name.
+    pub(super) rebind_ranges: AccessList,
+    /// The per-client rate limit, when one is set (kept across reloads that leave it alone).
+    pub(super) ratelimit: Option<Arc<RateLimiter>>,
+}
+
+impl Snapshot {
+    /// What a cache entry records when these lists pass its name for every
+    /// client (see [`crate::policy::Checked::uniform`]), `allowed` when an allowlist did:
+    /// the generation shifted left one, that flag in bit 0 (see [`cache::Hit`]).
+    #[inline]
+    pub fn passed(&self, allowed: bool) -> u64 {
+        self.generation << 1 | allowed as u64
+    }
+
+    /// Builds a snapshot, reusing `previous`'s cache (if the size is unchanged)
+    /// and upstream counters.
+    #[inline(never)]
+    pub fn new(config: Arc<Config>, policy: Arc<Policy>, previous: Option<&Snapshot>) -> Snapshot {
+        let cache = match previous {
+            Some(p) if p.config.cache_size == config.cache_size => p.cache.clone(),
+            _ => Arc::new(Cache::new(config.cache_size)),
+        };
+        let known: Vec<Arc<Server>> = previous.map(|p| p.servers()).unwrap_or_default();
+        let forwards = config
+            .forwards
+            .iter()
+            .flat_map(|f| {
+                let group = Arc::new(
+                    Group::new(&f.servers, &known, config.upstream_strategy)
+                        .trusting_plain_ad(config.trust_upstream_ad),
+                );
+                f.domains.iter().filter_map(move |d| Some((name_key(d)?.into_boxed_slice(), group.clone())))
+            })
+            .collect();
+        let rebind_allow = config.rebind_allow.iter().filter_map(|d| Some(name_key(d)?.into_boxed_slice())).collect();
+        let ratelimit = match previous {
+            Some(p) if (p.config.ratelimit, p.config.ratelimit_burst) == (config.ratelimit, config.ratelimit_burst) => {
+                p.ratelimit.clone()
+            }
+            _ => (config.ratelimit > 0).then(|| {
+                let burst = if config.ratelimit_burst > 0 {
+                    config.ratelimit_burst
+                } else {
+                    config.ratelimit.saturating_mul(2)
+                };
+                Arc::new(RateLimiter::new(config.ratelimit, burst))
+            }),
+        };
+        let records = match previous {
+            Some(p) if p.config.records == config.records => p.records.clone(),
+            _ => Arc::new(Records::new(&config.records)),
+        };
+        let clients = Arc::new(ClientRules::new(&config.clients, &policy.groups));
+        let schedules = Arc::new(Schedules::new(&policy.groups, &config.time_synced_file));
+        let clock = match previous {
+            Some(p) if p.clock.marker() == config.clock_marker() => p.clock.clone(),
+            _ => Arc::new(ClockGate::new(config.clock_marker())),
+        };
+        let encrypted = config.has_encrypted();
+        let plain_until_synced = match encrypted {
+            true => config.plain_domains.iter().filter_map(|d| Some(name_key(d)?.into_boxed_slice())).collect(),
+            false => Vec::new(),
+        };
+        // The bootstrap servers keep their counters and sockets across
+        // reloads, whether or not they answered clients (and were in `known`).
+        let bootstrap = match (encrypted, previous) {
+            (true, Some(p)) => {
+                Group::new(&config.bootstrap, &p.bootstrap.servers, crate::config::upstream::Strategy::Failover)
+            }
+            (true, None) => Group::new(&config.bootstrap, &[], crate::config::upstream::Strategy::Failover),
+            (false, _) => Group::new(&[], &[], crate::config::upstream::Strategy::Failover),
+        }
+        .trusting_plain_ad(config.trust_upstream_ad);
+        if encrypted {
+            upstream::runtime::configure(&config, &bootstrap.servers, &clock);
+        }
+        Snapshot {
+            plain_until_synced,
+            bootstrap,
+            clock,
+            generation: GENERATIONS.fetch_add(1, Relaxed),
+            records,
+            clients,
+            schedules,
+            ratelimit,
+            rebind_ranges: access::rebind_ranges(),
+            policy,
+            rebind_allow,
+            cache,
+            upstreams: Group::with_fallbacks(&config.upstreams, &config.fallbacks, &known, config.upstream_strategy)
+                .trusting_plain_ad(config.trust_upstream_ad),
+            forwards,
+            timeout: config.upstream_timeout,
+            stale_for: if config.serve_stale { config.stale_max_age } else { 0 },
+            prefetch: config.prefetch,
+            min_ttl: config.min_ttl,
+            max_ttl: config.max_ttl,
+            config,
+        }
+    }
+
+    /// Every upstream server, defaults first, without duplicates (the
+    /// bootstrap resolvers included, when they answer clients).
+    pub fn servers(&self) -> Vec<Arc<Server>> {
+        let mut all: Vec<Arc<Server>> = self.upstreams.servers.clone();
+        let bootstrap = (!self.plain_until_synced.is_empty()).then_some(&self.bootstrap);
+        for g in self.forwards.iter().map(|(_, g)| &**g).chain(bootstrap) {
+            for s in &g.servers {
+                if !all.iter().any(|a| Arc::ptr_eq(a, s)) {
+                    all.push(s.clone());
+                }
+            }
+        }
+        all
+    }
+
+    /// Is `key` under a domain that rebind protection leaves alone: a
+    /// `rebind_allow` entry, or a `config forward` rule (local names by design)?
+    pub(super) fn rebind_exempt(&self, key: &[u8]) -> bool {
+        let covers = |d: &[u8]| key.starts_with(d) && (key.len() == d.len() || key[d.len()] == SEP);
+        self.forwards.iter().any(|(d, _)| covers(d)) || self.rebind_allow.iter().any(|d| covers(d))
+    }
+
+    /// The most specific forward rule covering a name, by index; one past
+    /// the rules: the bootstrap resolvers (a `plain_domain` name while the
+    /// clock is not known good).
+    pub(super) fn forward_for(&self, key: &[u8]) -> Option<usize> {
+        let covers = |d: &[u8]| key.starts_with(d) && (key.len() == d.len() || key[d.len()] == SEP);
+        let rule = self
+            .forwards
+            .iter()
+            .enumerate()
+            .filter(|(_, (d, _))| covers(d))
+            .max_by_key(|(_, (d, _))| d.len())
+            .map(|(i, _)| i);
+        if rule.is_none() && self.plain_until_synced.iter().any(|d| covers(d)) && !self.clock.synced() {
+            return Some(self.forwards.len());
+        }
+        rule
+    }
+
+    /// The servers of forward rule `forward`, the bootstrap resolvers one
+    /// past the rules, or the defaults.
+    pub(super) fn group(&self, forward: Option<usize>) -> &Group {
+        match forward {
+            Some(i) if i == self.forwards.len() => &self.bootstrap,
+            Some(i) => self.forwards.get(i).map_or(&self.upstreams, |(_, g)| g),
+            None => &self.upstreams,
+        }
+    }
+}
