@@ -88,7 +88,24 @@ function world(replies, uciData, hosts) {
 		},
 		// What the session has staged, config → [op, section, …] (rpcd's uci changes).
 		staged: {},
-		changes() { return Promise.resolve(this.staged); }
+		changes() { return Promise.resolve(this.staged); },
+		// Local edits (uci.js keeps them until save()): made on `data`,
+		// each recorded; unload() drops them as uci.js does.
+		edits: [],
+		saves: 0,
+		unloads: 0,
+		add(conf, type) {
+			const sid = 'new' + this.edits.length;
+			(this.data[conf] ||= []).push({ '.type': type, '.name': sid, '.anonymous': true });
+			this.edits.push([ 'add', conf, type, sid ]);
+			return sid;
+		},
+		set(conf, sid, opt, val) {
+			this.get(conf, sid)[opt] = val;
+			this.edits.push([ 'set', conf, sid, opt, val ]);
+		},
+		save() { this.saves++; return Promise.resolve(); },
+		unload() { this.unloads++; }
 	};
 	const ui = {
 		createHandlerFn(ctx, fn, ...args) {

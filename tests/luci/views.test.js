@@ -197,7 +197,7 @@ test('queries: blocked rows offer Allow, others Block, each asking for whom, wit
 	byId(page, 'hydradns-filter-outcome').value = 'cached';
 	byId(page, 'hydradns-filter-list').value = '';
 	await byId(page, 'hydradns-filter-apply').attrs.click();
-	assert.deepEqual(w.calls.pop().args, { limit: 100, domain: '*.example', client: 'laptop', blocked: 0, before: 0, outcome: 'cached', list: '' });
+	assert.deepEqual(w.calls.pop().args, { limit: 100, domain: '*.example', client: 'laptop', blocked: 0, before: 0, outcome: 'cached', list: '', group: '' });
 });
 
 test('queries: pages of 100 through the log, by row id; auto-refresh only on the newest page when asked', async () => {
@@ -460,6 +460,15 @@ test('issue 48: a group saves with "always" and "as the gateway"; a schedule or 
 	// A device without groups is in default, and the grid says so.
 	groups.cfgvalue = () => null;
 	assert.equal(groups.textvalue('cfg01'), 'default');
+	// So does the Lists page's grid for a list without groups.
+	const lw = world({ 'luci.hydradns.status': () => ({ schema: 1, running: true, lists: [] }) }, { hydradns: [] });
+	const lv = lw.load('view.hydradns.lists');
+	await lv.render(await lv.load());
+	const listGroups = lw.form.maps[0].sections.find((s) => s.type === 'blocklist').options.find((o) => o.name === 'group');
+	listGroups.cfgvalue = () => null;
+	assert.equal(listGroups.textvalue('cfg02'), 'default');
+	listGroups.cfgvalue = () => [ 'kids' ];
+	assert.equal(listGroups.textvalue('cfg02'), 'kids');
 	const bypass = opt('hydradns', 'block_bypass');
 	assert.equal(bypass.tab, 'blocking');
 	assert.match(bypass.description, /use-application-dns\.net.*mask\.icloud\.com.*Allow lists do not reach these names/);
@@ -529,7 +538,7 @@ test('queries: opened from an Overview link, filtered as the link says', async (
 	w.window.location = { search: '?domain=ads.example&blocked=1' };
 	const v = w.load('view.hydradns.queries');
 	const page = v.render(await v.load());
-	assert.deepEqual(w.calls.filter((c) => c.method === 'log').pop().args, { limit: 100, domain: 'ads.example', client: '', blocked: 1, before: 0, outcome: '', list: '' });
+	assert.deepEqual(w.calls.filter((c) => c.method === 'log').pop().args, { limit: 100, domain: 'ads.example', client: '', blocked: 1, before: 0, outcome: '', list: '', group: '' });
 	assert.equal(byId(page, 'hydradns-filter-domain').attrs.value, 'ads.example');
 	assert.equal(byId(page, 'hydradns-filter-blocked').attrs.checked, true);
 });
@@ -573,7 +582,7 @@ test('every method the pages call is in the ACL and the plugin; writes need the 
 		assert.ok(listed.includes(m), `${m} is not in the plugin's list`);
 	}
 	assert.deepEqual([ ...read, ...write ].sort(), [ ...listed ].sort(), 'the ACL names exactly the plugin\'s methods');
-	assert.deepEqual(read.sort(), [ 'check', 'history', 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
+	assert.deepEqual(read.sort(), [ 'check', 'devices', 'history', 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
 	for (const m of [ 'service', 'revert', 'pause', 'allow', 'block', 'undo' ])
 		assert.ok(write.includes(m), `${m} changes the router: write ACL`);
 	// check_config runs hydradns as root on a config the caller sends: only
@@ -590,4 +599,168 @@ test('every method the pages call is in the ACL and the plugin; writes need the 
 		if (node.action.type === 'view')
 			assert.ok(fs.existsSync(path.join(APP, 'htdocs/luci-static/resources/view', node.action.path + '.js')), p);
 	assert.deepEqual(menu['admin/services/hydradns'].depends.acl, [ 'luci-app-hydradns' ]);
+});
+
+// `hydradns devices --json` as the plugin passes it on.
+const DEVICES = {
+	schema: 1, since: 1796256000,
+	devices: [
+		{ name: 'kids-tablet', ip: '192.0.2.50', mac: '02:00:5e:10:00:01', groups: [ 'default' ], last_seen: 1796272800, queries: 40, blocked: 7 },
+		{ ip: '127.0.0.1', groups: [ 'default' ], last_seen: 1796272700, queries: 12, blocked: 0 },
+		{ name: 'nas', ip: '192.0.2.9', mac: '02:00:5e:10:00:09', rule: 'nas', groups: [ 'default', 'kids' ], last_seen: 0, queries: 0, blocked: 0 }
+	]
+};
+
+function devicesWorld(check, uciData, devices) {
+	return world({
+		'luci.hydradns.devices': () => devices || DEVICES,
+		'luci.hydradns.check_config': check || (() => ({ valid: true, output: '' })),
+		'system.info': () => ({ localtime: Math.round(Date.now() / 1000) + 3600 })
+	}, uciData || { hydradns: [
+		{ '.type': 'group', '.name': 'kids', '.anonymous': false },
+		{ '.type': 'client', '.name': 'cfg01', '.anonymous': true, name: 'nas', match: [ '02:00:5E:10:00:09' ], group: [ 'default', 'kids' ] }
+	] });
+}
+
+test('devices: name, address, MAC, groups, last seen, today\'s queries, busiest first; a name opens the device\'s page', async () => {
+	// As the daemon finds them: the config's, the files', the log's.
+	const w = devicesWorld(null, null, Object.assign({}, DEVICES, { devices: DEVICES.devices.slice().reverse() }));
+	const v = w.load('view.hydradns.devices');
+	const page = v.render(await v.load());
+	const rows = find(byId(page, 'hydradns-devices'), (n) => n.tag === 'tr').slice(1);
+	assert.equal(rows.length, 3);
+	assert.deepEqual([ ...rows[0].children.slice(0, 7).map(text) ],
+		[ 'kids-tablet', '192.0.2.50', '02:00:5e:10:00:01', 'default', text(rows[0].children[4]), '40', '7' ]);
+	// The router's clock is an hour ahead of UTC (system.info); the fixture's day is not today.
+	assert.equal(text(rows[0].children[4]), '2026-12-03 05:40', 'last seen on the router\'s clock');
+	assert.equal(text(rows[2].children[4]), 'not today');
+	assert.equal(text(rows[1].children[0]), '127.0.0.1', 'no name: its address');
+	assert.equal(find(rows[0], (n) => n.tag === 'a')[0].attrs.href, '/cgi-bin/luci/admin/services/hydradns/queries?client=192.0.2.50');
+	w.L.env.readonly = true;
+	assert.equal(find(v.render(await v.load()), (n) => n.tag === 'button').length, 0, 'no Add to group for a read-only login');
+});
+
+test('devices: Add to group writes a rule for the MAC (or updates its own), checked by the daemon before it is applied', async () => {
+	let sent = null;
+	const w = devicesWorld((a) => { sent = a.config; return { valid: true, output: '' }; });
+	const v = w.load('view.hydradns.devices');
+	const page = v.render(await v.load());
+	const add = (key) => find(page, (n) => n.attrs['data-add'] === key)[0].attrs.click();
+	await add('02:00:5e:10:00:01');
+	const select = byId(w.ui.modal.node, 'hydradns-add-group');
+	assert.deepEqual([ ...select.children.map((o) => o.attrs.value) ], [ 'kids' ], 'the groups it is not in');
+	select.value = 'kids';
+	assert.equal(await byId(w.ui.modal.node, 'hydradns-add-group-ok').attrs.click(), true);
+	const made = w.uci.get('hydradns', 'new0');
+	assert.deepEqual([ made['.type'], made.name, [ ...made.match ], [ ...made.group ] ], [ 'client', 'kids-tablet', [ '02:00:5e:10:00:01' ], [ 'default', 'kids' ] ]);
+	assert.match(sent, /config client\n\toption group|config client\n[\s\S]*list match '02:00:5e:10:00:01'/);
+	assert.deepEqual([ w.uci.saves, w.applied ], [ 1, [ true ] ], 'saved, then applied by LuCI (with its rollback)');
+	// A device whose own rule matches its MAC (any case): that rule gets the group.
+	await v.handleAdd(DEVICES.devices[2], 'guests');
+	assert.deepEqual([ ...w.uci.get('hydradns', 'cfg01').group ], [ 'default', 'kids', 'guests' ]);
+	assert.equal(w.uci.sections('hydradns', 'client').length, 2, 'no second rule for the same MAC');
+	// No MAC: by address.
+	await v.handleAdd(DEVICES.devices[1], 'kids');
+	assert.deepEqual([ ...w.uci.sections('hydradns', 'client').pop().match ], [ '127.0.0.1' ]);
+});
+
+test('devices: a rule the daemon refuses is dropped, never saved or applied; another page\'s staged changes stop it', async () => {
+	let lines = 0;
+	const w = devicesWorld((a) => { lines = a.config.split('\n').length; return { valid: false, output: `config:${lines - 2}: client: group 'nope' is not a group` }; });
+	const v = w.load('view.hydradns.devices');
+	v.render(await v.load());
+	assert.equal(await v.handleAdd(DEVICES.devices[0], 'nope'), false);
+	assert.deepEqual([ w.uci.saves, w.uci.unloads, [ ...w.applied ] ], [ 0, 1, [] ]);
+	assert.match(w.notes.pop().text, /^Section new0: client: group 'nope' is not a group/, 'the refusal, on the new rule');
+	const w2 = devicesWorld();
+	const v2 = w2.load('view.hydradns.devices');
+	v2.render(await v2.load());
+	w2.uci.staged = { hydradns: [ [ 'add', 'halfdone', 'group' ] ] };
+	assert.equal(await v2.handleAdd(DEVICES.devices[0], 'kids'), false);
+	assert.deepEqual([ w2.uci.edits.length, w2.uci.saves, w2.applied.length ], [ 0, 0, 0 ]);
+	assert.match(w2.notes.pop().text, /The Settings or Lists page has changes .*\(halfdone\)/);
+});
+
+test('the device\'s page: the Queries page filtered to it, with its groups, their schedules now and the pause', async () => {
+	const st = fixture('status.json');
+	st.stats.groups[1] = Object.assign(st.stats.groups[1], { schedule: 'nights', active: false });
+	st.stats.paused_until = st.now + 600;
+	const w = world({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [] }),
+		'luci.hydradns.log': () => fixture('log.json'),
+		'luci.hydradns.devices': () => DEVICES,
+		'luci.hydradns.status': () => st,
+		'system.info': () => ({ localtime: st.now })
+	});
+	w.window.location = { search: '?client=192.0.2.9' };
+	const v = w.load('view.hydradns.queries');
+	const page = v.render(await v.load());
+	const box = byId(page, 'hydradns-device');
+	assert.ok(box, 'the device\'s box');
+	assert.equal(page.children[1], box, 'first, under the title');
+	assert.match(text(box), /Device: nas/);
+	assert.equal(text(byId(box, 'hydradns-device-mac')), '02:00:5e:10:00:09');
+	const rows = find(byId(box, 'hydradns-device-groups'), (n) => n.tag === 'tr').slice(1).map((r) => [ ...r.children.map(text) ]);
+	assert.deepEqual(rows, [
+		[ 'default', 'always', 'paused (all blocking), 10m 0s left' ],
+		[ 'kids', 'nights (inactive now: its lists do not apply)', 'paused (all blocking), 10m 0s left' ]
+	]);
+	assert.deepEqual(w.calls.filter((c) => c.method === 'log').pop().args.client, '192.0.2.9', 'its queries below, with Why?, Allow, Block');
+	assert.ok(find(page, (n) => n.attrs['data-why']).length > 0);
+	// Unfiltered: no device box.
+	const w2 = world({ 'luci.hydradns.top': () => ({ schema: 1, entries: [] }), 'luci.hydradns.log': () => fixture('log.json') });
+	const v2 = w2.load('view.hydradns.queries');
+	assert.equal(byId(v2.render(await v2.load()), 'hydradns-device'), undefined);
+	assert.ok(!w2.calls.some((c) => c.method === 'devices'));
+});
+
+test('overview: during a global pause each group\'s Blocking says paused, not on', async () => {
+	const st = fixture('status.json');
+	const w = statusWorld(st);
+	const v = w.load('view.hydradns.status');
+	v.render(await v.load());
+	const blocking = () => find(v.box, (n) => n.attrs.class === 'hydradns-group-blocking').map(text);
+	assert.deepEqual([ ...blocking() ], [ 'on', 'on' ]);
+	st.stats.paused_until = st.now + 300;
+	v.fill(st);
+	assert.deepEqual([ ...blocking() ], [ 'paused (all blocking), 5m 0s left', 'paused (all blocking), 5m 0s left' ]);
+	st.stats.paused_until = 0;
+	st.stats.groups[1].paused_until = st.now + 60;
+	v.fill(st);
+	assert.deepEqual([ ...blocking() ], [ 'on', 'paused, 1m 0s left' ]);
+});
+
+test('queries: filtered by group, the daemon finds the group\'s rows (hydradns log --group), paged by id', async () => {
+	const rows = [];
+	for (let i = 0; i < 300; i++)
+		rows.push({ id: 5000 - i, unix_ms: 1796272820000 - i * 1000, client: [ '192.0.2.50', '127.0.0.1', '192.0.2.9' ][i % 3],
+			name: `n${i}.example`, type: 'A', outcome: 'cached', rcode: 'NOERROR', latency_us: 5 });
+	// As the daemon's client rules put them: only nas (192.0.2.9) in kids.
+	const members = { kids: [ '192.0.2.9' ], default: [ '192.0.2.50', '127.0.0.1', '192.0.2.9' ] };
+	const w = world({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [] }),
+		'luci.hydradns.devices': () => DEVICES,
+		'luci.hydradns.log': (a) => ({ schema: 1, entries: rows.filter((r) => (!a.client || r.client === a.client)
+			&& (!a.group || members[a.group].includes(r.client)) && (!a.before || r.id < a.before)).slice(0, a.limit) })
+	}, { hydradns: [ { '.type': 'group', '.name': 'kids', '.anonymous': false } ] });
+	w.window.location = { search: '?group=kids' };
+	const v = w.load('view.hydradns.queries');
+	const page = v.render(await v.load());
+	const options = find(byId(page, 'hydradns-filter-group'), (n) => n.tag === 'option');
+	assert.deepEqual([ ...options.map((o) => o.attrs.value) ], [ '', 'default', 'kids' ]);
+	assert.equal(options[2].attrs.selected, '', 'the link\'s group chosen');
+	const clients = () => find(byId(v.recent, 'hydradns-log'), (n) => n.tag === 'tr').slice(1).map((r) => text(r.children[1]));
+	assert.deepEqual([ ...new Set(clients()) ], [ '192.0.2.9' ]);
+	assert.equal(clients().length, 100);
+	const logCalls = () => w.calls.filter((c) => c.method === 'log').map((c) => [ c.args.group, c.args.client, c.args.before ]);
+	assert.deepEqual(logCalls(), [ [ 'kids', '', 0 ] ], 'one call, the group asked for');
+	for (const id of [ 'domain', 'client', 'list', 'outcome' ])
+		byId(page, `hydradns-filter-${id}`).value = '';
+	byId(page, 'hydradns-filter-group').value = 'default';
+	await byId(page, 'hydradns-filter-apply').attrs.click();
+	const names = () => find(byId(v.recent, 'hydradns-log'), (n) => n.tag === 'tr').slice(1).map((r) => text(r.children[2]));
+	assert.deepEqual([ names().length, names()[0], names()[99] ], [ 100, 'n0.example', 'n99.example' ]);
+	await byId(v.recent, 'hydradns-page-older').attrs.click();
+	assert.deepEqual([ names()[0], names()[99] ], [ 'n100.example', 'n199.example' ], 'the next page of the group');
+	assert.deepEqual(logCalls().slice(1), [ [ 'default', '', 0 ], [ 'default', '', 4901 ] ]);
 });

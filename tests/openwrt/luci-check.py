@@ -15,6 +15,7 @@ import importlib.util
 import json
 import pathlib
 import re
+import subprocess
 import sys
 import time
 import urllib.request
@@ -123,36 +124,48 @@ def rig_says(rig, name, text=""):
     tmp.rename(pathlib.Path(rig) / name)
 
 
+def page_helpers(c, base, prefix):
+    """shot(name), phone_shot(name), text(selector), goto(page, ready_selector) on browser c."""
+
+    def shot(name):
+        import base64
+        png = base64.b64decode(c.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"])
+        path = f"{prefix}-{name}.png"
+        pathlib.Path(path).write_bytes(png)
+        print("screenshot:", path)
+
+    def phone_shot(name):
+        """The page as a phone shows it (390 CSS px wide), then back to the desktop."""
+        c.call("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+        time.sleep(1)
+        shot(name)
+        c.call("Emulation.clearDeviceMetricsOverride")
+        time.sleep(0.5)
+
+    def text(sel):
+        return c.js(f"(function(){{var e=document.querySelector({json.dumps(sel)});return e?e.innerText.trim():null}})()")
+
+    def goto(page, ready_sel):
+        c.call("Page.navigate", {"url": f"{base}/cgi-bin/luci/admin/services/hydradns/{page}"})
+        expect(c.wait_for(f"!!document.querySelector({json.dumps(ready_sel)})", 30), f"page {page} rendered ({ready_sel})")
+
+    return shot, phone_shot, text, goto
+
+
+def new_browser():
+    """Headless Chromium with one page attached."""
+    c = load_chrome()("/usr/bin/chromium", 1280, 1100)
+    tid = c.call("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
+    c.session = c.call("Target.attachToTarget", {"targetId": tid, "flatten": True}, session=False)["sessionId"]
+    c.call("Page.enable")
+    c.call("Runtime.enable")
+    return c
+
+
 def browser_checks(base, ubus, root, prefix, rig):
-    chrome = load_chrome()("/usr/bin/chromium", 1280, 1100)
-    c = chrome
+    c = new_browser()
     try:
-        tid = c.call("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
-        c.session = c.call("Target.attachToTarget", {"targetId": tid, "flatten": True}, session=False)["sessionId"]
-        c.call("Page.enable")
-        c.call("Runtime.enable")
-
-        def shot(name):
-            import base64
-            png = base64.b64decode(c.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"])
-            path = f"{prefix}-{name}.png"
-            pathlib.Path(path).write_bytes(png)
-            print("screenshot:", path)
-
-        def phone_shot(name):
-            """The page as a phone shows it (390 CSS px wide), then back to the desktop."""
-            c.call("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
-            time.sleep(1)
-            shot(name)
-            c.call("Emulation.clearDeviceMetricsOverride")
-            time.sleep(0.5)
-
-        def text(sel):
-            return c.js(f"(function(){{var e=document.querySelector({json.dumps(sel)});return e?e.innerText.trim():null}})()")
-
-        def goto(page, ready_sel):
-            c.call("Page.navigate", {"url": f"{base}/cgi-bin/luci/admin/services/hydradns/{page}"})
-            expect(c.wait_for(f"!!document.querySelector({json.dumps(ready_sel)})", 30), f"page {page} rendered ({ready_sel})")
+        shot, phone_shot, text, goto = page_helpers(c, base, prefix)
 
         c.call("Page.navigate", {"url": f"{base}/cgi-bin/luci/admin/services/hydradns/status"})
         expect(c.wait_for("!!document.querySelector('input[name=luci_password]')", 30), "login form")
@@ -318,8 +331,9 @@ def browser_checks(base, ubus, root, prefix, rig):
         env = Env(c, ubus, root, base, goto, text, shot)
         env.phone_shot = phone_shot
         failed = run_scenarios(env, (group_defaults, half_done_elsewhere, device_without_group, bypass_names,
-                                     parental_controls, queries_page, read_only_login, header_apply_refused,
-                                     dashboard))
+                                     parental_controls, queries_page, devices_page, device_view, queries_by_group,
+                                     groups_paused,
+                                     read_only_login, header_apply_refused, dashboard))
         try:
             settings_and_unfiltered()
         except Failed as e:
@@ -367,6 +381,11 @@ class Env:
         if code != 0 or r is None:
             return None
         return r.get("value") if option else r.get("values")
+
+    def committed_of(self, section_type, **want):
+        """The committed sections of `section_type` whose options are as `want` says."""
+        _, r = self.ubus.call(self.root, "uci", "get", {"config": "hydradns", "type": section_type})
+        return [v for v in ((r or {}).get("values") or {}).values() if all(v.get(k) == x for k, x in want.items())]
 
     def staged(self):
         code, r = self.ubus.call(self.sid(), "uci", "changes", {"config": "hydradns"})
@@ -420,6 +439,25 @@ class Env:
         rpcd roll the change back (and refuse the next apply meanwhile)."""
         expect(self.c.wait_for("document.body.innerText.indexOf('Configuration changes applied') >= 0", 60),
                "LuCI confirmed the apply")
+
+    def grid_add(self, section_type, what):
+        """A grid section's Add: its form opens in a modal. The new section's id."""
+        self.click(f"#cbi-hydradns-{section_type} .cbi-section-create .cbi-button-add")
+        expect(self.c.wait_for("!!document.querySelector('.modal [id$=\".name\"] input, .modal input[id$=\".name\"]')", 15),
+               f"the {what} form opens")
+        return self.c.js("(function(){var i=document.querySelector('.modal input[id$=\".name\"]');return i.id.split('.')[3]})()")
+
+    def modal_save(self, what):
+        """The modal form's Save, and the form gone."""
+        self.click(".modal .cbi-button-positive")
+        expect(self.c.wait_for("!document.querySelector('.modal') || document.body.classList.contains('modal-overlay-active') == false", 15),
+               f"the {what} form closes")
+
+    def set_dropdown(self, option_id, values, what):
+        """A dropdown's choices (a MultiValue's), set through its widget's setValue as picking them does."""
+        ok = self.c.js(f"""(function(){{var e=document.getElementById({json.dumps(option_id)});if(!e)return false;
+            L.dom.callClassMethod(e,'setValue',{json.dumps(values)});e.dispatchEvent(new CustomEvent('cbi-dropdown-change',{{bubbles:true}}));return true}})()""")
+        expect(ok, what)
 
     def add_named(self, section_type, name):
         """A named section added with the section's own Add (LuCI saves the form and draws it again)."""
@@ -513,13 +551,10 @@ def device_without_group(env):
     tests/openwrt/rig/luci.sh asks the daemon afterwards)."""
     c = env.c
     env.goto("settings", "#cbi-hydradns-client")
-    env.click("#cbi-hydradns-client .cbi-section-create .cbi-button-add")
-    expect(c.wait_for("!!document.querySelector('.modal [id$=\".name\"] input, .modal input[id$=\".name\"]')", 15), "the device form opens")
-    sid = c.js("(function(){var i=document.querySelector('.modal input[id$=\".name\"]');return i.id.split('.')[3]})()")
+    sid = env.grid_add("client", "device")
     env.type_in(f"widget.cbid.hydradns.{sid}.name", "rig-device")
     env.type_in(f"widget.cbid.hydradns.{sid}.match", "127.0.0.1", ("input", "keyup"))
-    env.click(".modal .cbi-button-positive")
-    expect(c.wait_for("!document.querySelector('.modal') || document.body.classList.contains('modal-overlay-active') == false", 15), "the device form closes")
+    env.modal_save("device")
     row = "Array.from(document.querySelectorAll('#cbi-hydradns-client tr')).filter(function(r){return r.innerText.indexOf('rig-device')>=0})[0]"
     expect(c.wait_for(f"!!{row}", 10), "the device's row")
     groups = c.js(f"{row}.querySelector('[data-name=group]').innerText.trim()")
@@ -528,8 +563,7 @@ def device_without_group(env):
     env.applied()
 
     def device():
-        code, r = env.ubus.call(env.root, "uci", "get", {"config": "hydradns", "type": "client"})
-        return [v for v in ((r or {}).get("values") or {}).values() if v.get("name") == "rig-device"]
+        return env.committed_of("client", name="rig-device")
     env.wait_committed(lambda: device(), f"the device saved: {device()}")
     expect(device()[0].get("match") == ["127.0.0.1"] and "group" not in device()[0], f"no group written: {device()}")
     env.shot("issue48-device")
@@ -638,6 +672,111 @@ def queries_page(env):
     expect("blocked by list 'rigads'" in check("127.0.0.1"), f"blocked again for the device: {check('127.0.0.1')}")
 
 
+def devices_page(env):
+    """Devices: the tablet of the leases and the rig's client with today's
+    counts as `hydradns devices` has them; "Add to group…" writes a rule for
+    the tablet's MAC through check-config and applies it, and the daemon
+    puts the tablet in that group."""
+    c = env.c
+
+    def devices():
+        code, d = env.ubus.call(env.root, "luci.hydradns", "devices")
+        expect(code == 0 and d.get("schema") == 1, f"devices: {code} {str(d)[:300]}")
+        return {x.get("ip"): x for x in d["devices"]}
+    low = devices()
+    env.goto("devices", "#hydradns-devices")
+    high = devices()
+    rows = c.js("Array.from(document.querySelectorAll('#hydradns-devices tr')).slice(1).map(function(r){"
+                "return Array.from(r.children).map(function(td){return td.innerText.trim()})})")
+    tablet = [r for r in rows if r[1] == "192.168.1.42"]
+    expect(tablet and tablet[0][:4] == ["kids-tablet", "192.168.1.42", "02:00:5e:10:00:42", "default"]
+           and tablet[0][4:7] == ["not today", "0", "0"], f"the tablet from the leases: {rows}")
+    local = [r for r in rows if r[1] == "127.0.0.1"]
+    expect(local and low["127.0.0.1"]["queries"] <= int(local[0][5]) <= high["127.0.0.1"]["queries"]
+           and low["127.0.0.1"]["blocked"] <= int(local[0][6]) <= high["127.0.0.1"]["blocked"] and int(local[0][6]) >= 7,
+           f"the rig's client, today's queries and blocked as hydradns devices counts them: {local} {high['127.0.0.1']}")
+    expect(re.match(r"^\d\d:\d\d$", local[0][4]), f"last seen on the router's clock: {local[0][4]}")
+    env.shot("issue48-devices")
+    env.phone_shot("issue48-devices-390")
+    env.click("#hydradns-devices button[data-add='02:00:5e:10:00:42']")
+    expect(c.wait_for("!!document.getElementById('hydradns-add-group')", 10), "Add to group asks which")
+    c.js("document.getElementById('hydradns-add-group').value='guests'")
+    env.click("#hydradns-add-group-ok")
+    env.applied()
+
+    def rule():
+        return env.committed_of("client", match=["02:00:5e:10:00:42"])
+    env.wait_committed(lambda: rule(), f"a rule for the tablet's MAC: {rule()}")
+    expect(rule()[0].get("group") == ["default", "guests"] and rule()[0].get("name") == "kids-tablet", f"in its groups and guests: {rule()}")
+    code, r = env.ubus.call(env.root, "luci.hydradns", "check", {"name": "tracker.example", "client": "02:00:5e:10:00:42"})
+    expect("groups: default,guests" in (r or {}).get("output", ""), f"the daemon's rules put it in guests: {r}")
+    env.goto("devices", "#hydradns-devices")
+    groups = c.js("Array.from(document.querySelectorAll('#hydradns-devices tr')).filter(function(r){return r.innerText.indexOf('192.168.1.42')>=0})"
+                  ".map(function(r){return r.children[3].innerText.trim()})[0]")
+    expect(groups == "default, guests", f"the page says so: {groups!r}")
+
+
+def device_view(env):
+    """A device's page (its name on Devices): its groups, their schedules
+    now, the pause, and its last queries with Why?."""
+    c = env.c
+    _, st = env.ubus.call(env.root, "luci.hydradns", "status")
+    if not st["stats"]["paused_until"] > st["now"]:
+        env.ubus.call(env.root, "luci.hydradns", "pause", {"duration": "5m"})
+    env.goto("devices", "#hydradns-devices")
+    env.click("#hydradns-devices a[data-device='127.0.0.1']")
+    expect(c.wait_for("location.pathname.endsWith('/queries') && !!document.getElementById('hydradns-device') && !!document.querySelector('#hydradns-log')", 30),
+           "the device's page opens")
+    groups = c.js("Array.from(document.querySelectorAll('#hydradns-device-groups tr')).slice(1).map(function(r){"
+                  "return Array.from(r.children).map(function(td){return td.innerText.trim()})})")
+    expect(groups and groups[0][0] == "default" and groups[0][1] == "always" and groups[0][2].startswith("paused (all blocking)"),
+           f"its groups, the schedule and the pause: {groups}")
+    clients = c.js("Array.from(document.querySelectorAll('#hydradns-log tr')).slice(1).map(function(r){var n=r.children[1].querySelector('[title]');return n?n.getAttribute('title'):r.children[1].innerText.trim()})")
+    expect(clients and all(x == "127.0.0.1" for x in clients), f"its last queries, its own only: {clients[:5]}")
+    env.shot("issue48-device")
+    env.click("#hydradns-log button[data-why]")
+    expect(c.wait_for("!!document.getElementById('hydradns-why')", 15), "Why? on its queries")
+    c.js("L.ui.hideModal()")
+    # The tablet's link, followed without going back to Devices.
+    env.goto("queries?client=192.168.1.42", "#hydradns-device-groups")
+    names = c.js("Array.from(document.querySelectorAll('#hydradns-device-groups tr')).slice(1).map(function(r){return r.children[0].innerText.trim()})")
+    expect(names == ["default", "guests"], f"the tablet's groups: {names}")
+
+
+def queries_by_group(env):
+    """Queries filtered by a group: only the rows of its devices (the guests
+    asked nothing; the rig's clients, 127.0.0.1 and ::1, are in default)."""
+    c = env.c
+    env.goto("queries", "#hydradns-filter-group")
+    rows = "Array.from(document.querySelectorAll('#hydradns-log tr')).slice(1)"
+    c.js("document.getElementById('hydradns-filter-group').value='guests'")
+    env.click("#hydradns-filter-apply")
+    expect(c.wait_for("!!document.querySelector('#hydradns-log tr.placeholder')", 15),
+           f"the guests' devices asked nothing: {c.js(rows + '.length')} rows")
+    c.js("document.getElementById('hydradns-filter-group').value='default'")
+    env.click("#hydradns-filter-apply")
+    expect(c.wait_for(f"{rows}.length == 100 && !document.querySelector('#hydradns-log tr.placeholder')", 15), "default's rows, a page")
+    clients = c.js(f"{rows}.map(function(r){{var n=r.children[1].querySelector('[title]');return n?n.getAttribute('title'):r.children[1].innerText.trim()}})")
+    _, d = env.ubus.call(env.root, "luci.hydradns", "devices")
+    members = {x.get("ip") for x in d["devices"] if "default" in x["groups"]}
+    expect("127.0.0.1" in clients and set(clients) <= members and "127.0.0.9" not in members,
+           f"the rows of default's devices only: {sorted(set(clients))} of {sorted(members - {None})}")
+    env.shot("issue48-queries-group")
+
+
+def groups_paused(env):
+    """The Overview's per-group Blocking column during a global pause says
+    paused, as the banner above it does, not "on"."""
+    c = env.c
+    _, st = env.ubus.call(env.root, "luci.hydradns", "status")
+    if not st["stats"]["paused_until"] > st["now"]:
+        env.ubus.call(env.root, "luci.hydradns", "pause", {"duration": "5m"})
+    env.goto("status", "#hydradns-blocking")
+    expect(c.wait_for("document.querySelectorAll('#hydradns-status table td[data-title=Blocking]').length >= 2", 15), "the groups' table")
+    cells = c.js("Array.from(document.querySelectorAll('#hydradns-status table td[data-title=Blocking]')).map(function(td){return td.innerText.trim()})")
+    expect(cells and all(x.startswith("paused (all blocking)") for x in cells), f"every group paused: {cells}")
+
+
 def dashboard(env):
     """The Overview: health first in colour, the chart's totals those of
     `stats --history --json` (through the plugin), a top name a link into
@@ -699,8 +838,162 @@ def read_only_login(env):
         expect(c.js("document.querySelectorAll('#view button[data-name]').length") == 0, "no Allow or Block")
         env.goto("lists", ".cbi-map")
         expect(c.js("!document.getElementById('hydradns-update')"), "no Update lists now")
+        env.goto("devices", "#hydradns-devices")
+        expect(c.js("document.querySelectorAll('#view button').length") == 0, "no Add to group")
     finally:
         env.login("root", "rig")
+
+
+class Lan:
+    """DNS asked from inside the rig's network (tests/openwrt/rig/luci-tablet.sh
+    made it): `run.sh --attach` enters the running rig, nsenter one device's
+    network namespace (lan: the tablet, lan2: the laptop; none: the router)."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def ask(self, ns, name, server="192.0.2.1"):
+        net = ["nsenter", f"--net=/var/run/netns/{ns}"] if ns else []
+        r = subprocess.run([str(RIG / "run.sh"), "--out", self.out, "--attach", "router", "--", *net,
+                            "dig", "+short", "+time=2", "+tries=1", f"@{server}", name, "A"],
+                           capture_output=True, text=True, timeout=30)
+        return (r.stdout.split() or [r.stderr.strip() or "no answer"])[0]
+
+    def until(self, ns, name, want, seconds):
+        """The answer once it is `want`, or the last one after `seconds`."""
+        deadline = time.time() + seconds
+        while True:
+            got = self.ask(ns, name)
+            if got == want or time.time() > deadline:
+                return got
+            time.sleep(0.5)
+
+
+BLOCKED, ANSWERED = "0.0.0.0", "93.184.215.14"  # the gateway's block answer; the rig's ISP resolver's
+
+
+def tablet(base, ubus, prefix, out):
+    """Issue 48's kids' tablet, set up from scratch through LuCI only, then
+    asked from the devices themselves: a schedule whose window is around the
+    router's clock now, a group 'kids' in it blocking TikTok, a block list
+    of the group's own (a name typed in on the Lists page), the tablet
+    (leased by dnsmasq) added to kids from the Devices page. TikTok and
+    the list's name are then blocked for the tablet, not for the laptop
+    beside it or the router, and answered for the tablet once the window
+    has ended."""
+    root = ubus.login("root", "rig")
+    lan = Lan(out)
+    code, d = ubus.call(root, "luci.hydradns", "devices")
+    leased = {x.get("name"): x for x in (d or {}).get("devices", [])}
+    expect(code == 0 and "kids-tablet" in leased and "parents-laptop" in leased, f"the leased devices: {d}")
+    tab = leased["kids-tablet"]
+    expect(tab.get("mac") and tab["groups"] == ["default"], f"the tablet, by its lease, in default: {tab}")
+    c = new_browser()
+    try:
+        shot, phone_shot, text, goto = page_helpers(c, base, prefix)
+        env = Env(c, ubus, root, base, goto, text, shot)
+        env.login("root", "rig")
+
+        # The window: from 5 minutes ago until the first minute boundary
+        # 60 s or more from now on the router's clock (its local time, as
+        # the form's fields are; the setup below takes about 20 s on this
+        # machine), on the day it starts and today (a window from before
+        # midnight counts as the day it started).
+        _, info = ubus.call(root, "system", "info")
+        local = info["localtime"]
+        begin = local - 300
+        end = -(-(local + 60) // 60) * 60
+        hm = lambda t: time.strftime("%H:%M", time.gmtime(t))  # noqa: E731 - localtime is local seconds
+        day = lambda t: ["sun", "mon", "tue", "wed", "thu", "fri", "sat"][int(time.strftime("%w", time.gmtime(t)))]  # noqa: E731
+        window_set = time.time()
+        end_unix = window_set + (end - local)
+        goto("settings", ".cbi-map")
+        env.add_named("schedule", "schoolnights")
+        expect(c.wait_for("!!document.querySelector('[id=\"widget.cbid.hydradns.schoolnights.start\"]')", 15), "the new schedule's form")
+        env.add_named("group", "kids")
+        expect(c.wait_for("!!document.querySelector('[id=\"widget.cbid.hydradns.kids.schedule\"] option[value=schoolnights]')", 15),
+               "the new group offers the new schedule")
+        env.type_in("widget.cbid.hydradns.schoolnights.start", hm(begin))
+        env.type_in("widget.cbid.hydradns.schoolnights.end", hm(end))
+        days = sorted({day(begin), day(local)})
+        env.set_dropdown("cbid.hydradns.schoolnights.day", days, f"the schedule's days: {days}")
+        env.type_in("widget.cbid.hydradns.kids.schedule", "schoolnights", ("change",))
+        box = "#cbi-hydradns-kids-service"
+        expect(c.wait_for(f"!!document.querySelector('{box} input[type=checkbox][value=tiktok]')", 15), "the group's services")
+        env.click(f"{box} input[type=checkbox][value=tiktok]")
+        shot("tablet-settings")
+        env.save_apply()
+        env.applied()
+        env.wait_committed(lambda: (env.committed("kids") or {}).get("schedule") == "schoolnights"
+                           and (env.committed("kids") or {}).get("service") == ["tiktok"]
+                           and (env.committed("schoolnights") or {}).get("end") == hm(end),
+                           f"kids and its schedule saved: {env.committed('kids')} {env.committed('schoolnights')}")
+        expect(sorted((env.committed("schoolnights") or {}).get("day") or []) == days, f"the days saved: {env.committed('schoolnights')}")
+
+        # A list of the group's own on the Lists page: a name typed in.
+        goto("lists", ".cbi-map")
+        sid = env.grid_add("blocklist", "list")
+        env.type_in(f"widget.cbid.hydradns.{sid}.name", "kids-games")
+        env.type_in(f"widget.cbid.hydradns.{sid}.domain", "roblox.com", ("input", "keyup"))
+        env.set_dropdown(f"cbid.hydradns.{sid}.group", ["kids"], "the list's groups")
+        env.modal_save("list")
+        env.save_apply()
+        env.applied()
+
+        def games():
+            return env.committed_of("blocklist", name="kids-games")
+        env.wait_committed(lambda: games(), f"the list saved: {games()}")
+        expect(games()[0].get("domain") == ["roblox.com"] and games()[0].get("group") == ["kids"],
+               f"the list's name and group: {games()}")
+        shot("tablet-lists")
+        # Not the tablet's yet: the group has no device.
+        expect(lan.ask("lan", "www.tiktok.com") == ANSWERED, "before Add to group, TikTok answers the tablet")
+        expect(lan.ask("lan", "www.roblox.com") == ANSWERED, "... and the kids' list does not block it")
+
+        goto("devices", "#hydradns-devices")
+        env.click(f"#hydradns-devices button[data-add='{tab['mac']}']")
+        expect(c.wait_for("!!document.querySelector('#hydradns-add-group option[value=kids]')", 10), "Add to group offers kids")
+        c.js("document.getElementById('hydradns-add-group').value='kids'")
+        env.click("#hydradns-add-group-ok")
+        env.applied()
+        shot("tablet-devices")
+
+        # Inside the window: blocked for the tablet (once the reload is in).
+        got = lan.until("lan", "www.tiktok.com", BLOCKED, 15)
+        left = end_unix - time.time()
+        print(f"set up and blocked {end_unix - window_set - left:.0f} s after the window was typed in")
+        expect(got == BLOCKED, f"inside the window TikTok is blocked for the tablet: {got}")
+        # Time enough for the checks below before the window ends.
+        expect(left > 10, f"... while the window was open: {left:.0f} s left (the setup took too long)")
+        expect(lan.ask("lan", "www.roblox.com") == BLOCKED, "the kids' list blocks for the tablet")
+        expect(lan.ask("lan", "example.com") == ANSWERED, "other names answer the tablet")
+        expect(lan.ask("lan2", "www.roblox.com") == ANSWERED, "the kids' list does not block the laptop")
+        expect(lan.ask("lan2", "www.tiktok.com") == ANSWERED, "TikTok answers the laptop beside it, at the same time")
+        expect(lan.ask(None, "www.tiktok.com", "127.0.0.1") == ANSWERED, "and the router itself")
+        goto(f"queries?client={tab['ip']}", "#hydradns-device-groups")
+        groups = c.js("Array.from(document.querySelectorAll('#hydradns-device-groups tr')).slice(1).map(function(r){"
+                      "return Array.from(r.children).map(function(td){return td.innerText.trim()})})")
+        expect([g[:2] for g in groups] == [["default", "always"], ["kids", "schoolnights (active now)"]],
+               f"the tablet's page: its groups and the schedule active: {groups}")
+        shot("tablet-device-inside")
+
+        # The window ends (no change to anything): answered.
+        left = end_unix - time.time()
+        print(f"waiting {left:.0f} s for the window to end at {hm(end)}")
+        if left > 3:
+            time.sleep(left - 3)
+        expect(lan.ask("lan", "www.tiktok.com") == BLOCKED, "still blocked 3 s before the window ends")
+        time.sleep(max(0, end_unix - time.time()) + 1)
+        got = lan.until("lan", "www.tiktok.com", ANSWERED, 15)
+        expect(got == ANSWERED, f"after the window TikTok answers the tablet: {got}")
+        expect(lan.ask("lan", "www.roblox.com") == ANSWERED, "... and so does the kids' list's name")
+        goto(f"queries?client={tab['ip']}", "#hydradns-device-groups")
+        state = c.js("Array.from(document.querySelectorAll('#hydradns-device-groups tr')).slice(1).map(function(r){return r.children[1].innerText.trim()})")
+        expect(state == ["always", "schoolnights (inactive now: its lists do not apply)"], f"the tablet's page: inactive now: {state}")
+        shot("tablet-device-after")
+        phone_shot("tablet-device-after-390")
+    finally:
+        c.close()
 
 
 def main():
@@ -708,6 +1001,8 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--prefix", required=True)
     ap.add_argument("--rig", required=True, help="the rig's /rig, as seen from here")
+    ap.add_argument("--tablet", action="store_true", help="the kids' tablet on the rig's network (run.sh --net) instead")
+    ap.add_argument("--out", help="with --tablet: the rig's OUT, for run.sh --attach")
     a = ap.parse_args()
     base = f"http://127.0.0.1:{a.port}"
     ubus = Ubus(base)
@@ -722,8 +1017,11 @@ def main():
                 return 1
             time.sleep(0.5)
     try:
-        root = plugin_checks(ubus)
-        browser_checks(base, ubus, root, a.prefix, a.rig)
+        if a.tablet:
+            tablet(base, ubus, a.prefix, a.out)
+        else:
+            root = plugin_checks(ubus)
+            browser_checks(base, ubus, root, a.prefix, a.rig)
     except Failed as e:
         print("FAIL:", e)
         return 1

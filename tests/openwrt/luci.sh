@@ -9,8 +9,15 @@
 # daemon refuses, force DNS's settings, the warning while DNS is failed
 # open, issue 48's six broken behaviours). Screenshots go to ARTIFACTS
 # (default target/artifacts).
+# Mode tablet boots the image built WITH_LUCI=1 WITH_NET=1 with run.sh --net
+# (netifd, fw4, dnsmasq's DHCP to LAN devices, a WAN resolver) and runs
+# tests/openwrt/rig/luci-tablet.sh there: the owner sets up the kids'
+# tablet in the browser (schedule, group, service, Devices' "Add to
+# group…") and DNS is asked from the tablet's and a laptop's namespaces
+# inside and after the schedule's window (luci-check.py --tablet).
 # Needs root; installs Debian's chromium if missing.
 #   tests/openwrt/luci.sh BINARY           BINARY: the static x86_64 build
+#   LUCI_MODES="opkg apk tablet" (the default): which runs
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -22,21 +29,33 @@ command -v chromium > /dev/null || {
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null
 }
+modes=${LUCI_MODES:-opkg apk tablet}
+# The web stack on the rig's network, for the tablet.
+net_out=${OWRT_WEBNET_OUT:-/tmp/owrt-webnet}
+# One rig at a time on this machine (tests/openwrt/rig.sh takes it too):
+# the images and their roots are shared by every clone.
+exec 9> /tmp/hydradns-rig.lock
+flock 9
 WITH_LUCI=1 "$rig/build.sh" vendor/openwrt-src "$out" > "$out.build.log" 2>&1 || { cat "$out.build.log"; exit 1; }
+if [[ " $modes " == *" tablet "* ]]; then
+	WITH_LUCI=1 WITH_NET=1 "$rig/build.sh" vendor/openwrt-src "$net_out" > "$net_out.build.log" 2>&1 ||
+		{ cat "$net_out.build.log"; exit 1; }
+fi
 export APK="$out/stage/usr/bin/apk"
 mkdir -p "$artifacts"
 
 work=$(mktemp -d)
 runner=
+image=$out
 # shellcheck disable=SC2317  # run by the EXIT trap
 cleanup() {
-	[ -z "$runner" ] || { touch "$out/root/rig/stop" 2> /dev/null; wait "$runner" 2> /dev/null || true; }
+	[ -z "$runner" ] || { touch "$image/root/rig/stop" 2> /dev/null; wait "$runner" 2> /dev/null || true; }
 	rm -rf "$work"
 }
 trap cleanup EXIT
 mnt="$work/mnt"
 mkdir -p "$mnt/pkgs"
-cp tests/openwrt/rig/lib.sh tests/openwrt/rig/luci.sh "$mnt/"
+cp tests/openwrt/rig/lib.sh tests/openwrt/rig/luci.sh tests/openwrt/rig/luci-tablet.sh "$mnt/"
 RELEASE=3 openwrt/build-ipk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
 RELEASE=3 openwrt/build-apk.sh "$bin" x86_64 "$mnt/pkgs" > /dev/null
 openwrt/build-luci.sh "$mnt/pkgs" > /dev/null
@@ -55,30 +74,36 @@ mkpkg --info name:luci-base --info version:0-r0 --info arch:noarch --info "descr
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 failed=0
 printf '\n| scenario | result | seconds |\n|---|---|---|\n' > "$work/table"
-# LUCI_MODES=opkg: one of the two, while iterating.
-for mode in ${LUCI_MODES:-opkg apk}; do
+# LUCI_MODES=opkg: one of them, while iterating.
+for mode in $modes; do
 	started=$SECONDS
 	result=pass
+	image=$out opts='' script="luci.sh $mode" check=()
+	if [ "$mode" = tablet ]; then
+		image=$net_out opts=--net script=luci-tablet.sh check=(--tablet --out "$net_out")
+	fi
 	# Left by the run before: this run's image is copied in only once it starts.
-	rm -f "$out/root/rig/ready" "$out/root/rig/stop"
-	"$rig/run.sh" --out "$out" --fresh --luci-port "$port" --timeout 400 --mount "$mnt" -- /rig/mnt/luci.sh "$mode" \
+	rm -f "$image/root/rig/ready" "$image/root/rig/stop"
+	# shellcheck disable=SC2086  # opts is zero or one word, script one or two
+	"$rig/run.sh" --out "$image" --fresh $opts --luci-port "$port" --timeout 400 --mount "$mnt" -- /rig/mnt/$script \
 		> "$work/$mode.log" 2>&1 &
 	runner=$!
 	ready=0
 	for _ in $(seq 1 240); do
-		[ -f "$out/root/rig/ready" ] && { ready=1; break; }
+		[ -f "$image/root/rig/ready" ] && { ready=1; break; }
 		kill -0 "$runner" 2> /dev/null || break
 		sleep 0.5
 	done
 	verdict=fail
-	if [ $ready = 1 ] && python3 tests/openwrt/luci-check.py --port "$port" --prefix "$artifacts/luci-$mode" --rig "$out/root/rig" \
-		> "$work/$mode.check" 2>&1; then
+	if [ $ready = 1 ] && python3 tests/openwrt/luci-check.py --port "$port" --prefix "$artifacts/luci-$mode" --rig "$image/root/rig" \
+		"${check[@]}" > "$work/$mode.check" 2>&1; then
 		verdict=pass
 	fi
-	echo "$verdict" > "$out/root/rig/stop" 2> /dev/null || true
+	echo "$verdict" > "$image/root/rig/stop" 2> /dev/null || true
+	cp "$work/$mode.check" "$artifacts/luci-$mode.log" 2> /dev/null || true
 	wait "$runner" || true
 	runner=
-	if [ $verdict != pass ] || ! grep -q '^PASS luci$' "$work/$mode.log"; then
+	if [ $verdict != pass ] || ! grep -q "^PASS $(basename "${script% *}" .sh)\$" "$work/$mode.log"; then
 		result=FAIL
 		echo "== luci $mode failed" >&2
 		cat "$work/$mode.log" "$work/$mode.check" >&2

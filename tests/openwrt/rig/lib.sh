@@ -158,3 +158,20 @@ upgrade_checked() {
 	wait_for 10 0.0.0.0 ask kept.example 127.0.0.1 || fail "kept.example after the upgrade"
 	[ -L /etc/rc.d/S18hydradns ] || fail "disabled by the upgrade"
 }
+
+# tests/openwrt/luci.sh's turn: /rig/ready tells the host to drive LuCI,
+# /rig/stop (its verdict) that it has finished. EACH (a command; `:` for
+# none) runs every half second meanwhile. Fails unless the host's checks
+# passed.
+host_drives_luci() {
+	local i=0
+	touch /rig/ready
+	echo "-- ready: the host drives LuCI now"
+	until [ -f /rig/stop ]; do
+		i=$((i + 1))
+		[ $i -le 600 ] || fail "the host never finished"
+		"$1"
+		sleep 0.5
+	done
+	grep -qx pass /rig/stop || fail "the host's checks failed"
+}

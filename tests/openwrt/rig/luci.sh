@@ -45,6 +45,10 @@ uci add_list hydradns.rigads.group=guests
 uci set hydradns.guestdev=client
 uci add_list hydradns.guestdev.match=127.0.0.9
 uci add_list hydradns.guestdev.group=guests
+# A tablet the DHCP leases name, for the Devices page (dnsmasq's own file
+# is left alone: it rewrites it).
+echo "0 02:00:5e:10:00:42 192.168.1.42 kids-tablet *" > /tmp/rig-dhcp.leases
+uci set hydradns.main.leases_file=/tmp/rig-dhcp.leases
 uci commit hydradns
 reload_config
 wait_for 10 0.0.0.0 ask ads.example 127.0.0.1 || fail "ads.example not blocked"
@@ -79,16 +83,11 @@ step "$mode: firewall zones for force DNS's zone list"
 [ -f /etc/config/firewall ] || printf "config zone\n\toption name '%s'\n\n" lan wan guest > /etc/config/firewall
 
 watchdog_pid() { ubus call service list '{"name":"hydradns"}' | jsonfilter -e '@.hydradns.instances.watchdog.pid'; }
-touch /rig/ready
-echo "-- ready: the host drives LuCI now"
-i=0
-until [ -f /rig/stop ]; do
-	i=$((i + 1))
-	[ $i -le 600 ] || fail "the host never finished"
-	# The host's stand-in for the watchdog failing DNS open, and back. The
-	# real watchdog is frozen meanwhile: it would see the daemon answer and
-	# undo the stand-in (filtered, the state file removed) before the page
-	# next polls.
+# The host's stand-in for the watchdog failing DNS open, and back. The
+# real watchdog is frozen meanwhile: it would see the daemon answer and
+# undo the stand-in (filtered, the state file removed) before the page
+# next polls.
+stand_in() {
 	if [ -f /rig/unfiltered ]; then
 		kill -STOP "$(watchdog_pid)" 2> /dev/null
 		mv /rig/unfiltered /var/run/hydradns.unfiltered
@@ -97,11 +96,10 @@ until [ -f /rig/stop ]; do
 		rm -f /rig/filtered /var/run/hydradns.unfiltered
 		kill -CONT "$(watchdog_pid)" 2> /dev/null
 	fi
-	sleep 0.5
-done
+}
+host_drives_luci stand_in
 
 step "$mode: what the host did through LuCI"
-grep -qx pass /rig/stop || fail "the host's checks failed"
 # The browser's "Allow" on the top blocked name: in UCI, and answered.
 uci -q get hydradns.luci_allow.domain | grep -qw ads.example || fail "no luci_allow: $(uci show hydradns)"
 hydradns check -c /etc/config/hydradns ads.example | grep -q 'allowed' ||
@@ -122,6 +120,10 @@ echo "$out" | grep -q "blocked by list 'rigads'" || fail "a device without group
 [ "$(uci -q get hydradns.nights.start)" = 21:00 ] && [ "$(uci -q get hydradns.kids)" = group ] ||
 	fail "the group and schedule: $(uci show hydradns)"
 [ "$(uci -q get hydradns.main.upstream_timeout)" = 2s ] || fail "the refused config reverted: $(uci show hydradns.main)"
+# The Devices page's "Add to group…": the tablet, by its MAC, in guests.
+out=$(hydradns check -c /etc/config/hydradns --client 02:00:5e:10:00:42 tracker.example)
+echo "$out" | grep -q "^client 02:00:5e:10:00:42: config client 'kids-tablet' (.*), groups: default,guests$" &&
+	echo "$out" | grep -q "blocked by list 'rigads'" || fail "the tablet is not in guests: $out"
 [ ! -f /var/run/hydradns.refused ] || fail "refused: $(cat /var/run/hydradns.refused)"
 # The browser's part ends with the file gone.
 [ ! -f /var/run/hydradns.unfiltered ] || fail "/var/run/hydradns.unfiltered left"

@@ -16,7 +16,7 @@ var FOREVER = '3650d';
 
 var callStatus = rpc.declare({ object: 'luci.hydradns', method: 'status' });
 var callServices = rpc.declare({ object: 'luci.hydradns', method: 'services' });
-var callLog = rpc.declare({ object: 'luci.hydradns', method: 'log', params: [ 'limit', 'domain', 'client', 'blocked', 'before', 'outcome', 'list' ] });
+var callLog = rpc.declare({ object: 'luci.hydradns', method: 'log', params: [ 'limit', 'domain', 'client', 'blocked', 'before', 'outcome', 'list', 'group' ] });
 var callCheck = rpc.declare({ object: 'luci.hydradns', method: 'check', params: [ 'name', 'client' ] });
 var callUndo = rpc.declare({ object: 'luci.hydradns', method: 'undo', params: [ 'domain', 'undo' ] });
 var callTop = rpc.declare({ object: 'luci.hydradns', method: 'top', params: [ 'kind', 'limit', 'since' ] });
@@ -29,6 +29,7 @@ var callBlock = rpc.declare({ object: 'luci.hydradns', method: 'block', params: 
 var callRevert = rpc.declare({ object: 'luci.hydradns', method: 'revert' });
 var callHistory = rpc.declare({ object: 'luci.hydradns', method: 'history' });
 var callService = rpc.declare({ object: 'luci.hydradns', method: 'service', params: [ 'action' ] });
+var callDevices = rpc.declare({ object: 'luci.hydradns', method: 'devices' });
 // procd's clock in the router's time zone: what LuCI's System box shows as
 // Local Time. Asked only while a time of day is to be shown.
 var callSystemInfo = rpc.declare({ object: 'system', method: 'info' });
@@ -66,7 +67,9 @@ function quote(v) {
 // set per login, and applying commits them all).
 var PAGES = {
 	settings: { title: _('Settings'), types: [ 'hydradns', 'querylog', 'client', 'group', 'schedule', 'record' ] },
-	lists: { title: _('Lists'), types: [ 'blocklist', 'allowlist' ] }
+	lists: { title: _('Lists'), types: [ 'blocklist', 'allowlist' ] },
+	// Devices applies each change at once: anything else staged is another page's.
+	devices: { title: _('Devices'), types: [] }
 };
 
 return baseclass.extend({
@@ -74,6 +77,7 @@ return baseclass.extend({
 	FOREVER: FOREVER,
 	SETTINGS: 'settings',
 	LISTS: 'lists',
+	DEVICES: 'devices',
 
 	// Whether this login may change things (LuCI's view of the menu
 	// entry's ACL, luci-app-hydradns write); pages without a HydraDNS menu
@@ -101,8 +105,8 @@ return baseclass.extend({
 		});
 	},
 	// A page of the log, newest first: rows older than row id `before` (0: the newest).
-	log: function(limit, domain, client, blocked, before, outcome, list) {
-		return callLog(limit || 100, domain || '', client || '', blocked ? 1 : 0, before || 0, outcome || '', list || '').then(entries);
+	log: function(limit, domain, client, blocked, before, outcome, list, group) {
+		return callLog(limit || 100, domain || '', client || '', blocked ? 1 : 0, before || 0, outcome || '', list || '', group || '').then(entries);
 	},
 	// `hydradns check [--client CLIENT] NAME`'s words.
 	check: function(name, client) { return callCheck(name, client || '').then(checked).then(function(r) { return r.output; }); },
@@ -135,6 +139,21 @@ return baseclass.extend({
 	history: function() { return callHistory().then(checked).then(function(r) { return r.buckets || []; }); },
 	// The init script's start, stop, restart, enable or disable.
 	service: function(action) { return callService(action).then(checked); },
+	// `hydradns devices --json`: every device known, with its groups and
+	// its queries since the router's midnight.
+	devices: function() { return callDevices().then(checked); },
+
+	// What group `g` (of `hydradns status --json`'s stats.groups) does now:
+	// its schedule's state and its blocking, a global pause first (it
+	// stops every group's lists).
+	groupState: function(g, st) {
+		var all = this.pauseLeft(st.stats.paused_until, st.now), own = this.pauseLeft(g.paused_until, st.now);
+		return {
+			schedule: !g.schedule ? _('always')
+				: g.active ? _('%s (active now)').format(g.schedule) : _('%s (inactive now: its lists do not apply)').format(g.schedule),
+			blocking: all ? _('paused (all blocking), %s').format(all) : own ? _('paused, %s').format(own) : _('on')
+		};
+	},
 
 	// A link to the Queries page showing what `filter` selects
 	// ({ domain, client, blocked }).
@@ -264,6 +283,12 @@ return baseclass.extend({
 		return names;
 	},
 
+	// The page(s) whose staged changes keep page `page` from applying.
+	otherPage: function(page) {
+		return page == this.LISTS ? PAGES.settings.title : page == this.SETTINGS ? PAGES.lists.title
+			: _('%s or %s').format(PAGES.settings.title, PAGES.lists.title);
+	},
+
 	// Save & Apply for a page of HydraDNS settings: save the form (staged
 	// in the session); refuse while another HydraDNS page has changes
 	// staged (applying would commit them too, unchecked by that page); have
@@ -276,7 +301,7 @@ return baseclass.extend({
 		}, this)).then(L.bind(function(changes) {
 			var others = page ? this.foreign((changes || {}).hydradns, page) : [];
 			if (others.length) {
-				var other = page == this.LISTS ? PAGES.settings.title : PAGES.lists.title;
+				var other = this.otherPage(page);
 				ui.addNotification(_('Not applied: another page has unapplied changes'), E('p', { 'id': 'hydradns-foreign' },
 					_('The %s page has changes that are saved but not applied (%s). Apply them there (they are checked then) or revert them with the header\'s Unsaved Changes → Revert; then apply this page.')
 						.format(other, others.join(', '))), 'warning');

@@ -46,6 +46,10 @@ function listSection(m, type, title, descr, live) {
 	groupChoices(o);
 	o.placeholder = 'default';
 	o.optional = true;
+	// A list without groups is the group default's, not nobody's: the grid says so.
+	o.textvalue = function(section_id) {
+		return L.toArray(this.cfgvalue(section_id)).join(' ') || 'default';
+	};
 
 	o = s.option(form.DummyValue, '_entries', _('Entries'));
 	o.modalonly = false;

@@ -3,11 +3,13 @@
 'require dom';
 'require poll';
 'require ui';
+'require uci';
 'require hydradns.api as api';
 
 // Queries: the top blocked names and the busiest clients of the last day,
 // and the whole retained log, 100 rows a page, newest first, in the
-// router's local time; filtered by name, device, outcome and list;
+// router's local time; filtered by name, device, a group's devices,
+// outcome and list;
 // refreshed every 5 s on the first page if asked. Each row has "Why?"
 // (`hydradns check --client` for that device and name) and Allow or Block,
 // which asks whether for every group or for that device's groups and
@@ -18,13 +20,13 @@ var PAGE = 100;
 var OUTCOMES = [ 'blocked', 'forwarded', 'cached', 'stale', 'failed', 'local', 'record', 'paused' ];
 
 return view.extend({
-	filter: { domain: '', client: '', blocked: false, outcome: '', list: '' },
+	filter: { domain: '', client: '', blocked: false, outcome: '', list: '', group: '' },
 
 	load: function() {
 		// The Overview's links arrive with ?domain=…&client=…&blocked=1.
 		var q = new URLSearchParams((window.location && window.location.search) || '');
 		this.filter = { domain: q.get('domain') || '', client: q.get('client') || '', blocked: q.get('blocked') == '1',
-			outcome: q.get('outcome') || '', list: q.get('list') || '' };
+			outcome: q.get('outcome') || '', list: q.get('list') || '', group: q.get('group') || '' };
 		// The ids of the pages before this one (empty: the newest page).
 		this.pages = [];
 		this.before = 0;
@@ -32,13 +34,18 @@ return view.extend({
 			api.top('blocked', 10).catch(function(e) { return e; }),
 			api.top('clients', 10).catch(function(e) { return e; }),
 			this.query().catch(function(e) { return e; }),
-			api.utcOffset()
+			api.utcOffset(),
+			// Filtered to one device (the Devices page's links): its page.
+			this.filter.client ? L.resolveDefault(api.devices(), null) : null,
+			this.filter.client ? L.resolveDefault(api.status(), null) : null,
+			L.resolveDefault(uci.load('hydradns'))
 		]);
 	},
 
 	query: function() {
 		var f = this.filter;
-		return api.log(PAGE, f.domain, f.client, f.blocked, this.before, f.outcome, f.list);
+		// The group's devices are found by the daemon's own client rules.
+		return api.log(PAGE, f.domain, f.client, f.blocked, this.before, f.outcome, f.list, f.client ? '' : f.group);
 	},
 
 	render: function(data) {
@@ -54,6 +61,7 @@ return view.extend({
 		}, this), 5);
 		return E([], [
 			E('h2', {}, _('HydraDNS: queries')),
+			this.device(data[4], data[5]),
 			E('div', { 'class': 'cbi-section' }, [
 				E('h3', {}, _('Top blocked names, last 24 hours')),
 				this.topBlocked(data[0])
@@ -67,6 +75,36 @@ return view.extend({
 				this.filterBar(),
 				this.recent
 			])
+		]);
+	},
+
+	// The device the page is filtered to (by address, MAC or name): who it
+	// is, its groups, whether each group's schedule applies now and whether
+	// its blocking is paused. Its queries are the log below.
+	device: function(devices, st) {
+		var c = this.filter.client, lc = c.toLowerCase();
+		var d = ((devices || {}).devices || []).filter(function(x) {
+			return x.ip == c || (x.mac && x.mac == lc) || (x.name && x.name.toLowerCase() == lc);
+		})[0];
+		if (!d)
+			return null;
+		var groups = (st && st.stats && st.stats.groups) || [];
+		return E('div', { 'class': 'cbi-section', 'id': 'hydradns-device' }, [
+			E('h3', {}, _('Device: %s').format(d.name || d.ip || d.mac)),
+			E('table', { 'class': 'table' }, [
+				api.field(_('Address'), 'hydradns-device-ip', d.ip || '–'),
+				api.field(_('MAC'), 'hydradns-device-mac', d.mac || '–'),
+				api.field(_('Rule'), 'hydradns-device-rule', d.rule
+					? _('config client "%s" (Settings → Devices)').format(d.rule) : _('none: in the group "default"')),
+				api.field(_('Today'), 'hydradns-device-today', _('%d queries, %d blocked').format(d.queries, d.blocked))
+			]),
+			api.table([ _('Group'), _('Schedule'), _('Blocking') ], (d.groups || []).map(function(name) {
+				var g = groups.filter(function(x) { return x.name == name; })[0];
+				if (!g || !st.stats)
+					return [ name, '–', '–' ];
+				var state = api.groupState(g, st);
+				return [ name, state.schedule, state.blocking ];
+			}), 'hydradns-device-groups')
 		]);
 	},
 
@@ -108,15 +146,20 @@ return view.extend({
 			})));
 		var list = E('input', { 'type': 'text', 'class': 'cbi-input-text', 'id': 'hydradns-filter-list',
 			'placeholder': _('list'), 'value': f.list });
+		var groups = [ 'default' ].concat(uci.sections('hydradns', 'group').map(function(g) { return g['.name']; }));
+		var group = E('select', { 'class': 'cbi-input-select', 'id': 'hydradns-filter-group' },
+			[ E('option', { 'value': '' }, _('any group')) ].concat(groups.map(function(g) {
+				return E('option', { 'value': g, 'selected': f.group == g ? '' : null }, _('group %s').format(g));
+			})));
 		var blocked = E('input', { 'type': 'checkbox', 'id': 'hydradns-filter-blocked', 'checked': f.blocked ? true : null });
 		var auto = E('input', { 'type': 'checkbox', 'id': 'hydradns-auto-refresh' });
 		auto.addEventListener('change', L.bind(function() { this.autoRefresh = auto.checked; }, this));
 		return E('div', { 'class': 'cbi-section-actions', 'style': 'margin-bottom:1em' }, [
-			domain, ' ', client, known, ' ', outcome, ' ', list, ' ', E('label', {}, [ blocked, ' ', _('blocked only') ]), ' ',
+			domain, ' ', client, known, ' ', group, ' ', outcome, ' ', list, ' ', E('label', {}, [ blocked, ' ', _('blocked only') ]), ' ',
 			E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-filter-apply',
 				'click': ui.createHandlerFn(this, function() {
 					this.filter = { domain: domain.value.trim(), client: client.value.trim(), blocked: blocked.checked,
-						outcome: outcome.value, list: list.value.trim() };
+						outcome: outcome.value, list: list.value.trim(), group: group.value };
 					this.pages = [];
 					this.before = 0;
 					return this.reload();

@@ -302,13 +302,11 @@ return view.extend({
 		return section;
 	},
 
+	// A global pause stops every group's lists: the Blocking column says
+	// so rather than "on" under a banner saying nothing is blocked.
 	groupRow: function(g, st) {
-		var gl = api.pauseLeft(g.paused_until, st.now);
-		return [
-			g.name, String(g.blocked),
-			g.schedule ? '%s (%s)'.format(g.schedule, g.active ? _('active') : _('inactive')) : _('always'),
-			gl ? _('paused, %s').format(gl) : _('on')
-		];
+		var state = api.groupState(g, st);
+		return [ g.name, String(g.blocked), state.schedule, E('span', { 'class': 'hydradns-group-blocking' }, state.blocking) ];
 	},
 
 	upstreams: function(st) {
