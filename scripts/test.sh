@@ -9,6 +9,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage's seconds and the total, printed as the run goes and at its
+# end (also when a stage fails), so that CI's log shows which suite grew.
+stage_name='' stage_started=$SECONDS
+stage() {
+    [ -z "$stage_name" ] || printf '== %s: %d s\n' "$stage_name" $((SECONDS - stage_started))
+    stage_name=$1 stage_started=$SECONDS
+    [ -z "$stage_name" ] || printf '\n== %s\n' "$stage_name"
+}
+finish() {
+    local rc=$? failed=$stage_name
+    stage ''
+    if [ "$rc" -eq 0 ]; then
+        printf '== all stages: %d s\n' "$SECONDS"
+    else
+        printf '== failed in "%s" (exit %d) after %d s\n' "$failed" "$rc" "$SECONDS"
+    fi
+}
+trap finish EXIT
+
+stage setup
+
 # Toolchain components (already present on the dev/CI image; added if not).
 for component in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^${component}-" || rustup component add "$component"
@@ -35,6 +56,7 @@ need nginx:nginx-light
 # the bundled SQLite and ring compile C with it.
 need xz:xz-utils cc:gcc
 
+stage "format, clippy"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 cargo clippy --locked --all-targets -- -D warnings
@@ -44,30 +66,36 @@ python3 -c 'import prometheus_client' 2> /dev/null || python3 -m pip install -q 
 # tests/encrypted.rs scripts a DoH server that refuses every stream with the h2 package.
 python3 -c 'import h2' 2> /dev/null || python3 -m pip install -q h2
 export HYDRADNS_REQUIRE_PROM_PARSER=1
+stage "cargo test"
 cargo test --locked
 # The LuCI pages' views in node:vm (Node's own test runner, no npm
 # packages), and their translation template up to date.
+stage "LuCI views"
 need node:nodejs
 node --test tests/luci/
 scripts/luci-pot.py --check
 # A second clone in a temporary directory, without ../shared: the fast suites.
+stage "fresh clone without ../shared"
 scripts/test-clone.sh
 # Router builds, packages, init script and UCI compatibility.
+stage "router: builds, qemu, packages, rig"
 scripts/test-openwrt.sh
 # The release: the x86_64 feeds built twice from this commit, here and in a
 # clone elsewhere, byte for byte (scripts/release.sh --check), and the
 # release workflow (actionlint). The feeds on the rig (signatures checked,
 # tampering refused, upgrade N -> N+1) ran with the rig above: feed-opkg, feed-apk.
-release_started=$SECONDS
+stage "release checks"
 scripts/release.sh --check --arch x86_64
 scripts/actionlint.sh
-echo "release checks: $((SECONDS - release_started)) s"
 # Every fuzz target, 20,000 executions each from the real seeds: no crash,
 # hang or oversized allocation.
+stage fuzz
 scripts/fuzz.sh 20000
 # The benchmark's short pass: proves the script and its servers work; it
 # judges no speed and writes no figures.
+stage "benchmark, speed ratchet"
 bench/run.sh --quick
 # The soak's short pass: two minutes of the mixed load with a list refresh;
 # it fails unless the counters account for every query and RSS stays bounded.
+stage soak
 bench/soak.sh --quick
