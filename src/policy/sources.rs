@@ -334,6 +334,21 @@ mod tests {
         }
     }
 
+    /// `text` written to a file of its own (`tag` names it) and read with
+    /// [`read_list_file`]: its counts and the names it passed on.
+    fn read_names(tag: &str, text: &[u8]) -> (ParseStats, Vec<String>) {
+        let path = std::env::temp_dir().join(format!("hydradns-{tag}-{}", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let (mut stats, mut got) = (ParseStats::default(), Vec::new());
+        read_list_file(&path, &mut stats, &mut |_, name| {
+            got.push(name.to_string());
+            true
+        })
+        .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        (stats, got)
+    }
+
     #[test]
     fn list_files_are_read_line_by_line_across_read_boundaries() {
         // Lines of every length around the 256 KiB read size, one that is
@@ -351,15 +366,7 @@ mod tests {
         }
         text.extend_from_slice(b"last.example");
         want.push("last.example".into());
-        let path = std::env::temp_dir().join(format!("hydradns-read-list-{}", std::process::id()));
-        std::fs::write(&path, &text).unwrap();
-        let (mut stats, mut got) = (ParseStats::default(), Vec::new());
-        read_list_file(&path, &mut stats, &mut |_, name| {
-            got.push(name.to_string());
-            true
-        })
-        .unwrap();
-        std::fs::remove_file(&path).unwrap();
+        let (stats, got) = read_names("read-list", &text);
         assert!(text.len() > 2 * 256 * 1024);
         assert_eq!(got, want);
         assert_eq!((stats.lines, stats.invalid), (40_002, 1));
@@ -374,15 +381,7 @@ mod tests {
         text.extend(std::iter::repeat_n(b'a', 600 << 10));
         text.extend_from_slice(b"\nafter.example\n");
         text.extend(std::iter::repeat_n(b'b', MAX_LIST_LINE + 1));
-        let path = std::env::temp_dir().join(format!("hydradns-long-line-{}", std::process::id()));
-        std::fs::write(&path, &text).unwrap();
-        let (mut stats, mut got) = (ParseStats::default(), Vec::new());
-        read_list_file(&path, &mut stats, &mut |_, name| {
-            got.push(name.to_string());
-            true
-        })
-        .unwrap();
-        std::fs::remove_file(&path).unwrap();
+        let (stats, got) = read_names("long-line", &text);
         assert_eq!(got, ["before.example", "after.example"]);
         assert_eq!((stats.lines, stats.invalid), (4, 2));
     }

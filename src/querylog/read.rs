@@ -297,9 +297,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn iso_dates() {}
-
-    #[test]
     fn mnemonics() {
         assert_eq!(type_name(28), "AAAA");
         assert_eq!(type_name(999), "TYPE999");
