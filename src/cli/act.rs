@@ -4,10 +4,7 @@
 use super::*;
 
 pub(super) fn update(args: Args) -> ExitCode {
-    if let Err(e) = args.only("update", &["-c", "--json"]) {
-        return usage_error("update", e);
-    }
-    let cfg = match any_config(&args) {
+    let cfg = match command_config(&args, "update", &["-c", "--json"]) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -126,10 +126,7 @@ pub(super) fn explain_client(
 }
 
 pub(super) fn check(args: Args) -> ExitCode {
-    if let Err(e) = args.only("check", &["-c", "--client"]) {
-        return usage_error("check", e);
-    }
-    let cfg = match any_config(&args) {
+    let cfg = match command_config(&args, "check", &["-c", "--client"]) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -203,10 +200,7 @@ pub(super) fn check(args: Args) -> ExitCode {
 
 /// `hydradns services`: the catalogue in use, id, category and name a line.
 pub(super) fn services_cmd(args: Args) -> ExitCode {
-    if let Err(e) = args.only("services", &["-c", "--json"]) {
-        return usage_error("services", e);
-    }
-    let cfg = match any_config(&args) {
+    let cfg = match command_config(&args, "services", &["-c", "--json"]) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -88,10 +88,7 @@ fn merge(rows: &mut Vec<Merged>, m: Merged) -> bool {
 /// `hydradns devices`. Without a query log the devices are still listed,
 /// with no counts.
 pub(super) fn devices_cmd(args: Args) -> ExitCode {
-    if let Err(e) = args.only("devices", &["-c", "--json"]) {
-        return usage_error("devices", e);
-    }
-    let cfg = match any_config(&args) {
+    let cfg = match command_config(&args, "devices", &["-c", "--json"]) {
         Ok(c) => c,
         Err(code) => return code,
     };

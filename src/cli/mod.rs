@@ -347,6 +347,13 @@ fn any_config(args: &Args) -> Result<Config, ExitCode> {
     run_config(args).map(|(c, _)| c).map_err(|e| config_error(&e))
 }
 
+/// A command's start: a usage error for an option `cmd` does not take
+/// (`allowed`), else the config as [`any_config`] reads it.
+fn command_config(args: &Args, cmd: &str, allowed: &[&str]) -> Result<Config, ExitCode> {
+    args.only(cmd, allowed).map_err(|e| usage_error(cmd, e))?;
+    any_config(args)
+}
+
 /// What the router knows of its devices now, as the daemon reads it to
 /// find a client's rule: `cfg`'s leases and ethers files, the ARP and IPv6
 /// neighbour tables.

@@ -34,10 +34,7 @@ pub(super) fn show_log(args: Args) -> ExitCode {
         "--list",
         "--group",
     ];
-    if let Err(e) = args.only("log", &flags) {
-        return usage_error("log", e);
-    }
-    let cfg = match any_config(&args) {
+    let cfg = match command_config(&args, "log", &flags) {
         Ok(c) => c,
         Err(code) => return code,
     };

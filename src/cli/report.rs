@@ -5,10 +5,7 @@ use super::*;
 
 /// `hydradns metrics`: the running gateway's Prometheus text.
 pub(super) fn metrics(args: Args) -> ExitCode {
-    if let Err(e) = args.only("metrics", &["-c"]) {
-        return usage_error("metrics", e);
-    }
-    let cfg = match any_config(&args) {
+    let cfg = match command_config(&args, "metrics", &["-c"]) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -255,10 +252,7 @@ struct Status {
 /// `hydradns status`: is it running, and with what. Exit 0 when it runs,
 /// 3 when it does not (as an init script's `status`).
 pub(super) fn status(args: Args) -> ExitCode {
-    if let Err(e) = args.only("status", &["-c", "--json"]) {
-        return usage_error("status", e);
-    }
-    let cfg = match any_config(&args) {
+    let cfg = match command_config(&args, "status", &["-c", "--json"]) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -345,10 +339,7 @@ pub(super) fn status(args: Args) -> ExitCode {
 }
 
 pub(super) fn lists_cmd(args: Args) -> ExitCode {
-    if let Err(e) = args.only("lists", &["-c", "--json"]) {
-        return usage_error("lists", e);
-    }
-    let cfg = match any_config(&args) {
+    let cfg = match command_config(&args, "lists", &["-c", "--json"]) {
         Ok(c) => c,
         Err(code) => return code,
     };
