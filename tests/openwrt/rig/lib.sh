@@ -107,16 +107,19 @@ check_daemon() {
 	# in the process that stays (an install or upgrade may restart it once
 	# more: pid_of is asked again each time).
 	wait_until 10 dropped_to "$uid" ||
-		fail "not running as hydradns ($uid): pid '$pid' $(grep Uid "/proc/$pid/status" 2> /dev/null)"
-	status=$(cat "/proc/$pid/status")
+		fail "not running as hydradns ($uid): pid '$pid' $(echo "$status" | grep Uid)"
 	echo "$status" | grep -q '^CapEff:	0000000000000000$' || fail "has capabilities: $(echo "$status" | grep Cap)"
 	wait_until 10 in_log "hydradns\[$pid\]: ready with" || fail "no 'ready' from $pid in the log"
 }
 
-# The daemon's pid, in the caller's $pid, once its process runs as UID.
+# The daemon's pid and its /proc status, in the caller's $pid and $status,
+# once its process runs as UID. One read of the status: the process may be
+# restarted (an upgrade's reload) and its /proc entry gone a moment later,
+# so the capabilities are checked in the same snapshot as the user.
 dropped_to() {
 	pid=$(pid_of hydradns)
-	[ -n "$pid" ] && grep -q "^Uid:	$1	$1	$1	$1\$" "/proc/$pid/status"
+	[ -n "$pid" ] && status=$(cat "/proc/$pid/status" 2> /dev/null) &&
+		echo "$status" | grep -q "^Uid:	$1	$1	$1	$1\$"
 }
 
 # A factory-fresh router whose WAN is up: dnsmasq's settings noted in
