@@ -4,7 +4,9 @@
 //! A Unix stream socket (`option control_socket`, default
 //! `/var/run/hydradns/control.sock`, mode 0660). The client writes one
 //! request line, the gateway writes one JSON line back and closes. Requests:
-//! `stats` (the live report), `metrics` (the Prometheus text), `update` (refresh downloaded lists now,
+//! `stats` (the live report), `metrics` (the Prometheus text), `received`
+//! (the UDP queries read so far: the watchdog's sign of life under a
+//! flood), `update` (refresh downloaded lists now,
 //! answer with each list's result), `commit` (the query log's writer commits
 //! what is queued; readers ask before they read) and `pause`. Served on the main thread, never on a
 //! worker, each connection in its own task with a time limit, so a stuck
@@ -15,7 +17,7 @@
 //! root or the gateway's own user, by the kernel's word (SO_PEERCRED): the
 //! group may hold other services' accounts.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -39,6 +41,11 @@ pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(1800);
 const COMMIT_POLL: Duration = Duration::from_millis(2);
 /// Longest request line accepted.
 const MAX_REQUEST: usize = 256;
+/// Longest answer line a client reads: the largest report (a few hundred
+/// lists and groups) is tens of KiB. Whoever answers on the socket's path
+/// (the daemon's user can put anything there) cannot make root's
+/// `hydradns status` hold more.
+pub const MAX_REPLY: u64 = 4 << 20;
 /// The answer to an action from a peer that may not act.
 const NOT_ALLOWED: &str =
     "{\"error\":\"not allowed: only root or the gateway's own user may pause, update or commit\"}";
@@ -77,6 +84,8 @@ pub enum Request<'a> {
     Stats,
     /// `metrics`: the Prometheus text.
     Metrics,
+    /// `received`: UDP queries read by the receive threads so far.
+    Received,
     /// `commit`: the query log's queue written out.
     Commit,
     /// `update`: every list downloaded again.
@@ -99,6 +108,7 @@ pub fn parse(request: &str) -> Request<'_> {
     match request {
         "stats" => Request::Stats,
         "metrics" => Request::Metrics,
+        "received" => Request::Received,
         "commit" => Request::Commit,
         "update" => Request::Update,
         pause if pause.starts_with("pause ") => {
@@ -171,6 +181,8 @@ async fn respond(request: &str, status: &Status) -> String {
         Request::Stats => status.report().serialize_json(),
         // The Prometheus text, as one JSON string (replies are one line).
         Request::Metrics => crate::metrics::render(status).serialize_json(),
+        // A few atomic loads: what the watchdog asks while a probe fails.
+        Request::Received => format!("{{\"udp\":{}}}", status.udp_received()),
         // Readers of the query log ask first, so the queries still waiting
         // for their batch are in the database when they read it.
         Request::Commit => match status.engine.logger() {
@@ -251,13 +263,103 @@ pub fn request(path: &Path, request: &str, wait: Duration) -> Result<String, Req
 }
 
 fn send(mut s: UnixStream, request: &str, wait: Duration) -> Result<String, String> {
-    s.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + wait;
     s.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     s.write_all(format!("{request}\n").as_bytes()).map_err(|e| e.to_string())?;
-    let mut line = String::new();
-    BufReader::new(s).read_line(&mut line).map_err(|e| format!("no answer from the gateway: {e}"))?;
+    // One line, read under a cap and a deadline for the whole of it: a
+    // peer that trickles a byte at a time, or never ends its line, gets
+    // neither more time nor more memory.
+    let mut line = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(format!("no answer from the gateway within {} s", wait.as_secs()));
+        }
+        s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+        let n = match s.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("no answer from the gateway: {e}")),
+        };
+        let piece = &buf[..n];
+        let end = piece.iter().position(|&b| b == b'\n');
+        line.extend_from_slice(&piece[..end.unwrap_or(n)]);
+        if line.len() as u64 > MAX_REPLY {
+            return Err(format!("the answer is longer than {} bytes: not the gateway's", MAX_REPLY));
+        }
+        if end.is_some() || n == 0 {
+            break;
+        }
+    }
     if line.is_empty() {
         return Err("the gateway closed the connection without answering".into());
     }
+    let line = String::from_utf8(line).map_err(|_| "the answer is not UTF-8 text: not the gateway's".to_string())?;
     Ok(line.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A listener in a directory of its own whose one connection gets
+    /// `serve`'s treatment.
+    fn peer(tag: &str, serve: impl FnOnce(UnixStream) + Send + 'static) -> (std::path::PathBuf, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("hydradns-control-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("control.sock");
+        let l = UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            if let Ok((s, _)) = l.accept() {
+                serve(s);
+            }
+        });
+        (dir, path)
+    }
+
+    /// Issue 58: whoever answers on the socket's path (the daemon's user
+    /// can put anything there) costs root's client a bounded amount of
+    /// memory and time.
+    #[test]
+    fn an_answer_without_end_is_cut_off_by_size_and_by_time() {
+        let (dir, path) = peer("endless", |mut s| {
+            let junk = vec![b'a'; 64 * 1024];
+            while s.write_all(&junk).is_ok() {}
+        });
+        let e = request(&path, "stats", Duration::from_secs(30)).unwrap_err().to_string();
+        assert!(e.contains("longer than"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let (dir, path) = peer("trickle", |mut s| {
+            for _ in 0..100 {
+                if s.write_all(b"{").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let started = std::time::Instant::now();
+        let e = request(&path, "stats", Duration::from_millis(500)).unwrap_err().to_string();
+        assert!(e.contains("within"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(4), "the deadline is for the whole answer");
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let (dir, path) = peer("fine", |mut s| {
+            let mut line = [0u8; 9];
+            let _ = std::io::Read::read_exact(&mut s, &mut line);
+            let _ = s.write_all(b"{\"udp\":42}\n");
+        });
+        assert_eq!(request(&path, "received", Duration::from_secs(5)).unwrap(), "{\"udp\":42}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn requests_are_read() {
+        assert_eq!(parse("received"), Request::Received);
+        assert!(!is_action("received"), "the watchdog's question is a read");
+    }
 }

@@ -94,13 +94,27 @@ pub fn unix_now() -> u64 {
 /// file, still regular) against a swap in between. Opened non-blocking,
 /// which a regular file ignores, in case the swap put a FIFO there.
 pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    open_file(path, true)
+}
+
+/// [`open_regular`], but a symlink at `path` is refused rather than
+/// followed: for root reading a file in a directory the daemon's user
+/// can write, where a link planted there would have root read what it
+/// points at (issue 58).
+pub fn open_unlinked(path: &Path) -> std::io::Result<std::fs::File> {
+    open_file(path, false)
+}
+
+fn open_file(path: &Path, follow: bool) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let not_regular = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
-    let named = std::fs::metadata(path)?;
+    let named = if follow { std::fs::metadata(path)? } else { std::fs::symlink_metadata(path)? };
     if !named.is_file() {
         return Err(not_regular());
     }
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+    let file =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | nofollow).open(path)?;
     let opened = file.metadata()?;
     if !opened.is_file() || (opened.dev(), opened.ino()) != (named.dev(), named.ino()) {
         return Err(not_regular());
@@ -112,9 +126,22 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 /// most `max` bytes; never more than `max + 1` bytes are read, whatever
 /// its size says (files in /proc say 0).
 pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    read_capped(open_regular(path)?, max)
+}
+
+/// [`read_regular`] through [`open_unlinked`].
+pub fn read_unlinked(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    read_capped(open_unlinked(path)?, max)
+}
+
+/// [`read_unlinked`] as UTF-8 text.
+pub fn read_unlinked_text(path: &Path, max: u64) -> std::io::Result<String> {
+    utf8(read_unlinked(path, max)?)
+}
+
+fn read_capped(file: std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let too_large = || std::io::Error::new(std::io::ErrorKind::FileTooLarge, format!("larger than {max} bytes"));
-    let file = open_regular(path)?;
     if file.metadata()?.len() > max {
         return Err(too_large());
     }
@@ -126,10 +153,13 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+fn utf8(bytes: Vec<u8>) -> std::io::Result<String> {
+    String::from_utf8(bytes).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// [`read_regular`] as UTF-8 text.
 pub fn read_regular_text(path: &Path, max: u64) -> std::io::Result<String> {
-    String::from_utf8(read_regular(path, max)?)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+    utf8(read_regular(path, max)?)
 }
 
 /// Writes `bytes` to `path` so that a crash at any moment leaves the old

@@ -332,6 +332,7 @@ fn watchdog(args: Args) -> ExitCode {
         state: args.state.unwrap_or_else(|| crate::watchdog::STATE_FILE.into()),
         fail_open: cfg.router.fail_open,
         ours: cfg.sockets_file(),
+        control: Some(cfg.control_socket.clone()).filter(|p| !p.as_os_str().is_empty()),
     })
 }
 
