@@ -119,7 +119,7 @@ impl Status {
                     allows: s.stats.allows,
                     unsupported: s.stats.unsupported,
                     invalid: s.stats.invalid,
-                    errors: s.errors.clone(),
+                    errors: s.errors.iter().map(|e| crate::plaintext::plain(e)).collect(),
                     warnings: s.warnings.clone(),
                 })
                 .collect(),

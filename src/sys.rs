@@ -81,6 +81,17 @@ pub fn die_on_broken_pipe() {
     }
 }
 
+/// Ends this process (SIGKILL) when the process that started it ends,
+/// or at once if that happened already.
+pub fn die_with_parent() {
+    let parent = rustix::process::getppid();
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    // Gone between our start and the call: we were handed to another.
+    if rustix::process::getppid() != parent {
+        std::process::exit(137);
+    }
+}
+
 /// The wall clock in Unix seconds (0 if it reads before 1970).
 pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -171,7 +182,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let mut f = std::fs::File::create(&tmp)?;
+    let mut f = create_fresh(&tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
     drop(f);
@@ -180,6 +191,26 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// Creates `path` anew for writing (mode 0644 before the umask): whatever
+/// stood at its name is removed first (a link itself, never what it points
+/// at), and the create is exclusive, so a link or file put there in
+/// between makes it fail rather than be written through. For temporary
+/// files in directories another user may write (issue 58: root's
+/// `hydradns update` once wrote through links the daemon's user planted).
+pub fn create_fresh(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .mode(0o644)
+        .open(path)
 }
 
 /// Creates `dir` and its missing parents with mode 0700: the query log's

@@ -24,6 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "ratelimit",
             "netlink",
             "logging",
+            "plaintext",
             "sys",
             "trust",
             "wire",

@@ -77,11 +77,18 @@ pub fn describe_with(cfg: &Config, count: bool) -> Vec<ListInfo> {
                 last_error: meta
                     .as_ref()
                     .and_then(|m| m.last_error.clone())
-                    .or_else(|| report.errors.first().cloned())
+                    .or_else(|| report.errors.first().map(|e| crate::plaintext::plain(e)))
                     .or(report.pending),
                 warnings: report.warnings,
                 etag: meta.as_ref().and_then(|m| m.etag.clone()),
-                bytes: files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum(),
+                // The saved copy is the daemon's: its size, not a link's target's.
+                bytes: src
+                    .paths
+                    .iter()
+                    .filter_map(|f| std::fs::metadata(f).ok())
+                    .chain(src.saved.iter().filter_map(|f| std::fs::symlink_metadata(f).ok()))
+                    .map(|m| m.len())
+                    .sum(),
             }
         })
         .chain(describe_services(cfg))

@@ -24,6 +24,7 @@ use nanoserde::{DeJson, SerJson};
 
 use crate::config::{Config, ListKind, ListSource};
 use crate::domain::for_each_label_rev;
+use crate::plaintext::plain;
 use crate::policy::Policy;
 use crate::policy::formats::{ParseStats, parse_line};
 use crate::sys::{unix_now, write_atomic};
@@ -84,6 +85,10 @@ fn meta_path(saved: &Path) -> PathBuf {
 /// make such a list due at once: one more conditional request, nothing written.
 static UNSAVED: std::sync::Mutex<Vec<(PathBuf, Meta)>> = std::sync::Mutex::new(Vec::new());
 
+/// The most a metadata file may hold: a URL, two validators, an error
+/// and a few numbers.
+const META_MAX: u64 = 64 * 1024;
+
 /// The metadata of a saved copy (empty if none or unreadable).
 pub fn load_meta(saved: &Path) -> Meta {
     let path = meta_path(saved);
@@ -96,12 +101,18 @@ pub fn load_meta(saved: &Path) -> Meta {
 }
 
 fn meta_on_disk(path: &Path) -> Meta {
-    // Cut short (a power cut, a full disk) it reads as nothing known, not a panic.
-    std::fs::read_to_string(path)
+    // Cut short (a power cut, a full disk) it reads as nothing known, not a
+    // panic. It is in the daemon's directory, and `status` reads it as root
+    // (LuCI's Overview, at every poll): no link followed, no FIFO waited
+    // on, no more read than a metadata file takes, and its error shown as
+    // text, whoever wrote it.
+    let mut meta: Meta = crate::sys::read_unlinked_text(path, META_MAX)
         .ok()
         .filter(|s| crate::json::is_whole(s))
         .and_then(|s| Meta::deserialize_json(&s).ok())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    meta.last_error = meta.last_error.map(|e| plain(&e));
+    meta
 }
 
 /// Whether two metadata differ in more than the times of checks and the
@@ -303,7 +314,7 @@ pub fn refresh_source(dl: Result<&Downloader, &str>, src: &ListSource) -> Option
             if same { "not-modified" } else { "updated" }
         }
         Err(e) => {
-            meta.last_error = Some(e);
+            meta.last_error = Some(plain(&e));
             meta.failures += 1;
             "failed"
         }
@@ -355,7 +366,7 @@ impl<'a> Incoming<'a> {
     fn new(saved: &'a Path) -> Incoming<'a> {
         let mut tmp = saved.as_os_str().to_owned();
         tmp.push(".tmp");
-        let old = std::fs::File::open(saved).ok().map(|f| std::io::BufReader::with_capacity(64 * 1024, f));
+        let old = crate::sys::open_unlinked(saved).ok().map(|f| std::io::BufReader::with_capacity(64 * 1024, f));
         Incoming { saved, tmp: PathBuf::from(tmp), old, matched: 0, file: None, buf: Vec::new() }
     }
 
@@ -380,9 +391,11 @@ impl<'a> Incoming<'a> {
     fn diverge(&mut self) -> Result<&mut std::fs::File, String> {
         use std::io::Read;
         self.old = None;
-        let mut file = std::fs::File::create(&self.tmp).map_err(|e| format!("creating {}: {e}", self.tmp.display()))?;
+        let mut file =
+            crate::sys::create_fresh(&self.tmp).map_err(|e| format!("creating {}: {e}", self.tmp.display()))?;
         if self.matched > 0 {
-            let old = std::fs::File::open(self.saved).map_err(|e| format!("reading {}: {e}", self.saved.display()))?;
+            let old =
+                crate::sys::open_unlinked(self.saved).map_err(|e| format!("reading {}: {e}", self.saved.display()))?;
             let copied = std::io::copy(&mut old.take(self.matched), &mut file)
                 .map_err(|e| format!("writing {}: {e}", self.tmp.display()))?;
             if copied != self.matched {
