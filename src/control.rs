@@ -23,6 +23,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nanoserde::SerJson;
@@ -36,6 +37,13 @@ use crate::sys::within;
 const CONN_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long `update` may take: every download, then a rebuild.
 pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long `check` may take: it reads every list file again, line by line,
+/// to name the lines that match (a 64 MiB list takes seconds on a router).
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+/// One `check` at a time, on a thread of its own: it reads files, which
+/// would hold this thread (and every other control and metrics connection)
+/// meanwhile; a second one asked before the first is done is refused.
+static CHECKING: AtomicBool = AtomicBool::new(false);
 /// How often `commit` looks whether the log's writer is done (it is woken
 /// at once; a batch takes milliseconds). The connection's time limit bounds the wait.
 const COMMIT_POLL: Duration = Duration::from_millis(2);
@@ -99,6 +107,13 @@ pub enum Request<'a> {
     },
     /// `pause` with anything else after it.
     BadPause,
+    /// `check NAME [CLIENT]`: why NAME is answered as it is (for CLIENT).
+    Check {
+        /// The name asked about.
+        name: &'a str,
+        /// An address, a MAC, a `config client` name or a hostname.
+        client: Option<&'a str>,
+    },
     /// Anything else.
     Unknown(&'a str),
 }
@@ -116,6 +131,13 @@ pub fn parse(request: &str) -> Request<'_> {
             match (words.next().map(str::parse::<u64>), words.next(), words.next()) {
                 (Some(Ok(secs)), group, None) => Request::Pause { secs, group },
                 _ => Request::BadPause,
+            }
+        }
+        check if check.starts_with("check ") => {
+            let mut words = check["check ".len()..].split_ascii_whitespace();
+            match (words.next(), words.next(), words.next()) {
+                (Some(name), client, None) => Request::Check { name, client },
+                _ => Request::Unknown(check),
             }
         }
         other => Request::Unknown(other),
@@ -158,7 +180,11 @@ pub async fn serve(
                 return;
             }
             let request = line.trim();
-            let limit = if request == "update" { UPDATE_TIMEOUT } else { CONN_TIMEOUT };
+            let limit = match parse(request) {
+                Request::Update => UPDATE_TIMEOUT,
+                Request::Check { .. } => CHECK_TIMEOUT,
+                _ => CONN_TIMEOUT,
+            };
             let reply = if is_action(request) && !may_act(stream.get_ref(), acting_uid) {
                 Some(NOT_ALLOWED.to_string())
             } else {
@@ -199,6 +225,7 @@ async fn respond(request: &str, status: &Status) -> String {
             Ok(results) => results.serialize_json(),
             Err(_) => "{\"error\":\"the lists thread is gone\"}".into(),
         },
+        Request::Check { name, client } => check(status, name, client).await,
         Request::BadPause => "{\"error\":\"pause takes seconds and perhaps a group\"}".into(),
         // `pause SECONDS [GROUP]`: blocking (or that group's lists) off for that long; 0 turns it back on.
         Request::Pause { secs, group } => {
@@ -230,6 +257,32 @@ async fn respond(request: &str, status: &Status) -> String {
         Request::Unknown(other) => {
             format!("{{\"error\":\"unknown request {:?}\"}}", other.escape_default().to_string())
         }
+    }
+}
+
+/// `check NAME [CLIENT]` from the running gateway's own config and lists
+/// (see [`CHECKING`]): `{"lines":[…]}` or `{"error":…}`.
+async fn check(status: &Status, name: &str, client: Option<&str>) -> String {
+    let error = |e: &str| format!("{{\"error\":{}}}", e.serialize_json());
+    if CHECKING.swap(true, Ordering::Acquire) {
+        return error("busy: another check is reading the lists; ask again in a moment");
+    }
+    let snap = status.engine.snapshot.load_full();
+    let (name, client) = (name.to_string(), client.map(str::to_string));
+    let (tx, rx) = smol::channel::bounded(1);
+    let spawned = std::thread::Builder::new().name("hydradns-check".into()).spawn(move || {
+        let why = crate::query::why::why(&snap.config, &snap.policy, &name, client.as_deref());
+        CHECKING.store(false, Ordering::Release);
+        let _ = tx.try_send(why);
+    });
+    if let Err(e) = spawned {
+        CHECKING.store(false, Ordering::Release);
+        return error(&format!("cannot start a thread: {e}"));
+    }
+    match rx.recv().await {
+        Ok(Ok(lines)) => format!("{{\"lines\":{}}}", lines.serialize_json()),
+        Ok(Err(e)) => error(&e),
+        Err(_) => error("the check ended without an answer"),
     }
 }
 
@@ -273,14 +326,18 @@ fn send(mut s: UnixStream, request: &str, wait: Duration) -> Result<String, Stri
     let mut line = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
+        let late = || format!("no answer from the gateway within {:.1} s", wait.as_secs_f32());
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
-            return Err(format!("no answer from the gateway within {} s", wait.as_secs()));
+            return Err(late());
         }
         s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
         let n = match s.read(&mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(late());
+            }
             Err(e) => return Err(format!("no answer from the gateway: {e}")),
         };
         let piece = &buf[..n];
