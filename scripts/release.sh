@@ -127,6 +127,11 @@ fi
 [ -z "$prebuilt" ] || prebuilt=$(cd "$prebuilt" && pwd)
 [ -z "$key_dir" ] || key_dir=$(cd "$key_dir" && pwd)
 
+if [ -z "$make_keys" ] && [ -n "$(git status --porcelain --untracked-files=no 2> /dev/null)" ]; then
+	[ -n "$allow_dirty" ] || die "the checkout has uncommitted changes: the packages would not be the commit's (commit them, or --allow-dirty)"
+	say "warning: the checkout has uncommitted changes; the packages are not the commit's"
+fi
+
 # shellcheck source=openwrt/host-tools.sh
 . openwrt/host-tools.sh
 command -v openssl > /dev/null || tools_need_debs openssl
@@ -178,10 +183,6 @@ done
 mkdir -p "$work/trusted"
 cp "$key_dir/public-key.pem" "$work/trusted/hydradns.pem"
 
-if [ -n "$(git status --porcelain --untracked-files=no 2> /dev/null)" ]; then
-	[ -n "$allow_dirty" ] || die "the checkout has uncommitted changes: the packages would not be the commit's (commit them, or --allow-dirty)"
-	say "warning: the checkout has uncommitted changes; the packages are not the commit's"
-fi
 commit=$(git rev-parse HEAD)
 SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
 export SOURCE_DATE_EPOCH
