@@ -133,8 +133,8 @@ pub(super) fn services_cmd(args: Args) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let (cat, note) = policy::services::in_use(&cfg);
-    if let Some(n) = note {
+    let (cat, notes) = policy::services::in_use(&cfg);
+    for n in notes {
         eprintln!("hydradns: {n}");
     }
     if args.json {
