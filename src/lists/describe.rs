@@ -129,7 +129,7 @@ fn describe_services(cfg: &Config) -> Option<ListInfo> {
         entries,
         skipped,
         last_success: iso(meta.last_success_unix),
-        last_error: meta.last_error.clone().or(fallback),
+        last_error: meta.last_error.clone().or(fallback.map(|e| crate::plaintext::plain(&e))),
         etag: meta.etag.clone(),
         bytes: size.unwrap_or(0),
         warnings: (dropped > 0)

@@ -40,8 +40,6 @@ pub const MAX_SERVICES: usize = 1000;
 pub const MAX_RULES: usize = 5000;
 /// Longest service id (bytes of `[a-z0-9_]`): it becomes a source name.
 const MAX_ID: usize = 64;
-/// Longest name or category (characters): shown in LuCI and the log.
-const MAX_TEXT: usize = 200;
 /// Dropped entries named one by one in the notes; the rest are counted.
 const NOTES_SHOWN: usize = 5;
 
@@ -129,13 +127,6 @@ fn is_id(id: &str) -> bool {
     (1..=MAX_ID).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
-/// Whether a name or category may be shown as it is: at most
-/// [`MAX_TEXT`] characters, none a control character or one that markup
-/// gives a meaning to (LuCI renders a bare string as HTML).
-fn is_plain_text(text: &str) -> bool {
-    text.chars().count() <= MAX_TEXT && !text.chars().any(|c| c.is_control() || "<>&\"'".contains(c))
-}
-
 /// `domains` without repeats, in file order: sorted once (n log n whatever
 /// the file holds; a hash set could be made to collide by its author).
 fn dedup_in_order(domains: Vec<String>) -> Vec<String> {
@@ -211,13 +202,15 @@ impl Catalogue {
         // known to be plain; no quotes: they reach the log, `check-config` and LuCI.
         let why = if !is_id(&id) {
             Some(format!("service #{n}: its id is not 1 to {MAX_ID} of a-z, 0-9 and _"))
-        } else if !is_plain_text(&name) {
+        } else if !crate::plaintext::is_plain(&name) {
             Some(format!(
-                "service #{n} ({id}): its name is longer than {MAX_TEXT} characters or holds markup or control characters"
+                "service #{n} ({id}): its name is longer than {} characters or holds markup or control characters",
+                crate::plaintext::MAX_CHARS
             ))
-        } else if !is_plain_text(&category) {
+        } else if !crate::plaintext::is_plain(&category) {
             Some(format!(
-                "service #{n} ({id}): its category is longer than {MAX_TEXT} characters or holds markup or control characters"
+                "service #{n} ({id}): its category is longer than {} characters or holds markup or control characters",
+                crate::plaintext::MAX_CHARS
             ))
         } else {
             None
@@ -322,7 +315,8 @@ pub fn over_size() -> String {
 
 /// A saved services.json, read under [`MAX_BYTES`] (a larger file is not read at all).
 pub fn read_saved(path: &Path) -> Result<Catalogue, String> {
-    let bytes = match crate::sys::read_regular(path, MAX_BYTES) {
+    // In the daemon's list_dir, and `status` may read it as root.
+    let bytes = match crate::sys::read_unlinked(path, MAX_BYTES) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err("not downloaded yet".into()),
         Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
