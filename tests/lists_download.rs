@@ -342,7 +342,15 @@ fn update_without_a_running_gateway_saves_the_copies() {
     assert!(out.contains("updated, 50 entries"), "{out}");
     let (_, out, _) = cli(&["check", "-c", cfg.to_str().unwrap(), "h3.offline.example"]);
     assert!(out.contains("blocked by list"), "{out}");
-    assert!(out.contains(".list:5  h3.offline.example"), "the rule's file and line (after one comment line): {out}");
+    assert!(
+        out.contains(".list:5  block h3.offline.example and every name under it"),
+        "the rule's file and line (after one comment line): {out}"
+    );
+    // Run as root, it downloaded as the gateway's user, for whom it made list_dir.
+    if is_root() {
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(dir.0.join("lists")).unwrap());
+        assert_ne!(owner, 0, "list_dir is the gateway's user's");
+    }
 }
 
 #[test]

@@ -59,6 +59,11 @@ fn as_the_gateways_user(cfg: &Config) -> Result<(), String> {
                     and update through it"
             .into());
     }
+    // As the gateway would at its start: a list_dir not there yet is made
+    // for its user (one that is there is left as it is).
+    if let Err(e) = crate::privileges::prepare_dir(&cfg.list_dir, &account, 0o755) {
+        return Err(format!("cannot create {} for user '{}': {e}", cfg.list_dir.display(), account.name));
+    }
     crate::privileges::drop_to(&account).map_err(|e| format!("{e}: not downloading as root"))
 }
 
