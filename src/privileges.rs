@@ -136,6 +136,25 @@ pub fn drop_to(account: &Account) -> Result<(), String> {
     Ok(())
 }
 
+/// Run as root on the files in `dir` when another user owns it (the
+/// gateway's directories: its query log, its lists), becomes that user
+/// first, for good: whatever that user put there (a link to a file of
+/// root's, a FIFO) is then read with no more rights than it has already.
+/// Nothing is done when not root, when root owns `dir`, or when there is
+/// nothing at `dir`.
+pub fn become_owner_of(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let Ok(meta) = std::fs::symlink_metadata(dir) else { return Ok(()) };
+    if meta.uid() == 0 {
+        return Ok(());
+    }
+    drop_to(&Account { name: format!("uid {}", meta.uid()), uid: meta.uid(), gid: meta.gid() })
+        .map_err(|e| format!("{e}: not reading {} as root", dir.display()))
+}
+
 /// Who besides root may act (pause, update, commit) through the control
 /// socket of a gateway running as `account`: that user, unless it is the
 /// `nobody` the gateway fell back to without being asked, which other

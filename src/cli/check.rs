@@ -113,6 +113,11 @@ pub(super) fn check(args: Args) -> ExitCode {
             }
         }
     } else {
+        // The lists in list_dir are the gateway's user's: read as that user.
+        if let Err(e) = crate::privileges::become_owner_of(&cfg.list_dir) {
+            eprintln!("hydradns: {e}");
+            return ExitCode::from(1);
+        }
         crate::query::why::why(&cfg, &Policy::build(&cfg), name, args.client.as_deref())
     };
     match lines {
