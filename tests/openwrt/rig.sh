@@ -35,6 +35,8 @@ trap 'rm -rf "$work"' EXIT
 mnt="$work/mnt"
 mkdir -p "$mnt/pkgs"
 cp tests/openwrt/rig/*.sh "$mnt/"
+# LuCI's rpcd plugin, which opkg.sh calls as rpcd would.
+cp openwrt/luci-app-hydradns/root/usr/libexec/rpcd/luci.hydradns "$mnt/"
 # Release 3 from BINARY; release 4 from a binary that differs (bytes after
 # the ELF's end, which the loader ignores), as an upgrade's would.
 cp "$bin" "$work/hydradns-r4"

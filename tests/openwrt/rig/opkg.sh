@@ -297,6 +297,58 @@ cp /tmp/hydradns.conf /etc/config/hydradns
 check_daemon
 wait_until 10 grep -qx no-resolv "$conf" || fail "upstream mode again"
 
+step "LuCI's rpcd plugin, the daemon stopped: status loads nothing; check one at a time, ended with the call; undo expands nothing"
+# Called as rpcd calls it (rpcd's timeout SIGKILLs the plugin's shell).
+rpc() { echo "$2" | /rig/mnt/luci.hydradns call "$1"; }
+# The checks that load the lists themselves (not answered by the gateway).
+full_checks() {
+	for p in /proc/[0-9]*; do
+		tr '\0' ' ' < "$p/cmdline" 2> /dev/null | grep -q '^/usr/sbin/hydradns check -c ' && echo "${p#/proc/}"
+	done
+}
+some_full_check() { [ -n "$(full_checks)" ]; }
+no_full_check() { [ -z "$(full_checks)" ]; }
+/etc/init.d/hydradns stop
+wait_until 10 stopped hydradns || fail "still running after stop"
+# status reads no list file: a FIFO at a list's .meta would hang a reader.
+meta=$(hydradns status --json | jsonfilter -e '@.lists[@.name="hagezi-light"].files[0]')
+meta=${meta%.list}.meta
+[ "$meta" != .meta ] || fail "no file for hagezi-light in status"
+rm -f "$meta" && mkfifo "$meta"
+timeout 5 sh -c 'echo {} | /rig/mnt/luci.hydradns call status' > /tmp/rpc-status.out ||
+	fail "rpcd status with the daemon down did not answer within 5 s: $(cat /tmp/rpc-status.out)"
+[ "$(jsonfilter -i /tmp/rpc-status.out -e '@.running')" = false ] || fail "rpcd status: $(cat /tmp/rpc-status.out)"
+rm -f "$meta"
+# 2,000,000 names: a check that loads them runs a second or more.
+awk 'BEGIN { for (i = 0; i < 2000000; i++) printf "b%d.example\n", i }' > /tmp/big.list
+uci add hydradns blocklist > /dev/null
+uci set hydradns.@blocklist[-1].name=big
+uci set hydradns.@blocklist[-1].path=/tmp/big.list
+uci commit hydradns
+rpc check '{"name":"b1.example"}' > /tmp/rpc-check1.out &
+wait_until 30 some_full_check || fail "no check loading the lists: $(cat /tmp/rpc-check1.out)"
+child=$(full_checks)
+kill -STOP "$child"
+shell=$(awk '{ print $4 }' "/proc/$child/stat")
+tr '\0' ' ' < "/proc/$shell/cmdline" | grep -q 'luci\.hydradns call check' ||
+	fail "the check's parent is not the plugin's shell: $(tr '\0' ' ' < "/proc/$shell/cmdline")"
+out=$(rpc check '{"name":"b2.example"}')
+echo "$out" | jsonfilter -e '@.error' | grep -q '^busy: ' || fail "a second check at once: $out"
+# rpcd's timeout kills the plugin's shell: its check goes with it.
+kill -9 "$shell"
+wait_until 5 no_full_check || fail "a check outlived the plugin's shell: $(full_checks)"
+out=$(rpc check '{"name":"b3.example"}')
+echo "$out" | jsonfilter -e '@.output' | grep -q "^b3.example: blocked by list 'big'" || fail "a check after one was killed: $out"
+uci delete hydradns.@blocklist[-1]
+uci commit hydradns
+rm -f /tmp/big.list
+# No word of undo's is expanded against root's files.
+touch /root/hydradns-secret-name
+out=$(rpc undo '{"domain":"x.example","undo":"/root/*"}')
+echo "$out" | grep -q secret && fail "undo expanded a glob: $out"
+echo "$out" | jsonfilter -e '@.error' | grep -q 'not a LuCI list' || fail "undo: $out"
+rm -f /root/hydradns-secret-name
+
 step "opkg remove: dnsmasq's settings back byte for byte"
 opkg remove hydradns > /tmp/opkg.out 2>&1 || fail "opkg remove: $(cat /tmp/opkg.out)"
 wait_until 10 stopped hydradns || fail "still running after removal"
