@@ -278,6 +278,19 @@ wait_for 15 203.0.113.99 lan_ask blocked.example 203.0.113.53 || fail "replace m
 no_side_door "replace mode, force_dns 0"
 [ "$(lan_ask blocked.example 192.0.2.1)" = 0.0.0.0 ] || fail "replace mode, force_dns 0: port 53"
 
+# The watchdog's probe goes to the socket a flood fills: a daemon that reads
+# its flood is overloaded, not hung, and DNS stays filtered. With opkg only
+# (net-apk runs this script too): the package manager changes nothing here.
+if [ "${PKG_INSTALL:-opkg}" = opkg ]; then
+	step "replace mode: a LAN device floods port 53 for 15 s with names never asked: DNS stays filtered"
+	n=$(logged 'DNS is unfiltered')
+	# Eight senders (four did not fail the old watchdog open here, on 2
+	# cores), 15 s and 200,000,000 queries at most.
+	sent=$(lan /rig/mnt/flood 192.0.2.1 53 15 200000000 8) || fail "the flooder: $sent"
+	wait_for 5 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "blocked.example not blocked within 5 s of the flood's end"
+	[ "$(logged 'DNS is unfiltered')" = "$n" ] || fail "a flood of $sent queries failed DNS open: $(logread -e hydradns | grep -i 'unfiltered\|overloaded' | tail -n 5)"
+	echo "flood: $sent queries in 15 s; the watchdog said 'overloaded' $(logged overloaded) times"
+fi
 uci set hydradns.main.force_dns=1
 uci set hydradns.main.dnsmasq_mode=upstream
 uci delete hydradns.main.listen
