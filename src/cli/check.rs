@@ -84,9 +84,17 @@ struct Checked {
 
 /// Exit code of `check --live` when no gateway answers.
 const NOT_LIVE: u8 = 4;
+/// Exit code of `check` when another one is reading every list.
+const BUSY: u8 = 5;
+/// Held while a `check --one-at-a-time` builds the policy itself: without
+/// a gateway, LuCI (rpcd, as root, for any logged-in reader) falls back to
+/// that, and one such build at a time is enough. In /var/lock, which only
+/// root writes on OpenWrt; the kernel lets go of it when its holder is
+/// killed, so none outlives rpcd's timeout.
+const CHECK_LOCK: &str = "/var/lock/hydradns-check.lock";
 
 pub(super) fn check(args: Args) -> ExitCode {
-    let cfg = match command_config(&args, "check", &["-c", "--client", "--live"]) {
+    let cfg = match command_config(&args, "check", &["-c", "--client", "--live", "--one-at-a-time"]) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -113,6 +121,18 @@ pub(super) fn check(args: Args) -> ExitCode {
             }
         }
     } else {
+        // Taken before the user switch below (the lock is root's).
+        let _one = match args.one_at_a_time.then(|| crate::sys::try_lock(Path::new(CHECK_LOCK))) {
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                eprintln!("hydradns: busy: another check is reading every list; ask again in a moment");
+                return ExitCode::from(BUSY);
+            }
+            Some(Err(e)) => {
+                eprintln!("hydradns: {CHECK_LOCK}: {e}");
+                return ExitCode::from(1);
+            }
+            lock => lock,
+        };
         // The lists in list_dir are the gateway's user's: read as that user.
         if let Err(e) = crate::privileges::become_owner_of(&cfg.list_dir) {
             eprintln!("hydradns: {e}");

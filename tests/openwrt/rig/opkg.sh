@@ -303,7 +303,7 @@ rpc() { echo "$2" | /rig/mnt/luci.hydradns call "$1"; }
 # The checks that load the lists themselves (not answered by the gateway).
 full_checks() {
 	for p in /proc/[0-9]*; do
-		tr '\0' ' ' < "$p/cmdline" 2> /dev/null | grep -q '^/usr/sbin/hydradns check -c ' && echo "${p#/proc/}"
+		tr '\0' ' ' < "$p/cmdline" 2> /dev/null | grep -q '^/usr/sbin/hydradns check --one-at-a-time ' && echo "${p#/proc/}"
 	done
 }
 some_full_check() { [ -n "$(full_checks)" ]; }
