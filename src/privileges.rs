@@ -101,6 +101,11 @@ fn writable_by(meta: &std::fs::Metadata, account: &Account) -> bool {
 /// Uses the C library's calls, which apply to every thread of the process
 /// (the kernel's apply to one), then checks that root cannot come back.
 pub fn drop_to(account: &Account) -> Result<(), String> {
+    // The kernel clears a parent-death signal when the ids change: a
+    // command that is to end with its caller (sys::die_with_parent) must
+    // still, as the user it becomes.
+    let death = rustix::process::parent_process_death_signal().ok().flatten();
+    let parent = rustix::process::getppid();
     // SAFETY: setgroups with a count of 0 reads no memory; setgid and setuid
     // take plain integers. All three only change the process's credentials.
     #[allow(unsafe_code)]
@@ -133,6 +138,12 @@ pub fn drop_to(account: &Account) -> Result<(), String> {
     }
     // No exec is planned, but should one ever happen it gains nothing.
     let _ = rustix::thread::set_no_new_privs(true);
+    if death.is_some() {
+        let _ = rustix::process::set_parent_process_death_signal(death);
+        if rustix::process::getppid() != parent {
+            std::process::exit(137);
+        }
+    }
     Ok(())
 }
 

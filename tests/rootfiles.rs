@@ -322,3 +322,68 @@ fn check_as_root_reads_the_gateways_lists_as_their_owner() {
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("secret-host.example: not blocked") && !out.contains("known_hosts"), "{out}");
 }
+
+/// `check` ends with the process that started it (rpcd's timeout kills
+/// the plugin's shell): the kernel clears that setting when a process
+/// changes user, which `check` does as root on the gateway's lists, so it
+/// is set again after the switch.
+#[test]
+fn a_check_that_became_the_gateways_user_still_ends_with_its_caller() {
+    if !is_root() {
+        eprintln!("skipped: needs root, to change user");
+        return;
+    }
+    let dir = TempDir::new();
+    let lists = daemon_dir(&dir, "lists");
+    let mut big = String::new();
+    for i in 0..1_000_000 {
+        big.push_str(&format!("n{i}.big.example\n"));
+    }
+    let list = dir.file("big.txt", &big);
+    let conf = dir.file(
+        "hydradns.conf",
+        &format!(
+            "config hydradns 'main'\n\toption list_dir '{}'\n\toption control_socket '{}/run/control.sock'\n\
+             config blocklist\n\toption name 'big'\n\toption path '{}'\n",
+            lists.display(),
+            dir.0.display(),
+            list.display()
+        ),
+    );
+    let bin = hydradns();
+    // A shell that waits for the check, as rpcd's plugin does.
+    let mut shell = Command::new("sh")
+        .arg("-c")
+        .arg(r#""$@" check -c "$CONF" n1.big.example > /dev/null; echo done"#)
+        .arg("sh")
+        .arg(bin.get_program())
+        .args(bin.get_args())
+        .env("CONF", &conf)
+        .spawn()
+        .unwrap();
+    let sh = shell.id();
+    let child = || -> Option<u32> {
+        std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ")?.1.split_whitespace().nth(1)?.parse::<u32>().ok())
+                == Some(sh)
+        })
+    };
+    let mut pid = None;
+    wait_for("the check to start", Duration::from_secs(10), || {
+        pid = child();
+        pid.is_some()
+    });
+    let pid = pid.unwrap();
+    // Until it has become the gateway's user: then the setting is the one that matters.
+    wait_for("the check to change user", Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.contains(&NOBODY.to_string())))
+    });
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    wait_for("the check to end with its shell", Duration::from_secs(5), || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+    });
+}
