@@ -298,4 +298,4 @@ function makeForm(uci) {
 	return form;
 }
 
-module.exports = { world, text, find, byId, format, escape, takeViolations, APP };
+module.exports = { world, text, find, byId, format, escape, takeViolations, E, APP };

@@ -6,7 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
-const { world, text, find, byId, takeViolations, APP } = require('./harness.js');
+const { world, text, find, byId, takeViolations, E, APP } = require('./harness.js');
 
 // Data is text: a test after which a value that is not a constant reached
 // innerHTML (LuCI's E() with a bare string child, dom.content, a modal's
@@ -989,6 +989,18 @@ test('issue 58: check-config\'s refusal on Save & Apply is shown as text', async
 	const note = w.notes.pop();
 	assert.equal(note.title, 'HydraDNS refuses this configuration');
 	shownAsText(note.body, [ `: ${IMG}`, SVG, 'Section kids' ], 'the refusal');
+});
+
+test('issue 58: the harness takes a bare string child for markup, as LuCI does; api.E makes it text', () => {
+	const td = E('td', {}, IMG);
+	assert.deepEqual(find(td, (n) => n.parsed).map((n) => n.tag), [ 'img' ], 'LuCI\'s E: parsed');
+	assert.deepEqual(takeViolations().map((v) => v.html), [ IMG ], 'and counted against the test');
+	assert.equal(text(E('td', {}, [ IMG ])), IMG, 'an array of strings: text');
+	const api = world({}).load('hydradns.api');
+	for (const node of [ api.E('td', {}, IMG), api.E('td', IMG), api.E('td', {}, [ 'a', [ QUOTES, 5 ] ]), api.E([], [ AMP ]) ])
+		assert.deepEqual(find(node, (n) => n.parsed), []);
+	assert.equal(text(api.E('td', {}, [ 'a', [ QUOTES, 5 ] ])), `a${QUOTES}5`);
+	assert.equal(text(api.E('p', E('b', {}, [ IMG ]))), IMG, 'a node where attributes go is a child');
 });
 
 test('issue 58: every view makes its nodes with api.E', () => {
