@@ -9,7 +9,8 @@ export LC_ALL=C TZ=UTC
 
 usage() {
 	cat << 'EOF'
-Usage: scripts/release.sh [--key-dir DIR] [--arch ARCH]... [--release N] [--prebuilt DIR] OUTDIR
+Usage: scripts/release.sh [--key-dir DIR | --key-env] [--arch ARCH]... [--release N] [--prebuilt DIR]
+                          [--allow-dirty] OUTDIR
        scripts/release.sh --check [--arch ARCH]...
        scripts/release.sh --make-keys DIR
 
@@ -30,6 +31,15 @@ Options:
                   key-build.pub (usign), private-key.pem and public-key.pem
                   (EC P-256, for apk). Read only. Without it a throwaway key
                   pair is made for this run (and the output says so).
+  --key-env       the same four keys from the environment: OPKG_SIGNING_KEY,
+                  OPKG_PUBLIC_KEY, APK_SIGNING_KEY, APK_PUBLIC_KEY (the
+                  release workflow's secrets). They are written into this
+                  run's private directory, taken out of the environment
+                  before anything else runs, and removed with the directory
+                  when the run ends, however it ends
+  --allow-dirty   build from a checkout with uncommitted changes (the rig's
+                  test feeds): the packages are then not the commit's.
+                  Without it such a checkout is refused
   --arch ARCH     an OpenWrt package architecture (repeatable; default: all
                   of them): x86_64 aarch64_generic aarch64_cortex-a53
                   aarch64_cortex-a72 arm_cortex-a7_neon-vfpv4
@@ -80,7 +90,7 @@ target_of() {
 die() { echo "scripts/release.sh: $*" >&2; exit 2; }
 say() { printf '== %s\n' "$*" >&2; }
 
-key_dir="" release="" prebuilt="" check="" make_keys="" out=""
+key_dir="" key_env="" allow_dirty="" release="" prebuilt="" check="" make_keys="" out=""
 arches=()
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -89,6 +99,8 @@ while [ $# -gt 0 ]; do
 	--release) [ $# -ge 2 ] || die "--release needs a number"; release=$2; shift 2 ;;
 	--prebuilt) [ $# -ge 2 ] || die "--prebuilt needs a directory"; prebuilt=$2; shift 2 ;;
 	--make-keys) [ $# -ge 2 ] || die "--make-keys needs a directory"; make_keys=$2; shift 2 ;;
+	--key-env) key_env=1; shift ;;
+	--allow-dirty) allow_dirty=1; shift ;;
 	--check) check=1; shift ;;
 	-h | --help) usage; exit 0 ;;
 	-*) die "unknown option $1 (see --help)" ;;
@@ -104,8 +116,21 @@ if [ -n "$check" ]; then
 elif [ -z "$make_keys" ]; then
 	[ -n "$out" ] || die "no OUTDIR (see --help)"
 fi
+if [ -n "$key_env" ]; then
+	[ -z "$key_dir" ] || die "--key-env or --key-dir, not both"
+	for v in OPKG_SIGNING_KEY OPKG_PUBLIC_KEY APK_SIGNING_KEY APK_PUBLIC_KEY; do
+		[ -n "${!v:-}" ] || die "--key-env: $v is not set"
+	done
+	# Kept in this shell only: no tool this script runs inherits them.
+	export -n OPKG_SIGNING_KEY OPKG_PUBLIC_KEY APK_SIGNING_KEY APK_PUBLIC_KEY
+fi
 [ -z "$prebuilt" ] || prebuilt=$(cd "$prebuilt" && pwd)
 [ -z "$key_dir" ] || key_dir=$(cd "$key_dir" && pwd)
+
+if [ -z "$make_keys" ] && [ -n "$(git status --porcelain --untracked-files=no 2> /dev/null)" ]; then
+	[ -n "$allow_dirty" ] || die "the checkout has uncommitted changes: the packages would not be the commit's (commit them, or --allow-dirty)"
+	say "warning: the checkout has uncommitted changes; the packages are not the commit's"
+fi
 
 # shellcheck source=openwrt/host-tools.sh
 . openwrt/host-tools.sh
@@ -134,7 +159,18 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if [ -z "$key_dir" ]; then
+if [ -n "$key_env" ]; then
+	key_dir="$work/keys"
+	(
+		umask 077
+		mkdir "$key_dir"
+		printf '%s\n' "$OPKG_SIGNING_KEY" > "$key_dir/key-build"
+		printf '%s\n' "$OPKG_PUBLIC_KEY" > "$key_dir/key-build.pub"
+		printf '%s\n' "$APK_SIGNING_KEY" > "$key_dir/private-key.pem"
+		printf '%s\n' "$APK_PUBLIC_KEY" > "$key_dir/public-key.pem"
+	) || die "--key-env: cannot write the keys"
+	unset OPKG_SIGNING_KEY OPKG_PUBLIC_KEY APK_SIGNING_KEY APK_PUBLIC_KEY
+elif [ -z "$key_dir" ]; then
 	key_dir="$work/keys"
 	new_keys "$key_dir"
 	say "no --key-dir: signing with a throwaway key pair made for this run (usign $("$usign" -F -p "$key_dir/key-build.pub"))"
@@ -147,8 +183,6 @@ done
 mkdir -p "$work/trusted"
 cp "$key_dir/public-key.pem" "$work/trusted/hydradns.pem"
 
-[ -z "$(git status --porcelain --untracked-files=no 2> /dev/null)" ] ||
-	say "warning: the checkout has uncommitted changes; the packages are not the commit's"
 commit=$(git rev-parse HEAD)
 SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
 export SOURCE_DATE_EPOCH

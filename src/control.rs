@@ -4,7 +4,9 @@
 //! A Unix stream socket (`option control_socket`, default
 //! `/var/run/hydradns/control.sock`, mode 0660). The client writes one
 //! request line, the gateway writes one JSON line back and closes. Requests:
-//! `stats` (the live report), `metrics` (the Prometheus text), `update` (refresh downloaded lists now,
+//! `stats` (the live report), `metrics` (the Prometheus text), `received`
+//! (the UDP queries read so far: the watchdog's sign of life under a
+//! flood), `update` (refresh downloaded lists now,
 //! answer with each list's result), `commit` (the query log's writer commits
 //! what is queued; readers ask before they read) and `pause`. Served on the main thread, never on a
 //! worker, each connection in its own task with a time limit, so a stuck
@@ -15,12 +17,13 @@
 //! root or the gateway's own user, by the kernel's word (SO_PEERCRED): the
 //! group may hold other services' accounts.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nanoserde::SerJson;
@@ -34,11 +37,23 @@ use crate::sys::within;
 const CONN_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long `update` may take: every download, then a rebuild.
 pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long `check` may take: it reads every list file again, line by line,
+/// to name the lines that match (a 64 MiB list takes seconds on a router).
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+/// One `check` at a time, on a thread of its own: it reads files, which
+/// would hold this thread (and every other control and metrics connection)
+/// meanwhile; a second one asked before the first is done is refused.
+static CHECKING: AtomicBool = AtomicBool::new(false);
 /// How often `commit` looks whether the log's writer is done (it is woken
 /// at once; a batch takes milliseconds). The connection's time limit bounds the wait.
 const COMMIT_POLL: Duration = Duration::from_millis(2);
 /// Longest request line accepted.
 const MAX_REQUEST: usize = 256;
+/// Longest answer line a client reads: the largest report (a few hundred
+/// lists and groups) is tens of KiB. Whoever answers on the socket's path
+/// (the daemon's user can put anything there) cannot make root's
+/// `hydradns status` hold more.
+pub const MAX_REPLY: u64 = 4 << 20;
 /// The answer to an action from a peer that may not act.
 const NOT_ALLOWED: &str =
     "{\"error\":\"not allowed: only root or the gateway's own user may pause, update or commit\"}";
@@ -77,6 +92,8 @@ pub enum Request<'a> {
     Stats,
     /// `metrics`: the Prometheus text.
     Metrics,
+    /// `received`: UDP queries read by the receive threads so far.
+    Received,
     /// `commit`: the query log's queue written out.
     Commit,
     /// `update`: every list downloaded again.
@@ -90,6 +107,13 @@ pub enum Request<'a> {
     },
     /// `pause` with anything else after it.
     BadPause,
+    /// `check NAME [CLIENT]`: why NAME is answered as it is (for CLIENT).
+    Check {
+        /// The name asked about.
+        name: &'a str,
+        /// An address, a MAC, a `config client` name or a hostname.
+        client: Option<&'a str>,
+    },
     /// Anything else.
     Unknown(&'a str),
 }
@@ -99,6 +123,7 @@ pub fn parse(request: &str) -> Request<'_> {
     match request {
         "stats" => Request::Stats,
         "metrics" => Request::Metrics,
+        "received" => Request::Received,
         "commit" => Request::Commit,
         "update" => Request::Update,
         pause if pause.starts_with("pause ") => {
@@ -106,6 +131,13 @@ pub fn parse(request: &str) -> Request<'_> {
             match (words.next().map(str::parse::<u64>), words.next(), words.next()) {
                 (Some(Ok(secs)), group, None) => Request::Pause { secs, group },
                 _ => Request::BadPause,
+            }
+        }
+        check if check.starts_with("check ") => {
+            let mut words = check["check ".len()..].split_ascii_whitespace();
+            match (words.next(), words.next(), words.next()) {
+                (Some(name), client, None) => Request::Check { name, client },
+                _ => Request::Unknown(check),
             }
         }
         other => Request::Unknown(other),
@@ -148,7 +180,11 @@ pub async fn serve(
                 return;
             }
             let request = line.trim();
-            let limit = if request == "update" { UPDATE_TIMEOUT } else { CONN_TIMEOUT };
+            let limit = match parse(request) {
+                Request::Update => UPDATE_TIMEOUT,
+                Request::Check { .. } => CHECK_TIMEOUT,
+                _ => CONN_TIMEOUT,
+            };
             let reply = if is_action(request) && !may_act(stream.get_ref(), acting_uid) {
                 Some(NOT_ALLOWED.to_string())
             } else {
@@ -171,6 +207,8 @@ async fn respond(request: &str, status: &Status) -> String {
         Request::Stats => status.report().serialize_json(),
         // The Prometheus text, as one JSON string (replies are one line).
         Request::Metrics => crate::metrics::render(status).serialize_json(),
+        // A few atomic loads: what the watchdog asks while a probe fails.
+        Request::Received => format!("{{\"udp\":{}}}", status.udp_received()),
         // Readers of the query log ask first, so the queries still waiting
         // for their batch are in the database when they read it.
         Request::Commit => match status.engine.logger() {
@@ -187,6 +225,7 @@ async fn respond(request: &str, status: &Status) -> String {
             Ok(results) => results.serialize_json(),
             Err(_) => "{\"error\":\"the lists thread is gone\"}".into(),
         },
+        Request::Check { name, client } => check(status, name, client).await,
         Request::BadPause => "{\"error\":\"pause takes seconds and perhaps a group\"}".into(),
         // `pause SECONDS [GROUP]`: blocking (or that group's lists) off for that long; 0 turns it back on.
         Request::Pause { secs, group } => {
@@ -221,6 +260,32 @@ async fn respond(request: &str, status: &Status) -> String {
     }
 }
 
+/// `check NAME [CLIENT]` from the running gateway's own config and lists
+/// (see [`CHECKING`]): `{"lines":[…]}` or `{"error":…}`.
+async fn check(status: &Status, name: &str, client: Option<&str>) -> String {
+    let error = |e: &str| format!("{{\"error\":{}}}", e.serialize_json());
+    if CHECKING.swap(true, Ordering::Acquire) {
+        return error("busy: another check is reading the lists; ask again in a moment");
+    }
+    let snap = status.engine.snapshot.load_full();
+    let (name, client) = (name.to_string(), client.map(str::to_string));
+    let (tx, rx) = smol::channel::bounded(1);
+    let spawned = std::thread::Builder::new().name("hydradns-check".into()).spawn(move || {
+        let why = crate::query::why::why(&snap.config, &snap.policy, &name, client.as_deref());
+        CHECKING.store(false, Ordering::Release);
+        let _ = tx.try_send(why);
+    });
+    if let Err(e) = spawned {
+        CHECKING.store(false, Ordering::Release);
+        return error(&format!("cannot start a thread: {e}"));
+    }
+    match rx.recv().await {
+        Ok(Ok(lines)) => format!("{{\"lines\":{}}}", lines.serialize_json()),
+        Ok(Err(e)) => error(&e),
+        Err(_) => error("the check ended without an answer"),
+    }
+}
+
 /// Why a request got no answer.
 #[derive(Debug)]
 pub enum RequestError {
@@ -244,20 +309,153 @@ pub fn request(path: &Path, request: &str, wait: Duration) -> Result<String, Req
     if path.as_os_str().is_empty() {
         return Err(RequestError::NotRunning("the control socket is off (option control_socket 'off')".into()));
     }
-    let s = UnixStream::connect(path).map_err(|e| {
-        RequestError::NotRunning(format!("cannot reach the gateway at {}: {e} (is it running?)", path.display()))
-    })?;
+    let unreachable =
+        |e: std::io::Error| format!("cannot reach the gateway at {}: {e} (is it running?)", path.display());
+    // Whoever owns what stands at the path (the gateway binds its socket
+    // as the user it runs as) must be who listens: a link planted there by
+    // that user to another service's socket (ubusd's, root's) is refused
+    // before a word is sent to it.
+    let owner = std::fs::symlink_metadata(path).map_err(|e| RequestError::NotRunning(unreachable(e)))?;
+    let s = UnixStream::connect(path).map_err(|e| RequestError::NotRunning(unreachable(e)))?;
+    let peer = rustix::net::sockopt::socket_peercred(&s).map(|c| c.uid.as_raw());
+    let owner = std::os::unix::fs::MetadataExt::uid(&owner);
+    if peer != Ok(owner) {
+        return Err(RequestError::Failed(format!(
+            "{} is not the gateway's socket: it belongs to uid {owner}, and another user listens on it",
+            path.display()
+        )));
+    }
     send(s, request, wait).map_err(RequestError::Failed)
 }
 
 fn send(mut s: UnixStream, request: &str, wait: Duration) -> Result<String, String> {
-    s.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + wait;
     s.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     s.write_all(format!("{request}\n").as_bytes()).map_err(|e| e.to_string())?;
-    let mut line = String::new();
-    BufReader::new(s).read_line(&mut line).map_err(|e| format!("no answer from the gateway: {e}"))?;
+    // One line, read under a cap and a deadline for the whole of it: a
+    // peer that trickles a byte at a time, or never ends its line, gets
+    // neither more time nor more memory.
+    let mut line = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let late = || format!("no answer from the gateway within {:.1} s", wait.as_secs_f32());
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(late());
+        }
+        s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+        let n = match s.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(late());
+            }
+            Err(e) => return Err(format!("no answer from the gateway: {e}")),
+        };
+        let piece = &buf[..n];
+        let end = piece.iter().position(|&b| b == b'\n');
+        line.extend_from_slice(&piece[..end.unwrap_or(n)]);
+        if line.len() as u64 > MAX_REPLY {
+            return Err(format!("the answer is longer than {} bytes: not the gateway's", MAX_REPLY));
+        }
+        if end.is_some() || n == 0 {
+            break;
+        }
+    }
     if line.is_empty() {
         return Err("the gateway closed the connection without answering".into());
     }
+    let line = String::from_utf8(line).map_err(|_| "the answer is not UTF-8 text: not the gateway's".to_string())?;
     Ok(line.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A listener in a directory of its own whose one connection gets
+    /// `serve`'s treatment.
+    fn peer(tag: &str, serve: impl FnOnce(UnixStream) + Send + 'static) -> (std::path::PathBuf, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("hydradns-control-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("control.sock");
+        let l = UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            if let Ok((s, _)) = l.accept() {
+                serve(s);
+            }
+        });
+        (dir, path)
+    }
+
+    /// Issue 58: whoever answers on the socket's path (the daemon's user
+    /// can put anything there) costs root's client a bounded amount of
+    /// memory and time.
+    #[test]
+    fn an_answer_without_end_is_cut_off_by_size_and_by_time() {
+        let (dir, path) = peer("endless", |mut s| {
+            let junk = vec![b'a'; 64 * 1024];
+            while s.write_all(&junk).is_ok() {}
+        });
+        let e = request(&path, "stats", Duration::from_secs(30)).unwrap_err().to_string();
+        assert!(e.contains("longer than"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let (dir, path) = peer("trickle", |mut s| {
+            for _ in 0..100 {
+                if s.write_all(b"{").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let started = std::time::Instant::now();
+        let e = request(&path, "stats", Duration::from_millis(500)).unwrap_err().to_string();
+        assert!(e.contains("within"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(4), "the deadline is for the whole answer");
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let (dir, path) = peer("fine", |mut s| {
+            let mut line = [0u8; 9];
+            let _ = std::io::Read::read_exact(&mut s, &mut line);
+            let _ = s.write_all(b"{\"udp\":42}\n");
+        });
+        assert_eq!(request(&path, "received", Duration::from_secs(5)).unwrap(), "{\"udp\":42}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A link at the socket's path, made by another user (the gateway's,
+    /// on a router) to a socket someone else listens on (root's ubusd):
+    /// nothing is sent to it.
+    #[test]
+    fn a_link_to_someone_elses_socket_is_not_talked_to() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let heard = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let h = heard.clone();
+        let (dir, path) = peer("other", move |mut s| {
+            let mut b = [0u8; 1];
+            if std::io::Read::read(&mut s, &mut b).is_ok_and(|n| n > 0) {
+                h.store(true, Ordering::SeqCst);
+            }
+        });
+        let link = dir.join("control-link.sock");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        let e = request(&link, "stats", Duration::from_secs(2)).unwrap_err().to_string();
+        assert!(e.contains("is not the gateway's socket"), "{e}");
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!heard.load(Ordering::SeqCst), "a request reached the other socket");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn requests_are_read() {
+        assert_eq!(parse("received"), Request::Received);
+        assert!(!is_action("received"), "the watchdog's question is a read");
+    }
 }

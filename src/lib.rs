@@ -22,6 +22,7 @@ pub mod logging;
 pub mod mac;
 pub mod metrics;
 pub mod netlink;
+pub mod plaintext;
 pub mod policy;
 pub mod privileges;
 pub mod query;

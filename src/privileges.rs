@@ -59,20 +59,24 @@ pub fn choose(wanted: Option<&str>) -> Result<Account, String> {
     choose_in(&passwd, wanted)
 }
 
-/// Creates the missing directories on the way to `dir` and gives the ones it
-/// created to `account`, so the gateway can write there once it is that
-/// user. Directories that already exist are left as they are: they may be
-/// shared (`/tmp`), and the package's own are the init script's to own.
-pub fn prepare_dir(dir: &Path, account: &Account) -> std::io::Result<()> {
+/// Creates the missing directories on the way to `dir` with `mode` and
+/// gives the ones it created to `account`, so the gateway can write there
+/// once it is that user. Directories that already exist are left as they
+/// are: they may be shared (`/tmp`), and the package's own are the init
+/// script's to own.
+pub fn prepare_dir(dir: &Path, account: &Account, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let mut missing = Vec::new();
     let mut at = Some(dir);
-    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+    while let Some(d) = at.filter(|d| !d.as_os_str().is_empty() && std::fs::symlink_metadata(d).is_err()) {
         missing.push(d);
         at = d.parent();
     }
     for d in missing.into_iter().rev() {
-        std::fs::create_dir(d)?;
-        std::os::unix::fs::chown(d, Some(account.uid), Some(account.gid))?;
+        std::fs::DirBuilder::new().mode(mode).create(d)?;
+        // The umask may have taken bits away; none is added beyond `mode`.
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode))?;
+        std::os::unix::fs::lchown(d, Some(account.uid), Some(account.gid))?;
     }
     Ok(())
 }
@@ -132,6 +136,25 @@ pub fn drop_to(account: &Account) -> Result<(), String> {
     Ok(())
 }
 
+/// Run as root on the files in `dir` when another user owns it (the
+/// gateway's directories: its query log, its lists), becomes that user
+/// first, for good: whatever that user put there (a link to a file of
+/// root's, a FIFO) is then read with no more rights than it has already.
+/// Nothing is done when not root, when root owns `dir`, or when there is
+/// nothing at `dir`.
+pub fn become_owner_of(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let Ok(meta) = std::fs::symlink_metadata(dir) else { return Ok(()) };
+    if meta.uid() == 0 {
+        return Ok(());
+    }
+    drop_to(&Account { name: format!("uid {}", meta.uid()), uid: meta.uid(), gid: meta.gid() })
+        .map_err(|e| format!("{e}: not reading {} as root", dir.display()))
+}
+
 /// Who besides root may act (pause, update, commit) through the control
 /// socket of a gateway running as `account`: that user, unless it is the
 /// `nobody` the gateway fell back to without being asked, which other
@@ -165,14 +188,21 @@ pub fn settle(cfg: &Config, wanted: Option<&str>) -> Result<Option<u32>, String>
              pause, update or commit through the control socket (set option user to choose)"
         );
     }
+    // The query log's directories hold every device's DNS history, which
+    // no other local account may list (issue 49; again in issue 58, after
+    // these were made 0755 here, before the drop).
     let dirs = [
-        ("the control socket", cfg.control_socket.parent().filter(|_| !cfg.control_socket.as_os_str().is_empty())),
-        ("downloaded lists", Some(cfg.list_dir.as_path()).filter(|_| cfg.lists.iter().any(|l| l.url.is_some()))),
-        ("the query log", cfg.querylog.path.parent().filter(|_| cfg.querylog.enabled)),
-        ("the query log's flash copy", cfg.querylog.flash_path.parent().filter(|_| cfg.querylog.enabled)),
+        (
+            "the control socket",
+            cfg.control_socket.parent().filter(|_| !cfg.control_socket.as_os_str().is_empty()),
+            0o755,
+        ),
+        ("downloaded lists", Some(cfg.list_dir.as_path()).filter(|_| cfg.lists.iter().any(|l| l.url.is_some())), 0o755),
+        ("the query log", cfg.querylog.path.parent().filter(|_| cfg.querylog.enabled), 0o700),
+        ("the query log's flash copy", cfg.querylog.flash_path.parent().filter(|_| cfg.querylog.enabled), 0o700),
     ];
-    for (what, dir) in dirs.into_iter().filter_map(|(w, d)| Some((w, d?))) {
-        if let Err(e) = prepare_dir(dir, &account) {
+    for (what, dir, mode) in dirs.into_iter().filter_map(|(w, d, m)| Some((w, d?, m))) {
+        if let Err(e) = prepare_dir(dir, &account, mode) {
             log::warn!("cannot create {} for user '{}': {e}", dir.display(), account.name);
         } else if let Ok(meta) = std::fs::metadata(dir)
             && !writable_by(&meta, &account)
@@ -233,6 +263,7 @@ mod tests {
 
     #[test]
     fn prepare_creates_only_what_is_missing() {
+        use std::os::unix::fs::PermissionsExt;
         let base = std::env::temp_dir().join(format!("hydradns-prepare-{}", std::process::id()));
         std::fs::create_dir_all(&base).unwrap();
         let me = Account {
@@ -240,9 +271,13 @@ mod tests {
             uid: rustix::process::getuid().as_raw(),
             gid: rustix::process::getgid().as_raw(),
         };
-        prepare_dir(&base.join("a/b/c"), &me).unwrap();
+        prepare_dir(&base.join("a/b/c"), &me, 0o700).unwrap();
         assert!(base.join("a/b/c").is_dir());
-        prepare_dir(&base.join("a/b/c"), &me).unwrap();
+        let mode = |p: &str| std::fs::metadata(base.join(p)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!((mode("a"), mode("a/b"), mode("a/b/c")), (0o700, 0o700, 0o700), "made 0700");
+        std::fs::set_permissions(base.join("a/b"), std::fs::Permissions::from_mode(0o751)).unwrap();
+        prepare_dir(&base.join("a/b/c/d"), &me, 0o700).unwrap();
+        assert_eq!((mode("a/b"), mode("a/b/c/d")), (0o751, 0o700), "one that exists keeps its mode");
         let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -34,6 +34,13 @@ impl Status {
         t
     }
 
+    /// UDP queries the receive threads have read so far: moving while
+    /// the watchdog's probe goes unanswered, it is a daemon under a flood,
+    /// not a hung one.
+    pub fn udp_received(&self) -> u64 {
+        self.workers.iter().map(|w| w.udp_queries.load(Relaxed)).sum()
+    }
+
     /// A consistent-enough snapshot of everything (counters are read one by one).
     pub fn report(&self) -> Report {
         let snap = self.engine.snapshot.load();
@@ -112,7 +119,7 @@ impl Status {
                     allows: s.stats.allows,
                     unsupported: s.stats.unsupported,
                     invalid: s.stats.invalid,
-                    errors: s.errors.clone(),
+                    errors: s.errors.iter().map(|e| crate::plaintext::plain(e)).collect(),
                     warnings: s.warnings.clone(),
                 })
                 .collect(),

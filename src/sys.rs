@@ -81,6 +81,17 @@ pub fn die_on_broken_pipe() {
     }
 }
 
+/// Ends this process (SIGKILL) when the process that started it ends,
+/// or at once if that happened already.
+pub fn die_with_parent() {
+    let parent = rustix::process::getppid();
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    // Gone between our start and the call: we were handed to another.
+    if rustix::process::getppid() != parent {
+        std::process::exit(137);
+    }
+}
+
 /// The wall clock in Unix seconds (0 if it reads before 1970).
 pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -94,13 +105,27 @@ pub fn unix_now() -> u64 {
 /// file, still regular) against a swap in between. Opened non-blocking,
 /// which a regular file ignores, in case the swap put a FIFO there.
 pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    open_file(path, true)
+}
+
+/// [`open_regular`], but a symlink at `path` is refused rather than
+/// followed: for root reading a file in a directory the daemon's user
+/// can write, where a link planted there would have root read what it
+/// points at (issue 58).
+pub fn open_unlinked(path: &Path) -> std::io::Result<std::fs::File> {
+    open_file(path, false)
+}
+
+fn open_file(path: &Path, follow: bool) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let not_regular = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
-    let named = std::fs::metadata(path)?;
+    let named = if follow { std::fs::metadata(path)? } else { std::fs::symlink_metadata(path)? };
     if !named.is_file() {
         return Err(not_regular());
     }
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+    let file =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | nofollow).open(path)?;
     let opened = file.metadata()?;
     if !opened.is_file() || (opened.dev(), opened.ino()) != (named.dev(), named.ino()) {
         return Err(not_regular());
@@ -112,9 +137,22 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 /// most `max` bytes; never more than `max + 1` bytes are read, whatever
 /// its size says (files in /proc say 0).
 pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    read_capped(open_regular(path)?, max)
+}
+
+/// [`read_regular`] through [`open_unlinked`].
+pub fn read_unlinked(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    read_capped(open_unlinked(path)?, max)
+}
+
+/// [`read_unlinked`] as UTF-8 text.
+pub fn read_unlinked_text(path: &Path, max: u64) -> std::io::Result<String> {
+    utf8(read_unlinked(path, max)?)
+}
+
+fn read_capped(file: std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let too_large = || std::io::Error::new(std::io::ErrorKind::FileTooLarge, format!("larger than {max} bytes"));
-    let file = open_regular(path)?;
     if file.metadata()?.len() > max {
         return Err(too_large());
     }
@@ -126,10 +164,13 @@ pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+fn utf8(bytes: Vec<u8>) -> std::io::Result<String> {
+    String::from_utf8(bytes).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// [`read_regular`] as UTF-8 text.
 pub fn read_regular_text(path: &Path, max: u64) -> std::io::Result<String> {
-    String::from_utf8(read_regular(path, max)?)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+    utf8(read_regular(path, max)?)
 }
 
 /// Writes `bytes` to `path` so that a crash at any moment leaves the old
@@ -141,7 +182,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let mut f = std::fs::File::create(&tmp)?;
+    let mut f = create_fresh(&tmp)?;
     f.write_all(bytes)?;
     f.sync_all()?;
     drop(f);
@@ -150,6 +191,26 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// Creates `path` anew for writing (mode 0644 before the umask): whatever
+/// stood at its name is removed first (a link itself, never what it points
+/// at), and the create is exclusive, so a link or file put there in
+/// between makes it fail rather than be written through. For temporary
+/// files in directories another user may write (issue 58: root's
+/// `hydradns update` once wrote through links the daemon's user planted).
+pub fn create_fresh(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .mode(0o644)
+        .open(path)
 }
 
 /// Creates `dir` and its missing parents with mode 0700: the query log's

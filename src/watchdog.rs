@@ -18,6 +18,16 @@
 //! while the port is unbound, is the daemon asked a query of its own (one
 //! it answers without the network: BADVERS for an EDNS version 1 query).
 //! While failed open it asks every tick, since nothing else reaches it.
+//!
+//! A LAN device flooding the port fills the same queues: a daemon that
+//! keeps reading but cannot keep up loses the probe with the flood's
+//! queries, as a hung one loses it with everything. So when a probe goes
+//! unanswered, the watchdog also asks the daemon's control socket how
+//! many UDP queries its receive threads have read (`received`), before
+//! and after the probe: a count that moved is a daemon at work, which a
+//! switch to dnsmasq would only take out of the filter's path (issue 58);
+//! a hung one (stopped, deadlocked) answers neither. Without a control
+//! socket only the probe decides, as before.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -53,6 +63,8 @@ const MAX_PASSES: u32 = 150;
 /// How long one probe waits for its answer; a loaded daemon answers a
 /// local query in milliseconds.
 const PROBE_WAIT: Duration = Duration::from_secs(1);
+/// Longest sockets file read: an inode number per UDP socket, a few per worker.
+const OURS_MAX: u64 = 64 * 1024;
 /// Where the init script's `unfiltered` is told why, and `status` reads
 /// since when (root's, on tmpfs: a reboot starts filtered).
 pub const STATE_FILE: &str = "/var/run/hydradns.unfiltered";
@@ -73,6 +85,9 @@ pub struct Settings {
     pub state: PathBuf,
     /// `fail_open`: false only logs (the owner prefers no DNS to unfiltered DNS).
     pub fail_open: bool,
+    /// The daemon's control socket, asked whether it still reads queries
+    /// when a probe goes unanswered (none: `control_socket 'off'`).
+    pub control: Option<PathBuf>,
     /// Where the daemon lists its UDP sockets' inodes
     /// ([`crate::config::Config::sockets_file`]): a socket on the port that
     /// is not one of them is another program's, not the daemon.
@@ -99,6 +114,9 @@ struct Watch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Seen {
     Answers,
+    /// The probe went unanswered but the daemon reads queries: overloaded,
+    /// not hung.
+    Busy,
     /// Why, and how long such a failure must last ([`SPAN`], [`SPAN_HUNG`]).
     Fails(String, Duration),
 }
@@ -116,7 +134,7 @@ impl Watch {
     #[inline(never)]
     fn step(&mut self, seen: Seen, now: Instant) -> Act {
         match (self.open, seen) {
-            (false, Seen::Answers) => self.failing = None,
+            (false, Seen::Answers | Seen::Busy) => self.failing = None,
             (false, Seen::Fails(why, span)) => {
                 let (since, n) = self.failing.get_or_insert((now, 0));
                 *n += 1;
@@ -128,6 +146,8 @@ impl Watch {
                 }
             }
             (true, Seen::Fails(..)) => self.passed = 0,
+            // Not asked while failed open (the LAN's queries go to dnsmasq).
+            (true, Seen::Busy) => {}
             (true, Seen::Answers) => {
                 self.passed += 1;
                 if self.passed >= self.passes() {
@@ -163,20 +183,36 @@ pub fn run(s: &Settings) -> ! {
         if w.open { "; DNS is unfiltered (failed open before this start)" } else { "" }
     );
     let (span, span_hung) = (s.tick * SPAN / 5, s.tick * SPAN_HUNG / 5);
+    let mut busy = false;
     loop {
         std::thread::sleep(w.wait(s.tick));
-        let seen = match (w.open, queued(s.probe, s.ours.as_deref())) {
+        let waiting = queued(s.probe, s.ours.as_deref());
+        let seen = match (w.open, waiting) {
             (_, None) => Seen::Fails(format!("it does not listen on {}", s.probe), span),
             // Nothing waits unread: it keeps up (or nobody asks).
             (false, Some(0)) => Seen::Answers,
             _ => {
                 id = id.wrapping_add(1);
+                let control = s.control.as_deref().filter(|_| !w.open);
+                let before = control.and_then(received);
                 match probe(s.probe, id) {
                     Ok(()) => Seen::Answers,
+                    Err(_) if before.zip(control.and_then(received)).is_some_and(|(b, a)| a > b) => Seen::Busy,
                     Err(e) => Seen::Fails(format!("it does not answer on {}: {e}", s.probe), span_hung),
                 }
             }
         };
+        if (seen == Seen::Busy) != busy {
+            busy = !busy;
+            if busy {
+                log::warn!(
+                    "watchdog: the gateway does not keep up with the queries on {} ({} bytes wait unread), but it \
+                     reads them: overloaded, not hung; DNS stays filtered",
+                    s.probe,
+                    waiting.unwrap_or(0)
+                );
+            }
+        }
         match w.step(seen, Instant::now()) {
             Act::Nothing => {}
             Act::Open(why) if s.fail_open => {
@@ -229,6 +265,15 @@ fn hook(path: &Path, args: &[&str]) {
     }
 }
 
+/// How many UDP queries the daemon has read, by its control socket's
+/// word; `None` when it does not say within [`PROBE_WAIT`] (a hung daemon's
+/// socket accepts the connection, and nobody answers).
+#[inline(never)]
+fn received(control: &Path) -> Option<u64> {
+    let answer = crate::control::request(control, "received", PROBE_WAIT).ok()?;
+    answer.strip_prefix("{\"udp\":")?.strip_suffix('}')?.parse().ok()
+}
+
 /// Since when and why DNS is unfiltered, if it is: what `status` shows.
 pub fn unfiltered(state: &Path) -> Option<(u64, String)> {
     let text = std::fs::read_to_string(state).ok()?;
@@ -244,7 +289,9 @@ pub fn unfiltered(state: &Path) -> Option<(u64, String)> {
 #[inline(never)]
 fn queued(addr: SocketAddr, ours: Option<&Path>) -> Option<u64> {
     let table = if addr.is_ipv4() { "/proc/net/udp" } else { "/proc/net/udp6" };
-    let ours = ours.and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+    // The daemon's file, in its directory: no link followed, no FIFO waited
+    // on, no more read than a few thousand inodes take.
+    let ours = ours.and_then(|p| crate::sys::read_unlinked_text(p, OURS_MAX).ok()).unwrap_or_default();
     queued_in(&std::fs::read_to_string(table).ok()?, addr, &ours)
 }
 
@@ -353,6 +400,28 @@ mod tests {
         let mut w = Watch::default();
         let now = Seen::Fails("x".into(), Duration::ZERO);
         assert_eq!(w.step(now, at(0)), Act::Nothing, "twice at least");
+    }
+
+    #[test]
+    fn a_busy_daemon_is_not_a_failing_one() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let hung = || Seen::Fails("hung".into(), Duration::from_secs(4));
+        let mut w = Watch::default();
+        assert_eq!(w.step(hung(), at(0)), Act::Nothing);
+        // Reading again: the failure so far is forgotten.
+        assert_eq!(w.step(Seen::Busy, at(2)), Act::Nothing);
+        assert_eq!(w.wait(TICK), TICK);
+        for s in (5..60).step_by(5) {
+            assert_eq!(w.step(Seen::Busy, at(s)), Act::Nothing, "busy for {s} s");
+        }
+        assert_eq!(w.step(hung(), at(60)), Act::Nothing);
+        assert_eq!(w.step(hung(), at(62)), Act::Nothing);
+        assert_eq!(w.step(hung(), at(64)), Act::Open("hung".into()));
+        // Failed open, a busy word changes nothing either way.
+        assert_eq!(w.step(Seen::Answers, at(66)), Act::Nothing);
+        assert_eq!(w.step(Seen::Busy, at(68)), Act::Nothing);
+        assert_eq!(w.step(Seen::Answers, at(70)), Act::Close);
     }
 
     #[test]

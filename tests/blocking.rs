@@ -140,7 +140,12 @@ fn real_third_party_lists() {
 #[test]
 fn check_command_names_list_and_entry() {
     let dir = TempDir::new();
-    let list = dir.file("l.txt", "||example.com^\n@@||good.example.com^\n");
+    // The comment is a list author's free text: it never reaches `check`'s
+    // words, which LuCI's "Why?" shows (issue 58).
+    let list = dir.file(
+        "l.txt",
+        "||example.com^\n@@||good.example.com^\n0.0.0.0 ads.example.com # <img src=x onerror=\"alert('x')\">\n",
+    );
     let cfg = dir.file(
         "c.conf",
         &format!(
@@ -154,8 +159,14 @@ fn check_command_names_list_and_entry() {
     assert!(out.starts_with("ads.example.com: blocked by list 'ads' (entry example.com)"), "{out}");
     let (_, out, _) = cli(&["check", "-c", cfg, "x.safe.example.com"]);
     assert!(out.starts_with("x.safe.example.com: allowed by list 'mine' (entry safe.example.com)"), "{out}");
-    assert!(out.contains("list 'ads' blocks it: ") && out.contains("l.txt:1  ||example.com^"), "{out}");
-    assert!(out.contains("list 'mine' allows it: ") && out.contains("c.conf:6  safe.example.com"), "{out}");
+    assert!(
+        out.contains("list 'ads' blocks it: ") && out.contains("l.txt:1  block example.com and every name"),
+        "{out}"
+    );
+    assert!(out.contains("list 'mine' allows it: ") && out.contains("c.conf:6  allow safe.example.com and"), "{out}");
+    let (_, out, _) = cli(&["check", "-c", cfg, "ads.example.com"]);
+    assert!(out.contains("l.txt:3  block ads.example.com and every name under it\n"), "{out}");
+    assert!(!out.contains('<') && !out.contains("onerror"), "{out}");
     // A blocklist's `@@` rule allows nothing, and `check` does not name it.
     let (_, out, _) = cli(&["check", "-c", cfg, "good.example.com"]);
     assert!(out.starts_with("good.example.com: blocked by list 'ads' (entry example.com)"), "{out}");
@@ -164,6 +175,55 @@ fn check_command_names_list_and_entry() {
     assert_eq!(out.trim(), "example.org: not blocked");
     let (code, _, err) = cli(&["check", "-c", cfg, "not a name"]);
     assert_eq!(code, 2, "{err}");
+}
+
+/// LuCI's "Why?" runs `check --live` as root for any logged-in reader: the
+/// running gateway answers from its own lists, one check at a time (a
+/// second, asked meanwhile, is refused as busy rather than read every list
+/// again beside it), and with no gateway it exits 4 without reading any.
+#[test]
+fn check_live_asks_the_running_gateway_one_at_a_time() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    // Enough lines that reading them again takes a while.
+    let mut text = String::from("0.0.0.0 ads.example # <b>bold</b>\n");
+    for i in 0..200_000 {
+        text.push_str(&format!("n{i}.filler.example\n"));
+    }
+    let list = dir.file("big.txt", &text);
+    let conf_text =
+        config(&[&up], &format!("config blocklist\n\toption name 'big'\n\toption path '{}'\n", list.display()));
+    let conf = dir.file("hydradns.conf", &Gateway::localize(&conf_text, &dir.0));
+    let gw = Gateway::start_with(dir, conf.clone());
+    let c = conf.to_str().unwrap();
+    let (code, live, err) = cli(&["check", "--live", "-c", c, "x.ads.example"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, local, _) = cli(&["check", "-c", c, "x.ads.example"]);
+    assert_eq!(live, local, "the gateway's words are the command line's");
+    assert!(live.contains("big.txt:1  block ads.example and every name under it"), "{live}");
+    let mut busy = false;
+    for _ in 0..5 {
+        let asks: Vec<_> = (0..2)
+            .map(|_| {
+                let c = c.to_string();
+                std::thread::spawn(move || cli(&["check", "--live", "-c", &c, "x.ads.example"]))
+            })
+            .collect();
+        let answers: Vec<_> = asks.into_iter().map(|a| a.join().unwrap()).collect();
+        assert!(answers.iter().any(|(code, _, _)| *code == 0), "{answers:?}");
+        if let Some((code, _, err)) = answers.iter().find(|(code, _, _)| *code != 0) {
+            assert_eq!(*code, 2, "{err}");
+            assert!(err.contains("busy"), "{err}");
+            busy = true;
+            break;
+        }
+    }
+    assert!(busy, "two checks at once were both answered, five times over");
+    let (status, _dir) = gw.stop_keeping_dir();
+    assert!(status.success());
+    let (code, _, err) = cli(&["check", "--live", "-c", c, "x.ads.example"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("is it running?"), "{err}");
 }
 
 /// Queries queued while the server is stopped reach it in full batches of

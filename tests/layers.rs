@@ -24,6 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "ratelimit",
             "netlink",
             "logging",
+            "plaintext",
             "sys",
             "trust",
             "wire",
@@ -54,6 +55,7 @@ const SIDEWAYS: &[(&str, &str, &str)] = &[
     ("server", "status", "the server builds the status"),
     ("server", "metrics", "the server starts the metrics listener"),
     ("server", "control", "the server starts the control socket"),
+    ("watchdog", "control", "the watchdog asks the daemon whether it still reads queries"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -429,6 +429,9 @@ fn status_says_whether_it_runs_and_with_what() {
     let (code, json, _) = cli(&["status", "-c", c, "--json"]);
     assert_eq!(code, 0, "{json}");
     assert!(json.starts_with("{\"schema\":1,\"running\":true,"), "{json}");
+    let (code, live, _) = cli(&["status", "-c", c, "--live"]);
+    assert_eq!(code, 0, "{live}");
+    assert!(live.contains("list         ads (blocklist): 2 entries"), "the gateway's count: {live}");
     let (_, stats, _) = cli(&["stats", "-c", c, "--json"]);
     assert!(stats.starts_with("{\"schema\":1,"), "{stats}");
     // Stopped: says so, exits 3, and still shows the config and the lists (counted from disk).
@@ -440,6 +443,10 @@ fn status_says_whether_it_runs_and_with_what() {
     let (code, json, _) = cli(&["status", "-c", c, "--json"]);
     assert_eq!(code, 3, "--json exits as the text does: {json}");
     assert!(json.contains("\"running\":false") && !json.contains("\"stats\""), "{json}");
+    // --live (LuCI's, at every poll, as root) reads no list: nothing counted.
+    let (code, out, _) = cli(&["status", "-c", c, "--live"]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("list         ads (blocklist): 0 entries"), "{out}");
     drop(dir);
 }
 

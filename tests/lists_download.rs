@@ -295,6 +295,39 @@ fn an_https_list_is_not_taken_over_plain_http() {
     assert_eq!(r[0].status, "updated", "{r:?}");
 }
 
+/// Issue 58: a list server (or anyone on the path of an `http://` list)
+/// answering `302` with a `Location` of markup had it stored as the list's
+/// error, which LuCI's Overview showed at every poll. A server's header
+/// never reaches the stored words, in part or in full; an ETag of markup
+/// is not kept either, and nothing stored holds `<>&"'` or a control
+/// character.
+#[test]
+fn a_servers_headers_never_become_the_lists_stored_words() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let web = HttpServer::start();
+    web.set("/l", Route::List { body: list_body(100, "first.example"), etag: "\"<svg onload=alert(1)>\"".into() });
+    let gw = Gateway::start(&list_config(&up, &web.url("/l"), ""));
+    assert!(wait_blocked(&gw, "h1.first.example"), "{}", gw.log());
+    assert_eq!(lists(&gw)[0].etag, None, "an entity tag of markup is not kept");
+    let payload = "/<img src=x onerror=\"window.__pwned=1\">";
+    for to in [payload.to_string(), format!("http://{}{payload}", web.addr), "http://[::1".to_string()] {
+        web.set("/l", Route::Redirect(to.clone()));
+        let r = update(&gw);
+        assert_eq!(r[0].status, "failed", "{to}: {r:?}");
+        let info = &lists(&gw)[0];
+        for (what, text) in [("update", r[0].error.clone()), ("status", info.last_error.clone())] {
+            let text = text.unwrap_or_default();
+            assert!(!text.is_empty(), "{to}: {what} says why");
+            assert!(
+                !text.contains(['<', '>', '&', '"', '\'']) && !text.contains("img") && !text.contains("onerror"),
+                "{to}: {what}: {text}"
+            );
+        }
+        assert_eq!(udp(gw.addr, "h1.first.example", A).ips(), ["0.0.0.0"], "the last good copy stays");
+    }
+    assert!(!gw.log().contains("onerror"), "{}", gw.log());
+}
+
 #[test]
 fn update_without_a_running_gateway_saves_the_copies() {
     let web = HttpServer::start();
@@ -309,7 +342,15 @@ fn update_without_a_running_gateway_saves_the_copies() {
     assert!(out.contains("updated, 50 entries"), "{out}");
     let (_, out, _) = cli(&["check", "-c", cfg.to_str().unwrap(), "h3.offline.example"]);
     assert!(out.contains("blocked by list"), "{out}");
-    assert!(out.contains(".list:5  h3.offline.example"), "the rule's file and line (after one comment line): {out}");
+    assert!(
+        out.contains(".list:5  block h3.offline.example and every name under it"),
+        "the rule's file and line (after one comment line): {out}"
+    );
+    // Run as root, it downloaded as the gateway's user, for whom it made list_dir.
+    if is_root() {
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(dir.0.join("lists")).unwrap());
+        assert_ne!(owner, 0, "list_dir is the gateway's user's");
+    }
 }
 
 #[test]

@@ -457,6 +457,42 @@ fn query_log_files_are_private() {
     }
 }
 
+/// Started as root, the gateway makes the directories it writes before it
+/// becomes its own user: those of the query log were made 0755 there
+/// (issue 58), where the log itself makes them 0700. Each one it makes is
+/// 0700 and its user's; one that exists (the test's directory, as `/tmp`
+/// is on a router) keeps its mode and owner.
+#[test]
+fn the_query_logs_directories_are_private_when_made_before_the_user_switch() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !is_root() {
+        eprintln!("skipped: needs root, to change user");
+        return;
+    }
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let dir = TempDir::new();
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o751)).unwrap();
+    let text = config(
+        &[&up],
+        "\toption control_socket '@DIR@/run/control.sock'\n\
+         config querylog 'querylog'\n\toption path '@DIR@/tmpfs/hydradns/queries.db'\n\
+         \toption flash_path '@DIR@/flash/a/b/queries.db'\n\toption flush_interval '1s'\n\
+         \toption batch_interval '20ms'\n",
+    );
+    let conf = dir.file("hydradns.conf", &Gateway::localize(&text, &dir.0));
+    let base = dir.0.clone();
+    let gw = Gateway::start_as(dir, conf, hydradns(), "nobody");
+    udp(gw.addr, "private.example", A);
+    assert!(gw.wait_log("query log copied to", Duration::from_secs(10)), "{}", gw.log());
+    let meta = |rel: &str| std::fs::metadata(base.join(rel)).unwrap();
+    for d in ["tmpfs", "tmpfs/hydradns", "flash", "flash/a", "flash/a/b"] {
+        assert_eq!(meta(d).permissions().mode() & 0o7777, 0o700, "{d}");
+        assert_eq!(meta(d).uid(), 65534, "{d} is the gateway's user's");
+    }
+    assert_eq!(meta("").permissions().mode() & 0o7777, 0o751, "a directory it did not make keeps its mode");
+    assert_eq!(meta("").uid(), 0);
+}
+
 /// A flash copy that is not a database is renamed aside, logged, and a
 /// fresh copy started; DNS and the live log go on.
 #[test]

@@ -19,6 +19,7 @@ struct Watchdog {
     _child: KillOnDrop,
     calls: PathBuf,
     state: PathBuf,
+    log: PathBuf,
 }
 
 impl Watchdog {
@@ -37,14 +38,19 @@ impl Watchdog {
             ),
         );
         let state = dir.0.join("unfiltered");
+        let log = dir.0.join("watchdog.log");
         let child = hydradns()
             .args(["watchdog", "-c", conf.to_str().unwrap(), "--interval", "200ms", "--log", "stderr"])
             .args(["--hook", hook.to_str().unwrap(), "--state", state.to_str().unwrap()])
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Watchdog { _child: KillOnDrop(child), calls, state }
+        Watchdog { _child: KillOnDrop(child), calls, state, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     fn calls(&self) -> String {
@@ -118,4 +124,53 @@ fn a_daemon_that_is_gone_fails_dns_open_unless_told_not_to() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(closed.calls(), "", "fail_open 0 switches nothing");
     assert!(!closed.state.exists());
+}
+
+/// Issue 58: a LAN device flooding the port fills the daemon's receive
+/// queue, and the watchdog's probe is lost in it as in a hung daemon's.
+/// A daemon that keeps reading is overloaded, not hung: failing DNS open
+/// would take the filter away from the whole network for one device's
+/// flood. Four senders of names never asked before, for 8 s (bounded in
+/// time); the daemon, a debug build, cannot keep up with them.
+#[test]
+fn a_flood_the_daemon_cannot_keep_up_with_does_not_fail_dns_open() {
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let gw = Gateway::start(&config(
+        &[&up],
+        "\toption stats_interval '0'\nconfig querylog 'querylog'\n\toption enabled '0'\n",
+    ));
+    let dog = Watchdog::start(&gw, "");
+    std::thread::sleep(Duration::from_secs(1));
+    let end = std::time::Instant::now() + Duration::from_secs(8);
+    let floods: Vec<_> = (0..4u16)
+        .map(|t| {
+            let addr = gw.addr;
+            std::thread::spawn(move || {
+                let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+                let mut i: u32 = 0;
+                while std::time::Instant::now() < end {
+                    let q = build_query(i as u16, &format!("n{i}.f{t}.flood.example"), A, None);
+                    // A full queue on either side is the point: ignore it.
+                    let _ = s.send_to(&q, addr);
+                    i = i.wrapping_add(1);
+                }
+                i
+            })
+        })
+        .collect();
+    let sent: u32 = floods.into_iter().map(|f| f.join().unwrap()).sum();
+    let log = dog.log();
+    assert_eq!(dog.calls(), "", "failed open under a flood of {sent} queries:\n{log}");
+    // Without a lost probe the test would prove nothing.
+    assert!(
+        log.contains("overloaded, not hung"),
+        "the flood ({sent} queries) never hid the probe; the watchdog said:\n{log}"
+    );
+    assert!(!dog.state.exists());
+    // The flood's backlog drains in a moment.
+    wait_for("an answer after the flood", Duration::from_secs(10), || {
+        udp_raw(gw.addr, &build_query(7, "after.example", A, None), Duration::from_secs(1))
+            .is_some_and(|raw| Reply::parse(raw).ips() == ["192.0.2.1"])
+    });
+    assert_eq!(dog.calls(), "");
 }

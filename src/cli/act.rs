@@ -16,8 +16,15 @@ pub(super) fn update(args: Args) -> ExitCode {
                 return ExitCode::from(1);
             }
         },
-        // Not running: download into list_dir ourselves; the next start uses the copies.
-        Err(control::RequestError::NotRunning(_)) => lists::refresh_all(&cfg, lists::Which::All),
+        // Not running: download into list_dir ourselves, as the gateway's
+        // user; the next start uses the copies.
+        Err(control::RequestError::NotRunning(why)) => match as_the_gateways_user(&cfg) {
+            Ok(()) => lists::refresh_all(&cfg, lists::Which::All),
+            Err(e) => {
+                eprintln!("hydradns: {why}; {e}");
+                return ExitCode::from(1);
+            }
+        },
         Err(e) => {
             eprintln!("hydradns: {e}");
             return ExitCode::from(1);
@@ -36,6 +43,28 @@ pub(super) fn update(args: Args) -> ExitCode {
         }
     }
     if results.iter().any(|r| r.status == "failed") { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// Root downloading by itself into `list_dir`, the daemon's directory,
+/// would write through whatever the daemon's user planted there, and parse
+/// a server's bytes as root (issue 58): run as root, `update` becomes the
+/// user the gateway runs as first, for good. Anyone else stays who they are.
+fn as_the_gateways_user(cfg: &Config) -> Result<(), String> {
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let account = crate::privileges::choose(cfg.user.as_deref())?;
+    if account.uid == 0 {
+        return Err("the gateway's user is root, and root does not download lists by itself: start the gateway \
+                    and update through it"
+            .into());
+    }
+    // As the gateway would at its start: a list_dir not there yet is made
+    // for its user (one that is there is left as it is).
+    if let Err(e) = crate::privileges::prepare_dir(&cfg.list_dir, &account, 0o755) {
+        return Err(format!("cannot create {} for user '{}': {e}", cfg.list_dir.display(), account.name));
+    }
+    crate::privileges::drop_to(&account).map_err(|e| format!("{e}: not downloading as root"))
 }
 
 /// The gateway's answer to `pause SECONDS`, or its refusal (`error`).

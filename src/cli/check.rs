@@ -73,129 +73,63 @@ pub(super) fn check_config(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// For `hydradns check --client ID`: which `config client` `id` (an
-/// address, a MAC, a `config client` name or a hostname from the leases)
-/// is, its groups and their schedules' state now, as lines to print; and
-/// the groups whose lists apply to it now.
-pub(super) fn explain_client(
-    cfg: &Config,
-    table: &crate::config::groups::GroupTable,
-    id: &str,
-) -> Result<(Vec<String>, u64), String> {
-    let rules = crate::client::rules::ClientRules::new(&cfg.clients, table);
-    let book = router_book(cfg);
-    let learned = crate::client::rules::Learned::new(&rules, &book);
-    let rule = if let Ok(ip) = id.parse::<IpAddr>() {
-        rules.find(ip, None, &learned)
-    } else if let Some(mac) = crate::mac::parse_mac(id.as_bytes()) {
-        let ip = book.devices().find(|d| d.1 == Some(mac)).and_then(|d| d.0);
-        rules.find(ip.unwrap_or(IpAddr::from([0u8; 4])), Some(mac), &learned)
-    } else if let Some(i) = cfg.clients.iter().position(|c| c.name == id) {
-        Some(i)
-    } else {
-        let device = book.devices().find(|d| d.2.is_some_and(|n| n.eq_ignore_ascii_case(id)));
-        let Some((ip, mac, _)) = device else {
-            return Err(format!(
-                "'{id}' is no address, MAC, 'config client' name or hostname in {}",
-                cfg.leases_file.display()
-            ));
-        };
-        rules.find(ip.unwrap_or(IpAddr::from([0u8; 4])), mac, &learned)
-    };
-    let member = rules.groups(rule);
-    let mut lines = vec![match rule.and_then(|r| cfg.clients.get(r)) {
-        Some(c) => {
-            format!("client {id}: config client '{}' ({}), groups: {}", c.name, c.origin, table.names_of(member))
-        }
-        None => format!("client {id}: no config client matches; group: default"),
-    }];
-    let schedules = crate::policy::schedule::Schedules::new(table, &cfg.time_synced_file);
-    let off = schedules.off();
-    for (bit, name) in table.names.iter().enumerate().filter(|(b, _)| member >> b & 1 != 0) {
-        let Some(s) = table.schedules.get(bit).and_then(Option::as_ref) else { continue };
-        let state = if !schedules.clock_synced() {
-            format!("the clock is not known good yet ({} missing): its lists apply", cfg.time_synced_file.display())
-        } else if off >> bit & 1 != 0 {
-            format!("outside its window now ({}): its lists do not apply", schedules.zone())
-        } else {
-            format!("inside its window now ({}): its lists apply", schedules.zone())
-        };
-        lines.push(format!("  group '{name}': schedule '{}' {state}", s.name));
-    }
-    Ok((lines, member & !off))
+/// The answer of the gateway's `check` request: the lines, or why not.
+#[derive(DeJson)]
+struct Checked {
+    #[nserde(default)]
+    lines: Vec<String>,
+    #[nserde(default)]
+    error: String,
 }
 
+/// Exit code of `check --live` when no gateway answers.
+const NOT_LIVE: u8 = 4;
+
 pub(super) fn check(args: Args) -> ExitCode {
-    let cfg = match command_config(&args, "check", &["-c", "--client"]) {
+    let cfg = match command_config(&args, "check", &["-c", "--client", "--live"]) {
         Ok(c) => c,
         Err(code) => return code,
     };
     let [name] = args.positional.as_slice() else {
         return usage_error("check", "check takes one NAME".into());
     };
-    let (Some(name), Some(key)) = (crate::domain::normalize_name(name), name_key(name)) else {
-        eprintln!("hydradns: '{name}' is not a domain name");
-        return ExitCode::from(2);
-    };
-    if let Some(r) = policy::records::explain(&cfg.records, &name) {
-        let star = if r.wildcard { "*." } else { "" };
-        println!("{name}: answered by local record '{star}{}' ({}), before any list", r.name, r.origin);
-    }
-    if cfg.block_bypass && policy::BYPASS_DOTTED.contains(&name.as_str()) {
-        println!(
-            "{name}: NXDOMAIN by block_bypass, before any list (it tells browsers and phones to keep to this resolver)"
-        );
-    }
-    let policy = Policy::build(&cfg);
-    let active = match &args.client {
-        Some(id) => match explain_client(&cfg, &policy.groups, id) {
-            Ok((lines, active)) => {
-                lines.iter().for_each(|l| println!("{l}"));
-                active
-            }
+    let lines = if args.live {
+        // One word each way on the socket's line; `why` says what a bad
+        // name or client is, as the local path does.
+        if name.contains(char::is_whitespace) || args.client.as_ref().is_some_and(|c| c.contains(char::is_whitespace)) {
+            eprintln!("hydradns: '{name}' is not a domain name");
+            return ExitCode::from(2);
+        }
+        let request = format!("check {name}{}", args.client.as_ref().map(|c| format!(" {c}")).unwrap_or_default());
+        match control::request(&cfg.control_socket, &request, control::CHECK_TIMEOUT) {
+            Ok(json) => match Checked::deserialize_json(&json) {
+                Ok(c) if c.error.is_empty() => Ok(c.lines),
+                Ok(c) => Err(c.error),
+                Err(e) => Err(format!("unreadable answer from the gateway ({e})")),
+            },
             Err(e) => {
                 eprintln!("hydradns: {e}");
-                return ExitCode::from(2);
+                return ExitCode::from(NOT_LIVE);
             }
-        },
-        None => crate::config::groups::DEFAULT,
+        }
+    } else {
+        // The lists in list_dir are the gateway's user's: read as that user.
+        if let Err(e) = crate::privileges::become_owner_of(&cfg.list_dir) {
+            eprintln!("hydradns: {e}");
+            return ExitCode::from(1);
+        }
+        crate::query::why::why(&cfg, &Policy::build(&cfg), name, args.client.as_deref())
     };
-    let (block, allow) = policy.entries(&key, active);
-    let whose = |source: u16| match policy.group_of(source, active) {
-        Some(g) if policy.groups.names.len() > 1 => format!(" of group '{}'", policy.groups.names[g]),
-        _ => String::new(),
-    };
-    let service = |source: u16| policy.source_name(source).strip_prefix(policy::services::PREFIX).map(str::to_string);
-    match policy.check(&key, active).verdict {
-        Verdict::Blocked { source } if service(source).is_some() => println!(
-            "{name}: blocked by service '{}'{} (domain {})",
-            service(source).unwrap_or_default(),
-            whose(source),
-            block.map_or(String::new(), |b| b.1)
-        ),
-        Verdict::Blocked { source } => println!(
-            "{name}: blocked by list '{}'{} (entry {})",
-            policy.source_name(source),
-            whose(source),
-            block.map_or(String::new(), |b| b.1)
-        ),
-        Verdict::Allowed { source } => println!(
-            "{name}: allowed by list '{}'{} (entry {}), overriding a block (entry {})",
-            policy.source_name(source),
-            whose(source),
-            allow.as_ref().map_or(String::new(), |a| a.1.clone()),
-            block.map_or(String::new(), |b| b.1)
-        ),
-        Verdict::SafeSearch { target } => println!(
-            "{name}: safe search: answered with '{}' (its CNAME and addresses; HTTPS and SVCB get no data)",
-            policy::safesearch::TARGETS.get(target as usize).copied().unwrap_or("?")
-        ),
-        Verdict::Pass => println!("{name}: not blocked"),
+    match lines {
+        Ok(lines) => {
+            lines.iter().for_each(|l| println!("{l}"));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hydradns: {e}");
+            ExitCode::from(2)
+        }
     }
-    for e in policy::explain(&policy::services::with_services(&cfg).0, &key) {
-        println!("  list '{}' {} it: {}  {}", e.list, e.effect, e.location, e.rule);
-    }
-    ExitCode::SUCCESS
 }
 
 /// `hydradns services`: the catalogue in use, id, category and name a line.
@@ -204,8 +138,8 @@ pub(super) fn services_cmd(args: Args) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let (cat, note) = policy::services::in_use(&cfg);
-    if let Some(n) = note {
+    let (cat, notes) = policy::services::in_use(&cfg);
+    for n in notes {
         eprintln!("hydradns: {n}");
     }
     if args.json {

@@ -15,7 +15,8 @@ use crate::config::{Config, ConfigError, DEFAULT_CONFIG_PATH, DnsmasqMode, parse
 use crate::control;
 use crate::lists;
 use crate::logging::{self, Target};
-use crate::policy::{self, Policy, Verdict, domainset::name_key};
+use crate::policy::{self, Policy};
+use crate::query::why::router_book;
 use crate::querylog::read;
 use crate::server;
 use crate::stats::Report;
@@ -39,9 +40,9 @@ usage:
   hydradns run [-c FILE] [--log syslog|stderr] [-v] [--user NAME]
                                                       serve DNS in the foreground
   hydradns check-config -c FILE [--shell]             validate FILE; print FILE:LINE: problem
-  hydradns check [-c FILE] [--client IP|MAC|NAME] NAME
+  hydradns check [-c FILE] [--client IP|MAC|NAME] [--live] NAME
                                                       is NAME blocked (for that client), and by which list?
-  hydradns status [-c FILE] [--json]                  running? its config, listen addresses, upstreams, lists, pause
+  hydradns status [-c FILE] [--json] [--live]         running? its config, listen addresses, upstreams, lists, pause
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
   hydradns stats [-c FILE] --history [--json]         queries per 10 minutes over the last 24 h, from the query log
   hydradns metrics [-c FILE]                          the same in Prometheus's text format
@@ -88,6 +89,7 @@ struct Args {
     interval: Option<Duration>,
     hook: Option<PathBuf>,
     state: Option<PathBuf>,
+    live: bool,
     positional: Vec<String>,
     /// Flags given, for the per-command check.
     given: Vec<&'static str>,
@@ -206,6 +208,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 out.state = Some(value("a file")?.into());
                 "--state"
             }
+            "--live" => {
+                out.live = true;
+                "--live"
+            }
             s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown option {s}")),
             _ => {
                 out.positional.push(a.clone());
@@ -227,6 +233,12 @@ pub fn main() -> ExitCode {
     if !matches!(cmd.as_str(), "run" | "watchdog") {
         // Output into a closed pipe (`| head -1`) ends the command quietly.
         crate::sys::die_on_broken_pipe();
+    }
+    if matches!(cmd.as_str(), "check" | "status" | "check-config") {
+        // LuCI's rpcd runs these as root for any logged-in reader, and
+        // ends a call past its time limit by killing the plugin's shell:
+        // they go with it rather than read every list on for nobody.
+        crate::sys::die_with_parent();
     }
     if matches!(cmd.as_str(), "--version" | "-V" | "version") {
         println!("hydradns {}", env!("CARGO_PKG_VERSION"));
@@ -332,6 +344,7 @@ fn watchdog(args: Args) -> ExitCode {
         state: args.state.unwrap_or_else(|| crate::watchdog::STATE_FILE.into()),
         fail_open: cfg.router.fail_open,
         ours: cfg.sockets_file(),
+        control: Some(cfg.control_socket.clone()).filter(|p| !p.as_os_str().is_empty()),
     })
 }
 
@@ -352,15 +365,6 @@ fn any_config(args: &Args) -> Result<Config, ExitCode> {
 fn command_config(args: &Args, cmd: &str, allowed: &[&str]) -> Result<Config, ExitCode> {
     args.only(cmd, allowed).map_err(|e| usage_error(cmd, e))?;
     any_config(args)
-}
-
-/// What the router knows of its devices now, as the daemon reads it to
-/// find a client's rule: `cfg`'s leases and ethers files, the ARP and IPv6
-/// neighbour tables.
-fn router_book(cfg: &Config) -> crate::client::names::NameBook {
-    let mut book = crate::client::names::NameBook::router(&cfg.leases_file, &cfg.ethers_file);
-    book.refresh(std::time::Instant::now());
-    book
 }
 
 /// The usage lines of subcommand `cmd` (with their continuation lines),
@@ -412,6 +416,8 @@ const OPTIONS: &[(&str, &str, &str)] = &[
     ("pause resume", "--group NAME", "only that group's lists and services"),
     ("pause", "DURATION", "how long (default 5m; 0 ends the pause now)"),
     ("check", "NAME", "the domain name to look up"),
+    ("check", "--live", "ask the running gateway, with its lists as loaded; exit 4 when it does not answer"),
+    ("status", "--live", "read no list file: what the running gateway reports, or nothing of its lists"),
     ("watchdog", "--interval 5s", "how often the daemon is asked (default 5s)"),
     ("watchdog", "--hook FILE", "run with fail-open or restore to switch dnsmasq (default /etc/init.d/hydradns)"),
     ("watchdog", "--state FILE", "where the fail-open state is kept (default /var/run/hydradns.unfiltered)"),
@@ -457,7 +463,7 @@ mod tests {
         let run = usage_of("run");
         assert!(run.contains("hydradns run [-c FILE]") && run.contains("serve DNS in the foreground"), "{run}");
         assert!(!run.contains("check-config"));
-        assert!(usage_of("check").contains("hydradns check [-c FILE] [--client IP|MAC|NAME] NAME"));
+        assert!(usage_of("check").contains("hydradns check [-c FILE] [--client IP|MAC|NAME] [--live] NAME"));
         assert!(!usage_of("check").contains("check-config"));
         assert_eq!(usage_of("nonsense"), USAGE);
     }

@@ -252,7 +252,7 @@ struct Status {
 /// `hydradns status`: is it running, and with what. Exit 0 when it runs,
 /// 3 when it does not (as an init script's `status`).
 pub(super) fn status(args: Args) -> ExitCode {
-    let cfg = match command_config(&args, "status", &["-c", "--json"]) {
+    let cfg = match command_config(&args, "status", &["-c", "--json", "--live"]) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -262,8 +262,16 @@ pub(super) fn status(args: Args) -> ExitCode {
         Ok(Err(e)) => (None, format!("unreadable answer from the gateway: {e}")),
         Err(e) => (None, e.to_string()),
     };
-    // Counting entries reads every list; the running gateway knows them already.
-    let mut lists = lists::describe_with(&cfg, stats.is_none());
+    // Counting entries reads every list; the running gateway knows them
+    // already, and with --live (LuCI's, root's, at every poll) nothing
+    // reads them here.
+    let count = stats.is_none() && !args.live;
+    // Counting reads the lists in list_dir, the gateway's user's: as that user.
+    if count && let Err(e) = crate::privileges::become_owner_of(&cfg.list_dir) {
+        eprintln!("hydradns: {e}");
+        return ExitCode::from(1);
+    }
+    let mut lists = lists::describe_with(&cfg, count);
     for l in lists.iter_mut() {
         if let Some(live) = stats.iter().flat_map(|r| &r.lists).find(|r| r.name == l.name && r.kind == l.kind) {
             (l.entries, l.skipped) = (live.blocks + live.allows, live.unsupported + live.invalid);

@@ -170,6 +170,16 @@ impl SectionReader<'_> {
                     if !ok {
                         return Err(self.bad(v, "a user name"));
                     }
+                    // The settings' write ACL (LuCI) would be root's:
+                    // `run --user root` on the command line stays.
+                    if v.value == "root" {
+                        return Err(self.error(
+                            v.line,
+                            "option 'user': not root, whom LuCI's settings would then choose for the daemon \
+                             (`hydradns run --user root` keeps root, from the command line only)"
+                                .into(),
+                        ));
+                    }
                     cfg.user = Some(v.value.clone());
                 }
                 "stats_interval" => cfg.stats_interval = self.duration(v, 0, 30 * 86_400_000)?,

@@ -580,6 +580,8 @@ config mystery
             ("config hydradns\n\toption min_ttl 10\n\toption max_ttl 5\n", 2, "min_ttl"),
             ("config forward\n\toption domain 'lan'\n", 1, "needs a domain and a server"),
             ("config hydradns\n\tlist listen '127.0.0.1:53'\n\tlist upstream '127.0.0.1'\n", 3, "loop"),
+            // LuCI's settings could choose root for the daemon (issue 58).
+            ("config hydradns\n\toption enabled '1'\n\toption user 'root'\n", 3, "not root"),
         ] {
             let e = Config::parse("cfg", text).unwrap_err();
             assert_eq!(e.line, line, "{e}");

@@ -77,14 +77,14 @@ impl Downloader {
         if let Some(lm) = &have.last_modified {
             req = req.header("If-Modified-Since", lm);
         }
-        let mut resp = req.call().map_err(|e| match e {
-            ureq::Error::RequireHttpsOnly(to) => format!("redirected to plain HTTP ({to}): refused"),
-            e => e.to_string(),
-        })?;
+        let mut resp = req.call().map_err(|e| failure(&e))?;
         match resp.status().as_u16() {
             304 => Ok(Fetched::NotModified),
             200 => {
-                let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+                let header = |name: &str| {
+                    let v = resp.headers().get(name).and_then(|v| v.to_str().ok())?;
+                    validator(v).then(|| v.to_string())
+                };
                 let validators = Validators { etag: header("etag"), last_modified: header("last-modified") };
                 let mut reader = resp.body_mut().with_config().limit(self.max_size).reader();
                 let mut buf = vec![0u8; 64 * 1024];
@@ -93,7 +93,7 @@ impl Downloader {
                         if e.to_string().contains("limit") {
                             format!("larger than max_list_size ({} bytes)", self.max_size)
                         } else {
-                            e.to_string()
+                            format!("the download broke off ({})", io_words(e.kind()))
                         }
                     })?;
                     if n == 0 {
@@ -104,5 +104,61 @@ impl Downloader {
             }
             status => Err(format!("HTTP {status}")),
         }
+    }
+}
+
+/// A validator kept for the next conditional request only in the shapes
+/// servers send (an entity tag of letters, digits and `"/:._+=-`; an HTTP
+/// date): it is stored, and reported by `status`.
+fn validator(v: &str) -> bool {
+    v.len() <= 128 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"\"/:._+=-, ".contains(&b))
+}
+
+/// Why a download failed, in our own words. A server's words never
+/// reach them: the text is stored, shown in LuCI and the log, and a
+/// redirect's `Location` (ureq's `BadUri`, `RequireHttpsOnly`) once
+/// carried a page's markup there (issue 58).
+fn failure(e: &ureq::Error) -> String {
+    use ureq::Error as E;
+    match e {
+        E::StatusCode(code) => format!("HTTP {code}"),
+        E::RequireHttpsOnly(_) => "redirected to plain HTTP: refused".into(),
+        E::BadUri(_) | E::RedirectFailed => "redirected to an address that is not a URL".into(),
+        E::TooManyRedirects => format!("more than {MAX_REDIRECTS} redirects"),
+        E::HostNotFound => "host not found".into(),
+        E::ConnectionFailed => "cannot connect".into(),
+        E::Timeout(_) => "timed out".into(),
+        E::Io(io) => io_words(io.kind()).into(),
+        E::Rustls(rustls::Error::InvalidCertificate(c)) => {
+            use rustls::CertificateError as C;
+            let why = match c {
+                C::Expired | C::ExpiredContext { .. } => "expired",
+                C::NotValidYet | C::NotValidYetContext { .. } => "not valid yet (is the clock right?)",
+                C::UnknownIssuer => "from an issuer the CA bundle does not trust",
+                C::NotValidForName | C::NotValidForNameContext { .. } => "not valid for the list's host name",
+                C::Revoked => "revoked",
+                _ => "not valid",
+            };
+            format!("TLS: the server's certificate is {why}")
+        }
+        E::Tls(_) | E::Rustls(_) | E::Pem(_) | E::TlsRequired => "TLS failed".into(),
+        E::LargeResponseHeader(..) => "the response's header is too large".into(),
+        E::BodyExceedsLimit(_) => "larger than max_list_size".into(),
+        E::Http(_) | E::Protocol(_) => "not an HTTP response ureq can read".into(),
+        _ => "the download failed".into(),
+    }
+}
+
+/// An I/O failure's kind in words (the OS's own text is not needed).
+fn io_words(kind: std::io::ErrorKind) -> &'static str {
+    use std::io::ErrorKind as K;
+    match kind {
+        K::ConnectionRefused => "connection refused",
+        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => "connection reset",
+        K::TimedOut | K::WouldBlock => "timed out",
+        K::UnexpectedEof => "the connection closed early",
+        K::InvalidData => "invalid data",
+        K::NetworkUnreachable | K::HostUnreachable => "network unreachable",
+        _ => "network error",
     }
 }

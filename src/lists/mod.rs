@@ -24,8 +24,10 @@ use nanoserde::{DeJson, SerJson};
 
 use crate::config::{Config, ListKind, ListSource};
 use crate::domain::for_each_label_rev;
+use crate::plaintext::plain;
 use crate::policy::Policy;
 use crate::policy::formats::{ParseStats, parse_line};
+use crate::policy::services;
 use crate::sys::{unix_now, write_atomic};
 use download::{Downloader, Fetched, Validators};
 
@@ -68,6 +70,14 @@ pub struct Meta {
     /// Failed attempts since the last success, for the retry backoff.
     #[nserde(default)]
     pub failures: u64,
+    /// Of a services.json: its services, counted when it was vetted under
+    /// the catalogue's caps, so that `status` need not parse it (0: a list,
+    /// or a copy saved by a version without the caps).
+    #[nserde(default)]
+    pub services: u64,
+    /// Of a services.json: entries dropped as not conforming.
+    #[nserde(default)]
+    pub dropped: u64,
 }
 
 fn meta_path(saved: &Path) -> PathBuf {
@@ -84,6 +94,10 @@ fn meta_path(saved: &Path) -> PathBuf {
 /// make such a list due at once: one more conditional request, nothing written.
 static UNSAVED: std::sync::Mutex<Vec<(PathBuf, Meta)>> = std::sync::Mutex::new(Vec::new());
 
+/// The most a metadata file may hold: a URL, two validators, an error
+/// and a few numbers.
+const META_MAX: u64 = 64 * 1024;
+
 /// The metadata of a saved copy (empty if none or unreadable).
 pub fn load_meta(saved: &Path) -> Meta {
     let path = meta_path(saved);
@@ -96,12 +110,18 @@ pub fn load_meta(saved: &Path) -> Meta {
 }
 
 fn meta_on_disk(path: &Path) -> Meta {
-    // Cut short (a power cut, a full disk) it reads as nothing known, not a panic.
-    std::fs::read_to_string(path)
+    // Cut short (a power cut, a full disk) it reads as nothing known, not a
+    // panic. It is in the daemon's directory, and `status` reads it as root
+    // (LuCI's Overview, at every poll): no link followed, no FIFO waited
+    // on, no more read than a metadata file takes, and its error shown as
+    // text, whoever wrote it.
+    let mut meta: Meta = crate::sys::read_unlinked_text(path, META_MAX)
         .ok()
         .filter(|s| crate::json::is_whole(s))
         .and_then(|s| Meta::deserialize_json(&s).ok())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    meta.last_error = meta.last_error.map(|e| plain(&e));
+    meta
 }
 
 /// Whether two metadata differ in more than the times of checks and the
@@ -144,8 +164,8 @@ pub struct Vetter {
     bytes: u64,
     /// A NUL byte showed up early: binary data.
     binary: bool,
-    /// A services.json, gathered whole to be parsed at the end (the
-    /// download's size cap bounds it).
+    /// A services.json, gathered whole to be parsed at the end, never
+    /// past the catalogue's own cap (see [`Vetter::refusal`]).
     json: Option<Vec<u8>>,
 }
 
@@ -159,7 +179,9 @@ impl Vetter {
     pub fn feed(&mut self, piece: &[u8]) {
         if let Some(json) = self.json.as_mut() {
             self.bytes += piece.len() as u64;
-            json.extend_from_slice(piece);
+            if self.bytes <= services::MAX_BYTES {
+                json.extend_from_slice(piece);
+            }
             return;
         }
         if self.bytes < BINARY_SNIFF as u64 {
@@ -184,6 +206,13 @@ impl Vetter {
         }
     }
 
+    /// Why the download must stop now, before any more of it is read or
+    /// written: a services.json past its cap ([`services::MAX_BYTES`],
+    /// far below `max_list_size`).
+    pub fn refusal(&self) -> Option<String> {
+        (self.json.is_some() && self.bytes > services::MAX_BYTES).then(services::over_size)
+    }
+
     fn line(&mut self, line: &[u8]) {
         let mut valid = |_rule, name: &str| for_each_label_rev(name, |_| {}).is_some();
         match std::str::from_utf8(line) {
@@ -197,18 +226,25 @@ impl Vetter {
 
     /// The verdict once the download is complete.
     pub fn finish(mut self, previous_entries: Option<u64>) -> Result<ParseStats, String> {
+        if let Some(e) = self.refusal() {
+            return Err(e);
+        }
         if let Some(json) = self.json.take() {
             let text = std::str::from_utf8(&json).map_err(|_| "not UTF-8 text".to_string())?;
-            let cat = crate::policy::services::Catalogue::parse(text)?;
+            let cat = services::Catalogue::parse(text)?;
             let domains: u64 = cat.services.iter().map(|s| s.domains.len() as u64).sum();
             if cat.services.is_empty() {
                 return Err("no service with a usable rule".into());
             }
-            let lines = cat.services.len() as u64;
+            for n in cat.drop_notes() {
+                log::warn!("services_url: {n}");
+            }
+            // For a catalogue: services, their domains, rules skipped, entries dropped.
             return Ok(ParseStats {
-                lines,
+                lines: cat.services.len() as u64,
                 blocks: domains,
                 unsupported: cat.skipped_rules as u64,
+                invalid: cat.dropped_count as u64,
                 ..ParseStats::default()
             });
         }
@@ -299,11 +335,14 @@ pub fn refresh_source(dl: Result<&Downloader, &str>, src: &ListSource) -> Option
             meta.bytes = bytes;
             meta.entries = stats.blocks + stats.allows;
             meta.skipped = stats.unsupported + stats.invalid;
+            if saved.extension().is_some_and(|e| e == "json") {
+                (meta.services, meta.dropped) = (stats.lines, stats.invalid);
+            }
             // Unchanged content is reported as such: nothing to rebuild.
             if same { "not-modified" } else { "updated" }
         }
         Err(e) => {
-            meta.last_error = Some(e);
+            meta.last_error = Some(plain(&e));
             meta.failures += 1;
             "failed"
         }
@@ -355,7 +394,7 @@ impl<'a> Incoming<'a> {
     fn new(saved: &'a Path) -> Incoming<'a> {
         let mut tmp = saved.as_os_str().to_owned();
         tmp.push(".tmp");
-        let old = std::fs::File::open(saved).ok().map(|f| std::io::BufReader::with_capacity(64 * 1024, f));
+        let old = crate::sys::open_unlinked(saved).ok().map(|f| std::io::BufReader::with_capacity(64 * 1024, f));
         Incoming { saved, tmp: PathBuf::from(tmp), old, matched: 0, file: None, buf: Vec::new() }
     }
 
@@ -380,9 +419,11 @@ impl<'a> Incoming<'a> {
     fn diverge(&mut self) -> Result<&mut std::fs::File, String> {
         use std::io::Read;
         self.old = None;
-        let mut file = std::fs::File::create(&self.tmp).map_err(|e| format!("creating {}: {e}", self.tmp.display()))?;
+        let mut file =
+            crate::sys::create_fresh(&self.tmp).map_err(|e| format!("creating {}: {e}", self.tmp.display()))?;
         if self.matched > 0 {
-            let old = std::fs::File::open(self.saved).map_err(|e| format!("reading {}: {e}", self.saved.display()))?;
+            let old =
+                crate::sys::open_unlinked(self.saved).map_err(|e| format!("reading {}: {e}", self.saved.display()))?;
             let copied = std::io::copy(&mut old.take(self.matched), &mut file)
                 .map_err(|e| format!("writing {}: {e}", self.tmp.display()))?;
             if copied != self.matched {
@@ -440,6 +481,9 @@ fn download_into(
         if saved.extension().is_some_and(|e| e == "json") { Vetter::services() } else { Vetter::default() };
     let mut sink = |piece: &[u8]| {
         vetter.feed(piece);
+        if let Some(e) = vetter.refusal() {
+            return Err(e);
+        }
         incoming.feed(piece)
     };
     let outcome = dl.fetch(url, have, &mut sink).and_then(|fetched| match fetched {
@@ -653,6 +697,28 @@ mod tests {
             }
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 58: a services.json was buffered up to `max_list_size` (64 MiB
+    /// shipped) before it was parsed; now the download stops at the
+    /// catalogue's own cap, and no more than that is ever held.
+    #[test]
+    fn a_catalogue_download_stops_at_its_cap() {
+        let piece = vec![b' '; 64 * 1024];
+        let mut v = Vetter::services();
+        for _ in 0..services::MAX_BYTES / piece.len() as u64 {
+            v.feed(&piece);
+            assert_eq!(v.refusal(), None);
+        }
+        v.feed(b"x");
+        assert_eq!(v.refusal().as_deref(), Some("larger than 4 MiB, the cap for a catalogue"));
+        v.feed(&piece);
+        assert_eq!(v.json.as_ref().map(Vec::len), Some(services::MAX_BYTES as usize));
+        assert_eq!(v.finish(None).unwrap_err(), "larger than 4 MiB, the cap for a catalogue");
+        // A list is bounded by max_list_size alone.
+        let mut list = Vetter::default();
+        (0..100).for_each(|_| list.feed(&piece));
+        assert_eq!(list.refusal(), None);
     }
 
     #[test]

@@ -27,6 +27,22 @@ pub const PREFIX: &str = "service:";
 
 use crate::json::Json;
 
+/// Largest services.json taken, downloaded or saved: room for several
+/// times AdGuard's HostlistsRegistry file, icons and all (an SVG a
+/// service), and a download is cut off here rather than at
+/// `max_list_size` (64 MiB shipped). Parsed in about 0.15 s at most on the
+/// 2-core x86_64 dev VM (release build).
+pub const MAX_BYTES: u64 = 4 << 20;
+/// Entries of `blocked_services` taken: HostlistsRegistry has about 235;
+/// LuCI lists every service on one page.
+pub const MAX_SERVICES: usize = 1000;
+/// Rules of one service: YouTube's, among HostlistsRegistry's largest, has about 170.
+pub const MAX_RULES: usize = 5000;
+/// Longest service id (bytes of `[a-z0-9_]`): it becomes a source name.
+const MAX_ID: usize = 64;
+/// Dropped entries named one by one in the notes; the rest are counted.
+const NOTES_SHOWN: usize = 5;
+
 /// One service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Service {
@@ -47,6 +63,15 @@ pub struct Catalogue {
     pub services: Vec<Service>,
     /// Rules skipped because they are not `||domain^`.
     pub skipped_rules: usize,
+    /// Why entries were dropped as not conforming (the first
+    /// [`NOTES_SHOWN`]), for the log and `check-config`.
+    pub dropped: Vec<String>,
+    /// Entries dropped as not conforming, all of them.
+    pub dropped_count: usize,
+    /// Position in `services` by id: `list service` lines and duplicate ids
+    /// are looked up here, not by a walk through every service. A keyed
+    /// hash (std's), not Fx: the ids come from a download.
+    index: std::collections::HashMap<String, usize>,
 }
 
 /// One entry of `blocked_services` as the file has it (only these members are read).
@@ -61,7 +86,8 @@ struct RawService {
 }
 
 impl RawService {
-    fn read(j: &mut Json<'_>) -> Option<RawService> {
+    /// Reads one entry; `None` with `over` set when its rules pass [`MAX_RULES`].
+    fn read(j: &mut Json<'_>, over: &mut bool) -> Option<RawService> {
         let mut s = RawService::default();
         j.object(&mut |j, key| {
             match key.as_str() {
@@ -71,7 +97,13 @@ impl RawService {
                 "group" => s.group = j.string()?,
                 "rules" => {
                     let mut rules = Vec::new();
-                    j.array(&mut |j| j.string().map(|r| rules.push(r)))?;
+                    j.array(&mut |j| {
+                        if rules.len() == MAX_RULES {
+                            *over = true;
+                            return None;
+                        }
+                        j.string().map(|r| rules.push(r))
+                    })?;
                     s.rules = Some(rules);
                 }
                 _ => j.skip(0)?,
@@ -90,50 +122,132 @@ fn rule_domain(rule: &str) -> Option<String> {
     (d.contains('.') && name_key(&d).is_some()).then_some(d)
 }
 
+/// Whether `id` is a service id: 1 to [`MAX_ID`] of `[a-z0-9_]`.
+fn is_id(id: &str) -> bool {
+    (1..=MAX_ID).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// `domains` without repeats, in file order: sorted once (n log n whatever
+/// the file holds; a hash set could be made to collide by its author).
+fn dedup_in_order(domains: Vec<String>) -> Vec<String> {
+    let mut order: Vec<usize> = (0..domains.len()).collect();
+    // Stable: of equal domains, the first in the file comes first.
+    order.sort_by(|&a, &b| domains[a].cmp(&domains[b]));
+    let mut keep = vec![false; domains.len()];
+    for (k, w) in order.iter().enumerate() {
+        keep[*w] = k == 0 || domains[order[k - 1]] != domains[*w];
+    }
+    domains.into_iter().zip(keep).filter_map(|(d, k)| k.then_some(d)).collect()
+}
+
 impl Catalogue {
-    /// Reads a services.json. Services without an id, or without one
-    /// usable rule, are left out; a file that is not such JSON is an error.
+    /// Reads a services.json in one pass, in time linear in its size.
+    /// Services without an id, or without one usable rule, are left out,
+    /// as are entries that do not conform (an id not `[a-z0-9_]{1,64}`, a
+    /// name or category that is long or holds markup or control
+    /// characters; see [`Catalogue::dropped`]). A file that is not such
+    /// JSON, or is over a cap ([`MAX_BYTES`], [`MAX_SERVICES`],
+    /// [`MAX_RULES`]), is an error: none of it is used.
     pub fn parse(text: &str) -> Result<Catalogue, String> {
-        let mut raw: Option<Vec<RawService>> = None;
+        if text.len() as u64 > MAX_BYTES {
+            return Err(over_size());
+        }
+        let mut cat = Catalogue::default();
+        // Over a cap: which one, and the entry's place in the file.
+        let mut over: Option<String> = None;
+        let mut listed = false;
         let mut j = Json::new(text);
         let read = j.object(&mut |j, key| {
             if key != "blocked_services" {
                 return j.skip(0);
             }
-            let mut all = Vec::new();
-            j.array(&mut |j| RawService::read(j).map(|s| all.push(s)))?;
-            raw = Some(all);
-            Some(())
-        });
-        let whole = read.is_some() && j.at_end();
-        let Some(raw) = raw.filter(|_| whole) else {
-            return Err(format!("not a services.json (JSON with blocked_services) at byte {}", j.offset()));
-        };
-        let mut cat = Catalogue::default();
-        for s in raw {
-            // Of a service, only id, name and rules are required.
-            let (Some(id), Some(name), Some(rules)) = (s.id, s.name, s.rules) else {
-                return Err("a service without id, name or rules".into());
-            };
-            let id = id.trim().to_ascii_lowercase();
-            if id.is_empty() || cat.find(&id).is_some() {
-                continue;
-            }
-            let mut domains = Vec::with_capacity(rules.len());
-            for r in &rules {
-                match rule_domain(r) {
-                    Some(d) if !domains.contains(&d) => domains.push(d),
-                    Some(_) => {}
-                    None => cat.skipped_rules += 1,
+            // A second `blocked_services` replaces the first, as it did when read whole.
+            (cat, listed) = (Catalogue::default(), true);
+            let mut n = 0;
+            j.array(&mut |j| {
+                n += 1;
+                if n > MAX_SERVICES {
+                    over = Some(format!("more than {MAX_SERVICES} services, the cap for a catalogue"));
+                    return None;
                 }
-            }
-            if domains.is_empty() {
-                continue;
-            }
-            let category = if s.category.is_empty() { s.group } else { s.category };
-            cat.services.push(Service { id, name: name.trim().to_string(), category, domains });
+                let mut too_many = false;
+                let Some(s) = RawService::read(j, &mut too_many) else {
+                    if too_many {
+                        over = Some(format!("service #{n} has more than {MAX_RULES} rules, the cap for a service"));
+                    }
+                    return None;
+                };
+                cat.add(s, n).map_err(|e| over = Some(e)).ok()
+            })
+        });
+        if let Some(e) = over {
+            return Err(e);
+        }
+        if read.is_none() || !j.at_end() || !listed {
+            return Err(format!("not a services.json (JSON with blocked_services) at byte {}", j.offset()));
         }
         Ok(cat)
+    }
+
+    /// Takes entry `n` (from 1) of the file, or drops it with a note.
+    fn add(&mut self, s: RawService, n: usize) -> Result<(), String> {
+        // Of a service, only id, name and rules are required.
+        let (Some(id), Some(name), Some(rules)) = (s.id, s.name, s.rules) else {
+            return Err("a service without id, name or rules".into());
+        };
+        let id = id.trim().to_ascii_lowercase();
+        let name = name.trim().to_string();
+        let category = if s.category.is_empty() { s.group } else { s.category };
+        // The notes name a service by its place, and by its id once that is
+        // known to be plain; no quotes: they reach the log, `check-config` and LuCI.
+        let why = if !is_id(&id) {
+            Some(format!("service #{n}: its id is not 1 to {MAX_ID} of a-z, 0-9 and _"))
+        } else if !crate::plaintext::is_plain(&name) {
+            Some(format!(
+                "service #{n} ({id}): its name is longer than {} characters or holds markup or control characters",
+                crate::plaintext::MAX_CHARS
+            ))
+        } else if !crate::plaintext::is_plain(&category) {
+            Some(format!(
+                "service #{n} ({id}): its category is longer than {} characters or holds markup or control characters",
+                crate::plaintext::MAX_CHARS
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.dropped_count += 1;
+            if self.dropped.len() < NOTES_SHOWN {
+                self.dropped.push(why);
+            }
+            return Ok(());
+        }
+        if self.index.contains_key(&id) {
+            return Ok(());
+        }
+        let mut domains = Vec::with_capacity(rules.len());
+        for r in &rules {
+            match rule_domain(r) {
+                Some(d) => domains.push(d),
+                None => self.skipped_rules += 1,
+            }
+        }
+        let domains = dedup_in_order(domains);
+        if domains.is_empty() {
+            return Ok(());
+        }
+        self.index.insert(id.clone(), self.services.len());
+        self.services.push(Service { id, name, category, domains });
+        Ok(())
+    }
+
+    /// What the log and `check-config` say of the entries dropped.
+    pub fn drop_notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self.dropped.iter().map(|d| format!("{d}: dropped")).collect();
+        if let Some(more) = self.dropped_count.checked_sub(self.dropped.len()).filter(|&m| m > 0) {
+            notes.push(format!("{more} more services dropped as not conforming"));
+        }
+        notes
     }
 
     /// The compiled-in catalogue, parsed once.
@@ -145,7 +259,7 @@ impl Catalogue {
 
     /// The service `id`.
     pub fn find(&self, id: &str) -> Option<&Service> {
-        self.services.iter().find(|s| s.id == id)
+        self.index.get(id).and_then(|&i| self.services.get(i))
     }
 
     /// `hydradns services --json`.
@@ -169,31 +283,49 @@ impl Catalogue {
 
 /// The catalogue `cfg` uses: the last good download of `services_url`,
 /// else the built-in one (before the first download too, so a group's
-/// services block from the first start), with a note when it falls back.
-pub fn in_use(cfg: &Config) -> (std::borrow::Cow<'static, Catalogue>, Option<String>) {
-    let Some(saved) = &cfg.services_saved else { return (std::borrow::Cow::Borrowed(Catalogue::builtin()), None) };
+/// services block from the first start), with notes when it falls back
+/// or dropped entries. A saved copy over a cap (planted in `list_dir`, or
+/// kept from a version without caps) is refused whole for the built-in
+/// catalogue: no download this version vetted was ever saved over one, so
+/// nothing else known good is left on disk, and a process that starts
+/// (the daemon, `hydradns services`, `check`) must agree with the others.
+/// Read at every policy build (start, reload, a list that changed), which
+/// re-reads every list anyway: 4 MiB costs about 0.15 s there, and keeping
+/// the parsed catalogue between builds would hold all of it in memory.
+pub fn in_use(cfg: &Config) -> (std::borrow::Cow<'static, Catalogue>, Vec<String>) {
+    let Some(saved) = &cfg.services_saved else {
+        return (std::borrow::Cow::Borrowed(Catalogue::builtin()), Vec::new());
+    };
     match read_saved(saved) {
-        Ok(cat) => (std::borrow::Cow::Owned(cat), None),
+        Ok(cat) => {
+            let notes = cat.drop_notes().into_iter().map(|n| format!("services_url: {n}")).collect();
+            (std::borrow::Cow::Owned(cat), notes)
+        }
         Err(e) => (
             std::borrow::Cow::Borrowed(Catalogue::builtin()),
-            Some(format!("services_url: {e}; using the built-in catalogue")),
+            vec![format!("services_url: {e}; using the built-in catalogue")],
         ),
     }
 }
 
-/// A saved services.json.
+/// The refusal of a catalogue over [`MAX_BYTES`].
+pub fn over_size() -> String {
+    format!("larger than {} MiB, the cap for a catalogue", MAX_BYTES >> 20)
+}
+
+/// A saved services.json, read under [`MAX_BYTES`] (a larger file is not read at all).
 pub fn read_saved(path: &Path) -> Result<Catalogue, String> {
-    let text = match crate::sys::open_regular(path) {
-        Ok(f) => {
-            let mut s = String::new();
-            std::io::Read::read_to_string(&mut std::io::Read::take(f, 64 << 20), &mut s)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            s
-        }
+    // In the daemon's list_dir, and `status` may read it as root.
+    let bytes = match crate::sys::read_unlinked(path, MAX_BYTES) {
+        Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err("not downloaded yet".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => {
+            return Err(format!("{}: {}", path.display(), over_size()));
+        }
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    Catalogue::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let text = std::str::from_utf8(&bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
+    Catalogue::parse(text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The block sources the groups' `list service` entries make: one per
@@ -234,9 +366,12 @@ pub fn sources(cfg: &Config, cat: &Catalogue) -> (Vec<ListSource>, Vec<String>) 
 /// `cfg`'s lists followed by the sources its groups' services make, and
 /// the warnings about them: what the policy loads and `hydradns check` explains.
 pub fn with_services(cfg: &Config) -> (Vec<ListSource>, Vec<String>) {
-    let (cat, note) = in_use(cfg);
+    let (cat, notes) = in_use(cfg);
     let (extra, mut warnings) = sources(cfg, &cat);
-    warnings.extend(note.filter(|_| cfg.groups.iter().any(|g| !g.services.is_empty())));
+    // The catalogue matters only to a group that lists a service.
+    if cfg.groups.iter().any(|g| !g.services.is_empty()) {
+        warnings.extend(notes);
+    }
     let mut lists = cfg.lists.clone();
     lists.extend(extra);
     (lists, warnings)
@@ -294,8 +429,8 @@ mod tests {
         let rows = sources.keys().filter(|id| **id != "id").count();
         assert_eq!(rows, file.blocked_services.len(), "a row per service, and none for a service gone");
         let cat = Catalogue::builtin();
-        assert_eq!(cat.services.len(), file.blocked_services.len());
-        assert_eq!(cat.skipped_rules, 0);
+        assert_eq!(cat.services.len(), file.blocked_services.len(), "loads whole: {:?}", cat.dropped);
+        assert_eq!((cat.skipped_rules, cat.dropped_count), (0, 0));
         assert!(cat.find("tiktok").unwrap().domains.contains(&"tiktok.com".to_string()));
         assert!(cat.find("youtube").unwrap().domains.contains(&"youtube.com".to_string()));
     }
@@ -368,5 +503,159 @@ mod tests {
             warnings[0].starts_with("/etc/config/hydradns:3: group 'kids': unknown service 'nosuch'"),
             "{warnings:?}"
         );
+    }
+
+    /// A catalogue of `services` services of `rules` rules each, ids `s0`, `s1`, ….
+    fn catalogue(services: usize, rules: usize) -> String {
+        let body: Vec<String> = (0..services)
+            .map(|i| {
+                let rules: Vec<String> = (0..rules).map(|r| format!("\"||r{r}.s{i}.example^\"")).collect();
+                format!("{{\"id\":\"s{i}\",\"name\":\"S {i}\",\"rules\":[{}]}}", rules.join(","))
+            })
+            .collect();
+        format!("{{\"blocked_services\":[{}]}}", body.join(","))
+    }
+
+    /// Issue 58: 80,000 rules in one service took 5.6 s (a `Vec::contains`
+    /// per rule); now each cap refuses the whole file, at the cap exactly it
+    /// loads, and the services are found by id through the index.
+    #[test]
+    fn a_catalogue_over_a_cap_is_refused_whole() {
+        let e = Catalogue::parse(&catalogue(1, 80_000)).unwrap_err();
+        assert_eq!(e, "service #1 has more than 5000 rules, the cap for a service");
+        let e = Catalogue::parse(&format!(
+            "{{\"blocked_services\":[{{\"id\":\"ok\",\"name\":\"Ok\",\"rules\":[\"||ok.example^\"]}},{}",
+            &catalogue(1, MAX_RULES + 1)["{\"blocked_services\":[".len()..]
+        ))
+        .unwrap_err();
+        assert!(e.starts_with("service #2 has more than 5000 rules"), "{e}");
+        let cat = Catalogue::parse(&catalogue(1, MAX_RULES)).unwrap();
+        assert_eq!(cat.services[0].domains.len(), MAX_RULES);
+
+        let e = Catalogue::parse(&catalogue(MAX_SERVICES + 1, 1)).unwrap_err();
+        assert_eq!(e, "more than 1000 services, the cap for a catalogue");
+        let cat = Catalogue::parse(&catalogue(MAX_SERVICES, 2)).unwrap();
+        assert_eq!(cat.services.len(), MAX_SERVICES);
+        for i in [0, 1, 500, 999] {
+            let s = cat.find(&format!("s{i}")).unwrap();
+            assert_eq!(
+                (s.name.as_str(), s.domains[1].as_str()),
+                (format!("S {i}").as_str(), format!("r1.s{i}.example").as_str())
+            );
+        }
+        assert!(cat.find("s1000").is_none() && cat.find("").is_none());
+
+        // Bytes: what is skipped counts too (HostlistsRegistry's icons are most of its file).
+        let padded = |n: usize| format!("{{\"icons\":\"{}\",{}", "x".repeat(n), &catalogue(1, 1)[1..]);
+        let at_cap = padded(MAX_BYTES as usize - padded(0).len());
+        assert_eq!(at_cap.len() as u64, MAX_BYTES);
+        assert_eq!(Catalogue::parse(&at_cap).unwrap().services.len(), 1);
+        let over = padded(MAX_BYTES as usize - padded(0).len() + 1);
+        assert_eq!(Catalogue::parse(&over).unwrap_err(), "larger than 4 MiB, the cap for a catalogue");
+    }
+
+    /// A saved copy over a cap (planted, or kept from a version without the
+    /// caps) is refused for the built-in catalogue, with a note; one over
+    /// 4 MiB is not even read (a sparse 1 GiB file here).
+    #[test]
+    fn a_saved_copy_over_a_cap_gives_way_to_the_builtin_catalogue() {
+        let dir = std::env::temp_dir().join(format!("hydradns-catalogue-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = "config hydradns\n\toption list_dir '@D'\n\toption services_url 'https://s.example/services.json'\n\
+                    config group 'kids'\n\tlist service 'tiktok'\n";
+        let cfg = Config::parse("/etc/config/hydradns", &text.replace("@D", &dir.display().to_string())).unwrap();
+        let saved = cfg.services_saved.clone().unwrap();
+        let huge = std::fs::File::create(&saved).unwrap();
+        huge.set_len(1 << 30).unwrap();
+        let (cat, notes) = in_use(&cfg);
+        assert!(cat.find("tiktok").is_some(), "the built-in catalogue");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("larger than 4 MiB, the cap for a catalogue; using the built-in catalogue"),
+            "{notes:?}"
+        );
+        std::fs::write(&saved, catalogue(MAX_SERVICES + 1, 1)).unwrap();
+        let (cat, notes) = in_use(&cfg);
+        assert!(cat.find("tiktok").is_some() && cat.find("s0").is_none());
+        assert!(notes[0].contains("more than 1000 services"), "{notes:?}");
+        let (lists, warnings) = with_services(&cfg);
+        assert_eq!(lists.iter().filter(|l| l.name == "service:tiktok").count(), 1);
+        assert!(warnings.iter().any(|w| w.contains("more than 1000 services")), "check-config shows it: {warnings:?}");
+        std::fs::write(&saved, catalogue(3, 2)).unwrap();
+        let (cat, notes) = in_use(&cfg);
+        assert!(cat.find("s2").is_some() && cat.find("tiktok").is_none() && notes.is_empty(), "{notes:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Ids, names and categories reach LuCI and the log: an entry that does
+    /// not conform is dropped with a note that repeats none of it, and the
+    /// rest of the catalogue stays.
+    #[test]
+    fn entries_that_do_not_conform_are_dropped_not_the_catalogue() {
+        let entry = |id: &str, name: &str, category: &str| {
+            format!(
+                "{{\"id\":{},\"name\":{},\"category\":{},\"rules\":[\"||{}.example^\"]}}",
+                id.serialize_json(),
+                name.serialize_json(),
+                category.serialize_json(),
+                id.len()
+            )
+        };
+        let long_id = "a".repeat(65);
+        let entries = [
+            entry("Upper_Case_1", "Kept", "video"),
+            entry(&"b".repeat(64), "Kept too", "video"),
+            entry("__proto__", "Kept", "__proto__"),
+            entry("accented", &"é".repeat(200), "chat"),
+            entry("with-dash", "Dropped", "video"),
+            entry("", "Dropped", "video"),
+            entry(&long_id, "Dropped", "video"),
+            entry("dot.ted", "Dropped", "video"),
+            entry("markup", "<img src=x onerror=alert(1)>", "video"),
+            entry("amp", "AT&T", "video"),
+            entry("quote", "Bob's", "video"),
+            entry("dquote", "say \"hi\"", "video"),
+            entry("bell", "ring\u{7}", "video"),
+            entry("newline", "two\nlines", "video"),
+            entry("toolong", &"é".repeat(201), "video"),
+            entry("catmarkup", "Fine", "<b>video</b>"),
+            entry("catlong", "Fine", &"c".repeat(201)),
+        ];
+        let group = r#"{"id":"grouped","name":"G","group":"x'y","rules":["||g.example^"]}"#;
+        let text = format!("{{\"blocked_services\":[{},{group}]}}", entries.join(","));
+        let cat = Catalogue::parse(&text).unwrap();
+        let ids: Vec<&str> = cat.services.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["upper_case_1", "b".repeat(64).as_str(), "__proto__", "accented"]);
+        assert_eq!(cat.find("__proto__").unwrap().category, "__proto__", "LuCI's concern, not a reason to drop");
+        assert_eq!(cat.dropped_count, 14);
+        let notes = cat.drop_notes();
+        assert_eq!(notes.len(), NOTES_SHOWN + 1, "{notes:?}");
+        assert_eq!(notes[0], "service #5: its id is not 1 to 64 of a-z, 0-9 and _: dropped");
+        assert!(notes.iter().any(|n| n.starts_with("service #9 (markup): its name is longer than 200")), "{notes:?}");
+        assert_eq!(notes[NOTES_SHOWN], "9 more services dropped as not conforming");
+        for n in &notes {
+            assert!(!n.chars().any(|c| c.is_control() || "<>&\"'".contains(c)) && n.len() < 200, "{n}");
+        }
+        // A file of such entries alone gives no service (and as a download is refused for that).
+        assert!(
+            Catalogue::parse(&format!("{{\"blocked_services\":[{}]}}", entry("a-b", "X", "y")))
+                .unwrap()
+                .services
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn repeated_rules_are_dropped_in_file_order() {
+        let text = r#"{"blocked_services":[{"id":"x","name":"X","rules":
+            ["||b.example^","||a.example^","||B.example^","/re/","||c.example^","||a.example^","||b.example^"]}]}"#;
+        let cat = Catalogue::parse(text).unwrap();
+        assert_eq!(cat.services[0].domains, ["b.example", "a.example", "c.example"]);
+        assert_eq!(cat.skipped_rules, 1);
+        assert!(dedup_in_order(Vec::new()).is_empty());
+        let many: Vec<String> = (0..3000).map(|i| format!("d{}.example", (i * 7) % 1000)).collect();
+        let kept = dedup_in_order(many);
+        assert_eq!(kept.len(), 1000);
+        assert_eq!(&kept[..3], ["d0.example", "d7.example", "d14.example"]);
     }
 }

@@ -250,8 +250,9 @@ pub struct Explained {
     pub effect: &'static str,
     /// `file:line` of the rule.
     pub location: String,
-    /// The rule as written.
-    pub rule: String,
+    /// The name the rule names, as parsed: never the line as written,
+    /// whose comment is the list author's free text.
+    pub name: String,
 }
 
 /// Every rule in every source that matches the name with reversed-label
@@ -261,29 +262,24 @@ pub fn explain(lists: &[ListSource], key: &[u8]) -> Vec<Explained> {
     let mut found = Vec::new();
     for src in lists {
         let mut check = |location: String, line: &str| {
-            let mut hits: Vec<Rule> = Vec::new();
+            let mut hits: Vec<(Rule, String)> = Vec::new();
             let mut stats = ParseStats::default();
             formats::parse_line(line, &mut stats, &mut |rule, name| {
                 let ok = domainset::name_key(name);
                 if let Some(k) = &ok
                     && domainset::covers(k, key)
                 {
-                    hits.push(rule);
+                    hits.push((rule, name.to_ascii_lowercase()));
                 }
                 ok.is_some()
             });
-            for rule in hits.into_iter().filter(|&r| r == Rule::BadFilter || takes_effect(src.kind, r)) {
+            for (rule, name) in hits.into_iter().filter(|(r, _)| *r == Rule::BadFilter || takes_effect(src.kind, *r)) {
                 let effect = match (src.kind, rule) {
                     (_, Rule::BadFilter) => "cancels",
                     (ListKind::Block, Rule::Block) => "blocks",
                     _ => "allows",
                 };
-                found.push(Explained {
-                    list: src.name.clone(),
-                    effect,
-                    location: location.clone(),
-                    rule: line.trim().to_string(),
-                });
+                found.push(Explained { list: src.name.clone(), effect, location: location.clone(), name });
             }
         };
         for path in src.paths.iter().chain(src.saved.iter().filter(|_| src.url.is_some())) {

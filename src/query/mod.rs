@@ -60,6 +60,7 @@ mod miss;
 mod refresh;
 mod snapshot;
 mod vet;
+pub mod why;
 
 pub use miss::{Begin, Led, Miss};
 pub use snapshot::Snapshot;

@@ -190,7 +190,7 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
     // [`look_at_devices`] and [`write_textfile`]: the main loop reads no
     // snapshot for them (see `Engine::learning`).
     let (leases, ethers) = (cfg.leases_file.clone(), cfg.ethers_file.clone());
-    let textfile = cfg.metrics_textfile.clone();
+    let textfile = cfg.metrics_textfile.clone().filter(|p| textfile_writable(p));
     let sockets_file = cfg.sockets_file();
     let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), logger));
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();
@@ -413,6 +413,27 @@ fn write_textfile(status: &Status, path: Option<&std::path::Path>, failing: &mut
         Err(_) => {}
     }
     true
+}
+
+/// Whether `metrics_textfile` can go at `path`: its directory is one this
+/// process (no longer root) may write, or missing (then made). The init
+/// script no longer makes a directory it did not create writable for us:
+/// named `/etc/x.prom`, that was `/etc` (issue 58). Said once in the log.
+fn textfile_writable(path: &std::path::Path) -> bool {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    match rustix::fs::access(dir, rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK) {
+        Ok(()) => true,
+        Err(rustix::io::Errno::NOENT) => true,
+        Err(e) => {
+            log::warn!(
+                "metrics_textfile {}: this gateway's user cannot write in {} ({e}); no textfile (HydraDNS writes \
+                 only in a directory it made or one its user may write already)",
+                path.display(),
+                dir.display()
+            );
+            false
+        }
+    }
 }
 
 /// How often `metrics_textfile` is rewritten.

@@ -60,7 +60,7 @@ if [ -z "${RIG_ONLY:-}" ] || [[ " $RIG_ONLY " == *" feed-"* ]]; then
 		release_bin=$bin
 		[ $r = 3 ] || release_bin=$work/hydradns-r4
 		cp "$release_bin" "$work/bin$r/hydradns-$version-x86_64-unknown-linux-musl"
-		scripts/release.sh --arch x86_64 --release $r --key-dir "$work/feedkeys" --prebuilt "$work/bin$r" "$mnt/feed$r" > "$work/feed$r.log" 2>&1 ||
+		scripts/release.sh --arch x86_64 --release $r --key-dir "$work/feedkeys" --prebuilt "$work/bin$r" --allow-dirty "$mnt/feed$r" > "$work/feed$r.log" 2>&1 ||
 			{ cat "$work/feed$r.log" >&2; exit 1; }
 	done
 	echo "$version" > "$mnt/version"

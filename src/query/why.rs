@@ -1,0 +1,140 @@
+//! Why a name is answered as it is, for a device: `hydradns check`, from
+//! the command line (a policy built from the config) or from the running
+//! gateway (its own policy, over the control socket, for LuCI's "Why?").
+//!
+//! Every line is built from what was parsed (names, list names, `file:line`
+//! places), never from a list's raw text: a list line's comment is the list
+//! author's words, which LuCI shows (issue 58).
+
+use std::net::IpAddr;
+
+use crate::client::names::NameBook;
+use crate::client::rules::{ClientRules, Learned};
+use crate::config::Config;
+use crate::config::groups::{DEFAULT, GroupTable};
+use crate::policy::{self, Policy, Verdict, domainset::name_key};
+
+/// What the router knows of its devices now, as the daemon reads it to
+/// find a client's rule: `cfg`'s leases and ethers files, the ARP and IPv6
+/// neighbour tables.
+pub fn router_book(cfg: &Config) -> NameBook {
+    let mut book = NameBook::router(&cfg.leases_file, &cfg.ethers_file);
+    book.refresh(std::time::Instant::now());
+    book
+}
+
+/// Which `config client` `id` (an address, a MAC, a `config client` name or
+/// a hostname from the leases) is, its groups and their schedules' state
+/// now, as lines to print; and the groups whose lists apply to it now.
+pub fn client(cfg: &Config, table: &GroupTable, id: &str) -> Result<(Vec<String>, u64), String> {
+    let rules = ClientRules::new(&cfg.clients, table);
+    let book = router_book(cfg);
+    let learned = Learned::new(&rules, &book);
+    let rule = if let Ok(ip) = id.parse::<IpAddr>() {
+        rules.find(ip, None, &learned)
+    } else if let Some(mac) = crate::mac::parse_mac(id.as_bytes()) {
+        let ip = book.devices().find(|d| d.1 == Some(mac)).and_then(|d| d.0);
+        rules.find(ip.unwrap_or(IpAddr::from([0u8; 4])), Some(mac), &learned)
+    } else if let Some(i) = cfg.clients.iter().position(|c| c.name == id) {
+        Some(i)
+    } else {
+        let device = book.devices().find(|d| d.2.is_some_and(|n| n.eq_ignore_ascii_case(id)));
+        let Some((ip, mac, _)) = device else {
+            return Err(format!(
+                "'{id}' is no address, MAC, 'config client' name or hostname in {}",
+                cfg.leases_file.display()
+            ));
+        };
+        rules.find(ip.unwrap_or(IpAddr::from([0u8; 4])), mac, &learned)
+    };
+    let member = rules.groups(rule);
+    let mut lines = vec![match rule.and_then(|r| cfg.clients.get(r)) {
+        Some(c) => {
+            format!("client {id}: config client '{}' ({}), groups: {}", c.name, c.origin, table.names_of(member))
+        }
+        None => format!("client {id}: no config client matches; group: default"),
+    }];
+    let schedules = crate::policy::schedule::Schedules::new(table, &cfg.time_synced_file);
+    let off = schedules.off();
+    for (bit, name) in table.names.iter().enumerate().filter(|(b, _)| member >> b & 1 != 0) {
+        let Some(s) = table.schedules.get(bit).and_then(Option::as_ref) else { continue };
+        let state = if !schedules.clock_synced() {
+            format!("the clock is not known good yet ({} missing): its lists apply", cfg.time_synced_file.display())
+        } else if off >> bit & 1 != 0 {
+            format!("outside its window now ({}): its lists do not apply", schedules.zone())
+        } else {
+            format!("inside its window now ({}): its lists apply", schedules.zone())
+        };
+        lines.push(format!("  group '{name}': schedule '{}' {state}", s.name));
+    }
+    Ok((lines, member & !off))
+}
+
+/// Why `name` is answered as it is under `cfg` and `policy`, for the device
+/// `client` names (else the default group): the lines `hydradns check`
+/// prints. An error for a name that is not a domain name or a client that
+/// cannot be told.
+pub fn why(cfg: &Config, policy: &Policy, name: &str, client_id: Option<&str>) -> Result<Vec<String>, String> {
+    let (Some(name), Some(key)) = (crate::domain::normalize_name(name), name_key(name)) else {
+        return Err(format!("'{name}' is not a domain name"));
+    };
+    let mut lines = Vec::new();
+    if let Some(r) = policy::records::explain(&cfg.records, &name) {
+        let star = if r.wildcard { "*." } else { "" };
+        lines.push(format!("{name}: answered by local record '{star}{}' ({}), before any list", r.name, r.origin));
+    }
+    if cfg.block_bypass && policy::BYPASS_DOTTED.contains(&name.as_str()) {
+        lines.push(format!(
+            "{name}: NXDOMAIN by block_bypass, before any list (it tells browsers and phones to keep to this resolver)"
+        ));
+    }
+    let active = match client_id {
+        Some(id) => {
+            let (told, active) = client(cfg, &policy.groups, id)?;
+            lines.extend(told);
+            active
+        }
+        None => DEFAULT,
+    };
+    let (block, allow) = policy.entries(&key, active);
+    let whose = |source: u16| match policy.group_of(source, active) {
+        Some(g) if policy.groups.names.len() > 1 => format!(" of group '{}'", policy.groups.names[g]),
+        _ => String::new(),
+    };
+    let service = |source: u16| policy.source_name(source).strip_prefix(policy::services::PREFIX).map(str::to_string);
+    lines.push(match policy.check(&key, active).verdict {
+        Verdict::Blocked { source } if service(source).is_some() => format!(
+            "{name}: blocked by service '{}'{} (domain {})",
+            service(source).unwrap_or_default(),
+            whose(source),
+            block.map_or(String::new(), |b| b.1)
+        ),
+        Verdict::Blocked { source } => format!(
+            "{name}: blocked by list '{}'{} (entry {})",
+            policy.source_name(source),
+            whose(source),
+            block.map_or(String::new(), |b| b.1)
+        ),
+        Verdict::Allowed { source } => format!(
+            "{name}: allowed by list '{}'{} (entry {}), overriding a block (entry {})",
+            policy.source_name(source),
+            whose(source),
+            allow.as_ref().map_or(String::new(), |a| a.1.clone()),
+            block.map_or(String::new(), |b| b.1)
+        ),
+        Verdict::SafeSearch { target } => format!(
+            "{name}: safe search: answered with '{}' (its CNAME and addresses; HTTPS and SVCB get no data)",
+            policy::safesearch::TARGETS.get(target as usize).copied().unwrap_or("?")
+        ),
+        Verdict::Pass => format!("{name}: not blocked"),
+    });
+    for e in policy::explain(&policy::services::with_services(cfg).0, &key) {
+        let rule = match e.effect {
+            "blocks" => format!("block {} and every name under it", e.name),
+            "allows" => format!("allow {} and every name under it", e.name),
+            _ => format!("$badfilter {}: cancels a block of that name alone", e.name),
+        };
+        lines.push(format!("  list '{}' {} it: {}  {rule}", e.list, e.effect, e.location));
+    }
+    Ok(lines)
+}
