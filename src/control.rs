@@ -339,7 +339,7 @@ fn send(mut s: UnixStream, request: &str, wait: Duration) -> Result<String, Stri
     let mut line = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
-        let late = || format!("no answer from the gateway within {:.1} s", wait.as_secs_f32());
+        let late = || format!("no answer from the gateway within {} ms", wait.as_millis());
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
             return Err(late());
