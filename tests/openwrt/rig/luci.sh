@@ -143,11 +143,12 @@ hostile_sources() {
 	uci set hydradns.hostilename.name="$IMG"
 	uci add_list hydradns.hostilename.match=127.0.0.67
 	uci commit hydradns
-	# The Overview's Revert (header_apply_refused, earlier in the run)
-	# leaves the file root's only (the plugin copies it from a root-only
-	# directory), and the daemon then fails every reload: readable again.
-	echo "the config before: $(ls -l /etc/config/hydradns)"
-	chmod 644 /etc/config/hydradns
+	# The Overview's Revert (header_apply_refused, earlier in the run) once
+	# left the file root's alone, and the daemon refused every reload.
+	case "$(ls -l /etc/config/hydradns)" in
+	-rw-r--r--*) ;;
+	*) echo "the config after the Overview's Revert: $(ls -l /etc/config/hydradns)"; return 1 ;;
+	esac
 	reload_config
 	wait_until 15 has_list || { echo "the local list not loaded: $(hydradns status)"; return 1; }
 	hydradns update
