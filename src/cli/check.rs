@@ -39,6 +39,7 @@ pub(super) fn check_config(args: Args) -> ExitCode {
         if dir.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b)) {
             println!("hydradns_metrics_dir={dir}");
         }
+        println!("hydradns_rebind_ok='{}'", rebind_ok(&cfg).join(" "));
         return ExitCode::SUCCESS;
     }
     let mut missing = false;
@@ -71,6 +72,25 @@ pub(super) fn check_config(args: Args) -> ExitCode {
         if missing { ", missing list files" } else { "" }
     );
     ExitCode::SUCCESS
+}
+
+/// The domains whose answers may hold private addresses by the config's own
+/// word: local names (`config record`; a wildcard by the domain it is
+/// under), `rebind_allow` and `config forward` domains. dnsmasq in front of
+/// the gateway (upstream mode) must not drop those answers as rebinding;
+/// every other answer the gateway passes it has been through the gateway's
+/// own rebind protection. Each domain once, none under another of them.
+fn rebind_ok(cfg: &Config) -> Vec<&str> {
+    let mut names: Vec<&str> = cfg.records.iter().map(|r| r.name.as_str()).collect();
+    names.extend(cfg.rebind_allow.iter().map(String::as_str));
+    names.extend(cfg.forwards.iter().flat_map(|f| f.domains.iter().map(String::as_str)));
+    let under = |name: &str, domain: &str| name.strip_suffix(domain).is_some_and(|head| head.ends_with('.'));
+    // A quadratic walk over a few names, not a sort: the sort took 7 KiB of
+    // the x86_64 binary.
+    let kept = |(i, name): &(usize, &&str)| {
+        !names.iter().enumerate().any(|(j, other)| under(name, other) || (j < *i && *name == other))
+    };
+    names.iter().enumerate().filter(kept).map(|(_, name)| *name).collect()
 }
 
 /// The gateway's answer to `check`: `{"lines":[…]}`, or `{"error":…}`
@@ -172,4 +192,30 @@ pub(super) fn services_cmd(args: Args) -> ExitCode {
         println!("{:<16} {:<10} {}  ({})", s.id, s.category, s.name, s.domains.join(", "));
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn rebind_ok_lists_local_allowed_and_forwarded_domains_once_each() {
+        let cfg = Config::parse(
+            "f",
+            "config hydradns 'main'\n\tlist rebind_allow 'plex.direct'\n\tlist rebind_allow 'x.plex.direct'\n\
+             \tlist rebind_allow 'Lab.Home.'\n\
+             config record\n\toption name 'nas.home'\n\tlist ip '192.168.1.10'\n\
+             config record\n\toption name '*.lab.home'\n\tlist ip '192.168.1.11'\n\
+             config record\n\toption name 'printer.lab.home'\n\tlist ip '192.168.1.12'\n\
+             config record\n\toption name 'ahome'\n\tlist ip '192.168.1.13'\n\
+             config forward\n\tlist domain 'corp.example'\n\toption server '10.0.0.1'\n",
+        )
+        .unwrap();
+        // In the config's order, records first: lab.home covers printer.lab.home
+        // and comes once, plex.direct covers x.plex.direct; ahome is not under home.
+        assert_eq!(rebind_ok(&cfg), ["nas.home", "lab.home", "ahome", "plex.direct", "corp.example"]);
+        let none = Config::parse("f", "config hydradns 'main'\n").unwrap();
+        assert!(rebind_ok(&none).is_empty());
+    }
 }

@@ -8,8 +8,10 @@
 # TLS/QUIC is refused; exemptions; stop, start, force_dns 0; the daemon
 # hung, then its port taken: dnsmasq answers on its own within 30 s and
 # back; in replace mode (force_dns on and off, hung too) no LAN device
-# reaches dnsmasq's own port; /etc/config/dhcp and /etc/config/firewall
-# never written.
+# reaches dnsmasq's own port; local names and allowed private answers reach
+# the LAN in both modes, through dnsmasq's rebind protection, which still
+# drops the private answers of the owner's own server; /etc/config/dhcp and
+# /etc/config/firewall never written.
 # PKG_INSTALL names the package manager: opkg (default) or apk.
 # shellcheck source=tests/openwrt/rig/lib.sh
 . /rig/mnt/lib.sh
@@ -44,6 +46,27 @@ no_side_door() {
 	out=$(side_door | grep -vx '0\.0\.0\.0')
 	[ -z "$out" ] || fail "$1: dnsmasq's port answered the LAN: $out"
 }
+# docs/configuration.md's local name, a wildcard one, a rebind_allow
+# domain's and a config forward's private answers reach a LAN device in
+# every mode; a private answer to another name does not (HydraDNS's own
+# rebind protection: the block answer). MODE says which.
+private_answers() {
+	for want in nas.home=192.168.1.10 printer.lab.home=192.168.1.11 media.plex.direct=192.168.1.20 \
+		nas.fwd.example=192.168.1.40 evil.private.example=0.0.0.0; do
+		out=$(lan_ask "${want%=*}" 192.0.2.1)
+		[ "$out" = "${want#*=}" ] || fail "$1: ${want%=*} is '$out', not ${want#*=}: $(lan dig +time=2 +tries=1 @192.0.2.1 "${want%=*}" | grep -E 'status|IN')"
+	done
+}
+# In upstream mode dnsmasq sends corp.example to the owner's server, whose
+# private answers it still drops, rebind_allow or not.
+owners_server_checked() {
+	out=$(lan_ask vpn.corp.example 192.0.2.1)
+	[ -z "$out" ] || fail "$1: dnsmasq let the owner's server's private answer through: '$out'"
+	grep -q corp /tmp/dnsmasq*.d/hydradns.conf && fail "$1: corp.example exempted: $(cat /tmp/dnsmasq*.d/hydradns.conf)"
+	in_log 'hydradns: warning: dnsmasq drops private answers under corp.example' || fail "$1: the clash is not logged"
+}
+# fw4 has the rule of ours that closes dnsmasq's port (5354) in replace mode.
+guarded() { nft list table inet fw4 | grep 'dport 5354' | grep -q 'ubus:hydradns'; }
 stopped_listening() { ! netstat -lnu | grep -q '127.0.0.1:5353 '; }
 firewall_sum() { sha256sum /etc/config/firewall | cut -d' ' -f1; }
 unchanged_configs() {
@@ -52,10 +75,14 @@ unchanged_configs() {
 }
 
 # The ISP's resolver (what netifd put in resolv.conf.auto) answers every name
-# with a public address (the rebind protections drop documentation ones); the
-# "public resolver" answers 203.0.113.99 and logs what reaches it.
+# with a public address (the rebind protections drop documentation ones)
+# but for a few domains, with private ones: plex.direct (rebind_allow),
+# fwd.example (a config forward's), private.example (nobody's), corp.example
+# (the owner's own server in dhcp); the "public resolver" answers
+# 203.0.113.99 and logs what reaches it.
 wan dnsmasq --no-resolv --no-hosts --user=root --listen-address=198.51.100.1 --bind-interfaces \
-	--address=/#/93.184.215.14 --pid-file=/tmp/isp.pid || fail "ISP resolver"
+	--address=/#/93.184.215.14 --address=/plex.direct/192.168.1.20 --address=/fwd.example/192.168.1.40 \
+	--address=/private.example/192.168.1.30 --address=/corp.example/10.0.0.1 --pid-file=/tmp/isp.pid || fail "ISP resolver"
 wan dnsmasq --no-resolv --no-hosts --user=root --listen-address=203.0.113.53,2001:db8:3::53 --bind-interfaces \
 	--address=/#/203.0.113.99 --address=/#/2001:db8:3::99 --log-queries --log-facility=/tmp/pub.log --pid-file=/tmp/pub.pid ||
 	fail "public resolver"
@@ -63,7 +90,11 @@ wan dnsmasq --no-resolv --no-hosts --user=root --listen-address=203.0.113.53,200
 wan dnsmasq --no-resolv --no-hosts --user=root --listen-address=203.0.113.53,2001:db8:3::53 --bind-interfaces \
 	--port=853 --address=/#/203.0.113.99 --pid-file=/tmp/dot.pid || fail "port 853"
 
+# The owner's own server for a domain of theirs, as docs/operation.md tells
+# (dnsmasq's; what it answers passes dnsmasq's rebind protection only).
+uci add_list dhcp.@dnsmasq[0].server=/corp.example/198.51.100.1
 uci_written_dhcp
+/etc/init.d/dnsmasq restart
 original=$(dhcp_sum)
 cp /etc/config/dhcp /tmp/dhcp.original
 firewall=$(firewall_sum)
@@ -91,6 +122,26 @@ wait_until 15 rules_at_least 4 || fail "no force-DNS rules in fw4: $(nft list ta
 unchanged_configs "install"
 grep -q '^server=127.0.0.1#5353$' /tmp/dnsmasq*.d/hydradns.conf || fail "no file in dnsmasq's conf-dir: $(ls /tmp/dnsmasq*.d)"
 grep -qx 'strip-subnet' /var/etc/dnsmasq.conf.* /tmp/dnsmasq*.d/hydradns.conf 2>/dev/null || fail "strip-subnet"
+
+step "local names and allowed private answers reach the LAN through dnsmasq's rebind protection"
+uci add hydradns record > /dev/null
+uci set hydradns.@record[-1].name=nas.home
+uci add_list hydradns.@record[-1].ip=192.168.1.10
+uci add hydradns record > /dev/null
+uci set hydradns.@record[-1].name='*.lab.home'
+uci add_list hydradns.@record[-1].ip=192.168.1.11
+uci add_list hydradns.main.rebind_allow=plex.direct
+uci add_list hydradns.main.rebind_allow=corp.example
+uci add hydradns forward > /dev/null
+uci add_list hydradns.@forward[-1].domain=fwd.example
+uci set hydradns.@forward[-1].server=198.51.100.1
+uci commit hydradns
+reload_config
+wait_for 15 192.168.1.10 lan_ask nas.home 192.0.2.1 || fail "nas.home never reached the LAN: $(lan dig @192.0.2.1 nas.home | grep -E 'status|IN'); $(logread | grep -i rebind | tail -n 3)"
+private_answers "upstream mode"
+owners_server_checked "upstream mode"
+grep -qx stop-dns-rebind /var/etc/dnsmasq.conf.* || fail "dnsmasq's rebind protection is off: $(cat /var/etc/dnsmasq.conf.*)"
+unchanged_configs "local names"
 
 step "a device asking a public resolver directly gets the gateway's answer (UDP, TCP, IPv4, IPv6)"
 : > /tmp/pub.log
@@ -216,6 +267,7 @@ wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "not filtered agai
 echo "filtered again after $(($(date +%s) - started)) s"
 in_log 'hydradns.*DNS is filtered again' || fail "no 'filtered again' line in the log"
 [ "$(pid_of hydradns)" = "$pid" ] || fail "the daemon was restarted"
+private_answers "filtered again"
 unchanged_configs "fail-open"
 
 step "its port is taken and it cannot start: dnsmasq answers within 30 s; the port freed, filtered again"
@@ -251,7 +303,11 @@ wait_for 15 0.0.0.0 lan_ask blocked.example 203.0.113.53 || fail "replace mode: 
 # dnsmasq listens on every address of the router, on its own port, and
 # answers from the WAN's resolvers: nothing of the LAN reaches it but
 # through HydraDNS, which forwards the LAN's names to it over loopback.
+# Once fw4 has the rule that closes that port (it follows the start by a
+# second or more: the redirect above is upstream mode's too, no sign of it).
+wait_until 15 guarded || fail "replace mode: no rule for dnsmasq's port: $(nft list table inet fw4 | grep hydradns)"
 no_side_door "replace mode"
+private_answers "replace mode"
 [ "$(lan_ask kids-tablet.lan 192.0.2.1)" = "$lease" ] || fail "replace mode: the LAN's names through HydraDNS"
 [ "$(ask kids-tablet.lan 127.0.0.1 5354)" = "$lease" ] || fail "replace mode: dnsmasq's port on loopback"
 kill -STOP "$pid"
@@ -300,6 +356,9 @@ n=$(logged "listening on 127.0.0.1:5353")
 reload_config
 wait_until 30 more_logged "listening on 127.0.0.1:5353" "$n" || fail "not back in upstream mode"
 wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "back in upstream mode"
+wait_for 15 192.168.1.10 lan_ask nas.home 192.0.2.1 || fail "back in upstream mode: nas.home"
+private_answers "back in upstream mode"
+owners_server_checked "back in upstream mode"
 unchanged_configs "replace mode"
 
 step "removal: rules gone, dnsmasq on its own, configs as they were"
