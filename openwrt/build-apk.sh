@@ -36,7 +36,9 @@ apk_list "$files" hydradns
 
 # The bodies OpenWrt generates: create the user from .rusers, then
 # default_postinst (enable unless upgrading, and start) or default_prerm
-# (disable and stop, which gives dnsmasq its settings back).
+# (disable and stop, which gives dnsmasq its settings back). `apk fix
+# --reinstall` runs pre-upgrade and post-upgrade (same version), never
+# pre-deinstall: the running daemon is not stopped.
 # shellcheck disable=SC2016  # expanded by the router's shell, not here
 postinst='[ "${IPKG_NO_SCRIPT}" = "1" ] && exit 0
 [ -s "${IPKG_INSTROOT}/lib/functions.sh" ] || exit 0

@@ -152,8 +152,8 @@ for s in "${scenarios[@]}"; do
 	done
 	[ "$result" = pass ] || failed=1
 	# What a scenario measured (net.sh: how long the LAN went without DNS,
-	# and the flood it sent).
-	grep -E '^(answered \(unfiltered\)|filtered again) after [0-9]+ s$|^flood: ' "$work/$name.log" | sed "s/^/$name: /" >> "$work/measured" || true
+	# the flood it sent, what a reinstall and an upgrade left unanswered).
+	grep -E '^(answered \(unfiltered\)|filtered again) after [0-9]+ s$|^flood: |^stream: |^  not as expected:' "$work/$name.log" | sed "s/^/$name: /" >> "$work/measured" || true
 	printf '| %s | %s | %d |\n' "$name" "$result" $((SECONDS - started)) >> "$work/table"
 done
 cat "$work/table"

@@ -162,6 +162,58 @@ upgrade_checked() {
 	[ -L /etc/rc.d/S18hydradns ] || fail "disabled by the upgrade"
 }
 
+# A LAN device asking SERVER once every 100 ms while CMD runs (the rest of
+# the arguments), from 3 s before it until 8 s after it ended, each time a
+# name never asked before (no cache answers for the gateway): one under
+# BLOCKED, which the gateway blocks, then one under ALLOWED, which it does
+# not, and so on; 1,200 queries (2 minutes) at most. Fails when a blocked
+# name is answered with another address than 0.0.0.0, or when more than 10
+# queries in a row get no address (no reply within 1 s, SERVFAIL, REFUSED,
+# no answer); prints what it counted as "stream: LABEL: …".
+stream_around() {
+	local label=$1 server=$2 blocked=$3 allowed=$4 stop=/tmp/stream.stop dir=/tmp/stream n i name
+	shift 4
+	rm -rf "$dir" "$stop"
+	mkdir -p "$dir"
+	(
+		i=0
+		while [ $i -lt 1200 ] && [ ! -f "$stop" ]; do
+			i=$((i + 1))
+			name=q$i.$allowed
+			[ $((i % 2)) = 0 ] || name=q$i.$blocked
+			lan dig +time=1 +tries=1 "@$server" "$name" A > "$dir/$i" 2>&1 &
+			sleep 0.1
+		done
+		wait
+	) &
+	sleep 3
+	"$@" > /tmp/stream.out 2>&1 || { touch "$stop"; wait; fail "$*: $(cat /tmp/stream.out)"; }
+	sleep 8
+	touch "$stop"
+	wait
+	n=$(ls "$dir" | wc -l)
+	i=0
+	# One line a query, in order: its number, b (blocked) or a (allowed),
+	# what came back (the first address, else the status, else "none").
+	while [ $i -lt "$n" ]; do
+		i=$((i + 1))
+		awk -v i=$i '/^;; ->>HEADER<<-/ { s = $6; sub(",", "", s) }
+			!/^;/ && $4 == "A" && a == "" { a = $5 }
+			END { print i, (i % 2 ? "b" : "a"), (a != "" ? a : (s != "" ? s : "none")) }' "$dir/$i"
+	done > /tmp/stream.txt
+	awk -v label="$label" '
+		{ addr = $3 ~ /^[0-9.]+$/ }
+		$2 == "b" && addr && $3 != "0.0.0.0" { leaked++ }
+		{ ok = addr && ($2 == "b") == ($3 == "0.0.0.0") }
+		!ok { lost++; run++; if (run > most) most = run; if (shown++ < 30) bad = bad " " $0 ";" }
+		ok { run = 0 }
+		END {
+			printf "stream: %s: %d queries, %d unanswered (at most %d in a row), %d blocked names answered\n", label, NR, lost, most, leaked
+			if (bad != "") print "  not as expected:" bad
+			exit (leaked > 0 || most > 10 || NR < 100)
+		}' /tmp/stream.txt || fail "$label: a blocked name answered, or too many unanswered in a row"
+}
+
 # tests/openwrt/luci.sh's turn: /rig/ready tells the host to drive LuCI,
 # /rig/stop (its verdict) that it has finished. EACH (a command; `:` for
 # none) runs every half second meanwhile. Fails unless the host's checks

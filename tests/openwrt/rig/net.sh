@@ -10,7 +10,9 @@
 # back; in replace mode (force_dns on and off, hung too) no LAN device
 # reaches dnsmasq's own port; local names and allowed private answers reach
 # the LAN in both modes, through dnsmasq's rebind protection, which still
-# drops the private answers of the owner's own server; /etc/config/dhcp and
+# drops the private answers of the owner's own server; a reinstall (and
+# with opkg an upgrade) while a LAN device asks every 100 ms: nothing
+# unfiltered, at most a second unanswered; /etc/config/dhcp and
 # /etc/config/firewall never written.
 # PKG_INSTALL names the package manager: opkg (default) or apk.
 # shellcheck source=tests/openwrt/rig/lib.sh
@@ -110,7 +112,14 @@ mac=$(awk '$4 == "kids-tablet" { print $2 }' /tmp/dhcp.leases)
 step "install (${PKG_INSTALL:-opkg}): force_dns on as shipped"
 case "${PKG_INSTALL:-opkg}" in
 	opkg) opkg install "$PKGS"/hydradns_*-3_x86_64.ipk > /tmp/install.out 2>&1 ;;
-	apk) apk add --initdb --allow-untrusted "$PKGS"/hydradns-*-r3_x86_64.apk > /tmp/install.out 2>&1 ;;
+	# From a repository, as a feed's: `apk fix --reinstall` below takes
+	# the package from there (one added from a file is "unavailable").
+	apk)
+		mkdir -p /tmp/repo
+		for f in "$PKGS"/hydradns-*-r3_x86_64.apk; do cp "$f" "/tmp/repo/$(basename "${f%_x86_64.apk}").apk"; done
+		apk mkndx --allow-untrusted --output /tmp/repo/packages.adb /tmp/repo/*.apk > /dev/null &&
+			apk add --initdb --allow-untrusted -X /tmp/repo/packages.adb hydradns > /tmp/install.out 2>&1
+		;;
 esac || fail "install: $(cat /tmp/install.out)"
 check_daemon
 uci add_list hydradns.@blocklist[1].domain=blocked.example
@@ -360,6 +369,41 @@ wait_for 15 192.168.1.10 lan_ask nas.home 192.0.2.1 || fail "back in upstream mo
 private_answers "back in upstream mode"
 owners_server_checked "back in upstream mode"
 unchanged_configs "replace mode"
+
+# opkg's reinstall is a removal (its scripts as `opkg remove` runs them),
+# then an install; apk's runs the upgrade scripts. Either way the LAN keeps
+# filtered DNS, with at most a moment unanswered.
+step "reinstall (${PKG_INSTALL:-opkg}) while a LAN device asks every 100 ms"
+pid=$(pid_of hydradns)
+dnsmasq_pid=$(pid_of dnsmasq)
+case "${PKG_INSTALL:-opkg}" in
+	opkg)
+		stream_around "reinstall (opkg)" 192.0.2.1 blocked.example stream.example \
+			opkg install --force-reinstall "$PKGS"/hydradns_*-3_x86_64.ipk
+		grep -q '^Removing package hydradns' /tmp/stream.out && grep -q '^Installing hydradns' /tmp/stream.out ||
+			fail "not reinstalled: $(cat /tmp/stream.out)"
+		;;
+	apk)
+		stream_around "reinstall (apk)" 192.0.2.1 blocked.example stream.example \
+			apk fix --reinstall --allow-untrusted -X /tmp/repo/packages.adb hydradns
+		grep -q '^(1/1) Reinstalling hydradns' /tmp/stream.out || fail "not reinstalled: $(cat /tmp/stream.out)"
+		;;
+esac
+check_daemon
+# The same binary: the daemon answered throughout, and so did dnsmasq.
+[ "$(pid_of hydradns)" = "$pid" ] || fail "the reinstall restarted the daemon"
+[ "$(pid_of dnsmasq)" = "$dnsmasq_pid" ] || fail "the reinstall restarted dnsmasq"
+[ -L /etc/rc.d/S18hydradns ] || fail "disabled by the reinstall"
+wait_until 15 rules_at_least 4 || fail "no force-DNS rules after the reinstall"
+wait_for 15 0.0.0.0 lan_ask blocked.example 203.0.113.53 || fail "not redirected after the reinstall"
+unchanged_configs "reinstall"
+if [ "${PKG_INSTALL:-opkg}" = opkg ]; then
+	step "upgrade to the next release (opkg) while a LAN device asks every 100 ms"
+	stream_around "upgrade (opkg)" 192.0.2.1 blocked.example stream.example opkg install "$PKGS"/hydradns_*-4_x86_64.ipk
+	opkg list-installed | grep -q '^hydradns - .*-4$' || fail "not upgraded: $(opkg list-installed | grep hydradns)"
+	check_daemon
+	unchanged_configs "upgrade"
+fi
 
 step "removal: rules gone, dnsmasq on its own, configs as they were"
 case "${PKG_INSTALL:-opkg}" in

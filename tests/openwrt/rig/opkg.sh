@@ -354,6 +354,23 @@ echo "$out" | grep -q secret && fail "undo expanded a glob: $out"
 echo "$out" | jsonfilter -e '@.error' | grep -q 'not a LuCI list' || fail "undo: $out"
 rm -f /root/hydradns-secret-name
 
+step "a reinstall whose install half fails (no feed has it): removed once opkg has ended"
+/etc/init.d/hydradns start
+check_daemon
+dnsmasq_pid=$(pid_of dnsmasq)
+opkg install --force-reinstall hydradns > /tmp/opkg.out 2>&1 && fail "reinstalled from no feed: $(cat /tmp/opkg.out)"
+grep -q '^Removing package hydradns' /tmp/opkg.out || fail "opkg did not remove it first: $(cat /tmp/opkg.out)"
+wait_until 10 stopped hydradns || fail "still running after the reinstall failed"
+wait_until 10 in_log 'hydradns: the reinstall did not put the package back: removed' || fail "not logged"
+[ ! -e "$conf" ] || fail "our file left in dnsmasq's conf-dir"
+[ "$(pid_of dnsmasq)" != "$dnsmasq_pid" ] || fail "dnsmasq not restarted on its own settings"
+wait_for 10 93.184.215.14 ask wan.example 127.0.0.1 || fail "dnsmasq does not answer on its own"
+[ "$(dhcp_sum)" = "$original" ] || fail "dhcp differs: $(diff /tmp/dhcp.original /etc/config/dhcp)"
+wait_until 5 test ! -e /var/run/hydradns-root/reinstall || fail "the script's copy stayed: $(ls -la /var/run/hydradns-root)"
+opkg install "$PKGS"/hydradns_*-3_x86_64.ipk > /tmp/opkg.out 2>&1 || fail "opkg install: $(cat /tmp/opkg.out)"
+check_daemon
+wait_until 10 grep -qx no-resolv "$conf" || fail "upstream mode again"
+
 step "opkg remove: dnsmasq's settings back byte for byte"
 opkg remove hydradns > /tmp/opkg.out 2>&1 || fail "opkg remove: $(cat /tmp/opkg.out)"
 wait_until 10 stopped hydradns || fail "still running after removal"
