@@ -39,10 +39,10 @@ $(echo "$pkg_description" | fold -s -w 74 | sed 's/ *$//; s/^/ /')
 CONTROL
 echo "$pkg_conffiles" > "$ctrl/conffiles"
 # OpenWrt's default scripts: create the user from Require-User, enable and
-# start (or stop and disable) the init script. Stopping restores dnsmasq,
-# except on an upgrade (PKG_UPGRADE=1), whose new package starts it again,
-# and in the removal half of opkg's --force-reinstall, which the init script
-# tells by opkg's command line and where the daemon keeps answering.
+# start (or stop and disable) the init script. Stopping restores dnsmasq;
+# on an upgrade (PKG_UPGRADE=1) and in the removal half of opkg's
+# --force-reinstall (which the init script tells by opkg's command line) it
+# keeps the daemon answering instead, for the new package's start.
 cat > "$ctrl/postinst" <<'SCRIPT'
 #!/bin/sh
 [ "${IPKG_NO_SCRIPT}" = "1" ] && exit 0
