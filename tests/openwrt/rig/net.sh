@@ -67,8 +67,9 @@ owners_server_checked() {
 	grep -q corp /tmp/dnsmasq*.d/hydradns.conf && fail "$1: corp.example exempted: $(cat /tmp/dnsmasq*.d/hydradns.conf)"
 	in_log 'hydradns: warning: dnsmasq drops private answers under corp.example' || fail "$1: the clash is not logged"
 }
-# fw4 has the rule of ours that closes dnsmasq's port (5354) in replace mode.
-guarded() { nft list table inet fw4 | grep 'dport 5354' | grep -q 'ubus:hydradns'; }
+# The service's table that closes dnsmasq's port (5354) in replace mode.
+guarded() { nft list table inet hydradns_guard 2> /dev/null | grep -q 'dport 5354'; }
+dnsmasq_moved() { netstat -lnu | grep -q ':5354 '; }
 stopped_listening() { ! netstat -lnu | grep -q '127.0.0.1:5353 '; }
 firewall_sum() { sha256sum /etc/config/firewall | cut -d' ' -f1; }
 unchanged_configs() {
@@ -301,6 +302,12 @@ uci delete hydradns.main.listen
 uci add_list hydradns.main.listen='0.0.0.0:53'
 uci commit hydradns
 reload_config
+# The guard is in place before dnsmasq moves to its own port: probed the
+# moment dnsmasq listens there (fw4's rules, which follow a start by a
+# second or more, once left that moment open).
+wait_until 30 dnsmasq_moved || fail "replace mode: dnsmasq not on its own port"
+guarded || fail "replace mode: dnsmasq on its own port before the guard: $(nft list ruleset | grep -c 5354)"
+no_side_door "replace mode, as dnsmasq moved"
 # The restart is procd's, after reload_config returns (and upstream mode
 # blocks the same names): wait for the daemon on port 53.
 wait_until 30 in_log 'hydradns.*listening on 0\.0\.0\.0:53' || fail "replace mode: not on port 53"
@@ -312,9 +319,6 @@ wait_for 15 0.0.0.0 lan_ask blocked.example 203.0.113.53 || fail "replace mode: 
 # dnsmasq listens on every address of the router, on its own port, and
 # answers from the WAN's resolvers: nothing of the LAN reaches it but
 # through HydraDNS, which forwards the LAN's names to it over loopback.
-# Once fw4 has the rule that closes that port (it follows the start by a
-# second or more: the redirect above is upstream mode's too, no sign of it).
-wait_until 15 guarded || fail "replace mode: no rule for dnsmasq's port: $(nft list table inet fw4 | grep hydradns)"
 no_side_door "replace mode"
 private_answers "replace mode"
 [ "$(lan_ask kids-tablet.lan 192.0.2.1)" = "$lease" ] || fail "replace mode: the LAN's names through HydraDNS"
@@ -368,6 +372,7 @@ wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "back in upstream 
 wait_for 15 192.168.1.10 lan_ask nas.home 192.0.2.1 || fail "back in upstream mode: nas.home"
 private_answers "back in upstream mode"
 owners_server_checked "back in upstream mode"
+guarded && fail "back in upstream mode: the guard of dnsmasq's old port stayed"
 unchanged_configs "replace mode"
 
 # opkg's reinstall is a removal (its scripts as `opkg remove` runs them),
