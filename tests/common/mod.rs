@@ -17,9 +17,67 @@ pub const A: u16 = 1;
 pub const AAAA: u16 = 28;
 pub const MX: u16 = 15;
 
-/// A TCP port on 127.0.0.1 free now (released at once: the server binds it next).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// Whether process `pid` holds a socket on `port` of 127.0.0.1: for
+/// `"tcp"` listening, for `"udp"` bound. Read from /proc: a port that
+/// answers a connect may be another test's.
+pub fn holds(pid: u32, proto: &str, port: u16) -> bool {
+    let want = format!("0100007F:{port:04X}");
+    let Ok(table) = std::fs::read_to_string(format!("/proc/net/{proto}")) else { return false };
+    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() > 9 && f[1] == want && (proto == "udp" || f[3] == "0A"))
+        .map(|f| format!("socket:[{}]", f[9]))
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .any(|link| inodes.iter().any(|i| link.as_os_str() == i.as_str()))
+}
+
+/// Starts a program (`spawn` makes it, given `port`) and waits until it
+/// holds every socket of `wants` ((`"tcp"` or `"udp"`, port) on
+/// 127.0.0.1); `None` when it exits first, as a program does when one of
+/// its ports is taken.
+pub fn spawn_listening(
+    what: &str,
+    port: u16,
+    wants: &[(&str, u16)],
+    spawn: &mut dyn FnMut(u16) -> Child,
+) -> Option<KillOnDrop> {
+    let mut child = KillOnDrop(spawn(port));
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if wants.iter().all(|(proto, p)| holds(child.0.id(), proto, *p)) {
+            return Some(child);
+        }
+        if child.0.try_wait().unwrap().is_some() {
+            return None;
+        }
+        assert!(Instant::now() < end, "{what} did not bind {wants:?} within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts a server that cannot be handed a bound socket (Unbound,
+/// dnsdist, nginx) on a port of 127.0.0.1 free for TCP and UDP when
+/// picked. Another test may take it before the server binds it (the
+/// server then exits): a clash is tried again on a fresh port. `wants`
+/// gives the sockets it must hold for a port `P` (see [`spawn_listening`]).
+/// The server and `P`.
+pub fn spawn_on_free_port(
+    what: &str,
+    wants: impl Fn(u16) -> Vec<(&'static str, u16)>,
+    mut spawn: impl FnMut(u16) -> Child,
+) -> (KillOnDrop, u16) {
+    for _ in 0..20 {
+        let port = udp_and_tcp_on("127.0.0.1:0".parse().unwrap()).0.local_addr().unwrap().port();
+        if let Some(child) = spawn_listening(what, port, &wants(port), &mut spawn) {
+            return (child, port);
+        }
+    }
+    panic!("{what}: 20 ports in a row were taken before it could bind one");
 }
 
 /// The test TLS material (tests/data/tls): a CA, and a certificate for
@@ -683,6 +741,13 @@ impl Gateway {
 
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
+    }
+
+    /// Where `metrics_listen` bound (its port 0 made concrete), from the log.
+    pub fn metrics_addr(&self) -> SocketAddr {
+        let log = self.log();
+        let addr = log.lines().find_map(|l| l.split("metrics at http://").nth(1)?.strip_suffix("/metrics"));
+        addr.and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("no metrics listener in the log:\n{log}"))
     }
 
     /// CPU time the process has used so far (user + system), from /proc.
