@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -191,6 +191,12 @@ pub struct Behaviour {
     /// When not 0, answer every query with this RCODE and no records (an
     /// NXDOMAIN carries an SOA): an upstream whose answers changed.
     pub rcode: AtomicU8,
+    /// Hold every UDP answer until this is cleared: a slow upstream whose
+    /// answer comes when the test says, not after some time.
+    pub hold: AtomicBool,
+    /// When not 0, the TTL of every answer's records, whatever the name says
+    /// (read as the answer is sent): the same name, now longer-lived.
+    pub ttl: AtomicU32,
 }
 
 /// A DNS server on 127.0.0.1 (UDP and TCP, same port) with scripted answers.
@@ -207,6 +213,8 @@ pub struct Upstream {
     pub answer_ip: Ipv4Addr,
     pub behaviour: Arc<Behaviour>,
     log: Arc<Mutex<Vec<(String, u16, bool)>>>,
+    /// Every query that arrived, answered or not (a silent upstream's too).
+    heard: Arc<Mutex<Vec<String>>>,
     client_options: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
@@ -241,11 +249,12 @@ impl Upstream {
             answer_ip,
             behaviour: Arc::new(Behaviour::default()),
             log: Arc::new(Mutex::new(Vec::new())),
+            heard: Arc::new(Mutex::new(Vec::new())),
             client_options: Arc::new(AtomicUsize::new(0)),
             stop: Arc::new(AtomicBool::new(false)),
         };
         let (b, log, stop) = (up.behaviour.clone(), up.log.clone(), up.stop.clone());
-        let client_options = up.client_options.clone();
+        let (client_options, heard) = (up.client_options.clone(), up.heard.clone());
         std::thread::spawn(move || {
             let udp = Arc::new(udp);
             let mut buf = [0u8; 4096];
@@ -257,6 +266,9 @@ impl Upstream {
                     .is_ok_and(|p| p.opt().is_some_and(|o| o.opt_codes.iter().any(|c| identifying(&c.code))))
                 {
                     client_options.fetch_add(1, SeqCst);
+                }
+                if let Some((name, _)) = question(&msg).or_else(|| raw_question(&msg)) {
+                    heard.lock().unwrap().push(name);
                 }
                 if b.silent.load(SeqCst) {
                     continue;
@@ -278,10 +290,14 @@ impl Upstream {
                 log.lock().unwrap().push((name.clone(), qtype, false));
                 let delay = b.delay_ms.load(SeqCst);
                 let force = b.rcode.load(SeqCst);
-                let udp = udp.clone();
+                let held = b.hold.load(SeqCst);
+                let (udp, b2) = (udp.clone(), b.clone());
                 let reply = move || {
                     if delay > 0 {
                         std::thread::sleep(Duration::from_millis(delay));
+                    }
+                    while b2.hold.load(SeqCst) {
+                        std::thread::sleep(Duration::from_millis(5));
                     }
                     if name.starts_with("spoof.") {
                         let mut wrong_id = answer(&msg, answer_ip, false, 0);
@@ -301,16 +317,18 @@ impl Upstream {
                             let _ = udp.send_to(&forged, peer);
                         }
                     }
-                    let _ = udp.send_to(&answer(&msg, answer_ip, false, force), peer);
+                    let mut reply = answer(&msg, answer_ip, false, force);
+                    set_ttl(&mut reply, b2.ttl.load(SeqCst));
+                    let _ = udp.send_to(&reply, peer);
                 };
-                if delay > 0 {
+                if delay > 0 || held {
                     std::thread::spawn(reply);
                 } else {
                     reply();
                 }
             }
         });
-        let (b, log, stop) = (up.behaviour.clone(), up.log.clone(), up.stop.clone());
+        let (b, log, stop, heard) = (up.behaviour.clone(), up.log.clone(), up.stop.clone(), up.heard.clone());
         std::thread::spawn(move || {
             while !stop.load(SeqCst) {
                 let Ok((mut s, _)) = tcp.accept() else {
@@ -320,12 +338,17 @@ impl Upstream {
                 let _ = s.set_nonblocking(false);
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 while let Some(msg) = read_frame(&mut s) {
+                    if let Some((name, _)) = question(&msg) {
+                        heard.lock().unwrap().push(name);
+                    }
                     if b.silent.load(SeqCst) {
                         continue;
                     }
                     let Some((name, qtype)) = question(&msg) else { break };
                     log.lock().unwrap().push((name, qtype, true));
-                    let _ = write_frame(&mut s, &answer(&msg, answer_ip, true, b.rcode.load(SeqCst)));
+                    let mut reply = answer(&msg, answer_ip, true, b.rcode.load(SeqCst));
+                    set_ttl(&mut reply, b.ttl.load(SeqCst));
+                    let _ = write_frame(&mut s, &reply);
                 }
             }
         });
@@ -349,6 +372,15 @@ impl Upstream {
     /// All queries seen.
     pub fn total(&self) -> usize {
         self.log.lock().unwrap().len()
+    }
+    /// Queries that arrived for `name`, answered or not: a silent
+    /// upstream's count shows whether the gateway asked it.
+    pub fn asked(&self, name: &str) -> usize {
+        self.heard.lock().unwrap().iter().filter(|n| *n == name).count()
+    }
+    /// Every query that arrived, answered or not.
+    pub fn asked_total(&self) -> usize {
+        self.heard.lock().unwrap().len()
     }
 }
 
@@ -409,6 +441,16 @@ fn soa(zone: &str, ttl: u32, minimum: u32) -> ResourceRecord<'static> {
             minimum,
         }),
     )
+}
+
+/// Sets every answer record's TTL in `reply` to `ttl` (0: leaves them).
+fn set_ttl(reply: &mut Vec<u8>, ttl: u32) {
+    if ttl == 0 {
+        return;
+    }
+    let Ok(mut p) = Packet::parse(reply) else { return };
+    p.answers.iter_mut().for_each(|r| r.ttl = ttl);
+    *reply = p.build_bytes_vec_compressed().unwrap();
 }
 
 /// The fake upstream's answer to `msg` (`force`: see [`Behaviour::rcode`]).
@@ -584,14 +626,15 @@ pub fn query_with_options(id: u16, name: &str, options: &[(u16, &[u8])]) -> Vec<
 
 static NEXT_ID: AtomicU16 = AtomicU16::new(1);
 
-/// One UDP query; panics if there is no answer within 5 s.
+/// One UDP query; panics if there is no answer within 10 s (a bound for
+/// a hung gateway, far above any test's upstream timeout).
 pub fn udp(server: SocketAddr, name: &str, qtype: u16) -> Reply {
     udp_edns(server, name, qtype, None)
 }
 
 pub fn udp_edns(server: SocketAddr, name: &str, qtype: u16, edns: Option<u16>) -> Reply {
     let id = NEXT_ID.fetch_add(1, SeqCst);
-    let raw = udp_raw(server, &build_query(id, name, qtype, edns), Duration::from_secs(5))
+    let raw = udp_raw(server, &build_query(id, name, qtype, edns), Duration::from_secs(10))
         .unwrap_or_else(|| panic!("no UDP answer for {name}"));
     let r = Reply::parse(raw);
     assert_eq!(r.id, id, "answer carries our ID");
@@ -613,8 +656,8 @@ pub fn write_frame(s: &mut TcpStream, msg: &[u8]) -> std::io::Result<()> {
 }
 
 pub fn tcp_connect(server: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect_timeout(&server, Duration::from_secs(5)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let s = TcpStream::connect_timeout(&server, Duration::from_secs(10)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s
 }
 
@@ -655,10 +698,12 @@ pub struct Gateway {
     pub dir: TempDir,
 }
 
-/// A config listening on an ephemeral loopback port and forwarding to `upstreams`.
+/// A config listening on an ephemeral loopback port and forwarding to
+/// `upstreams`, with the shipped 2 s `upstream_timeout`: the fake upstream
+/// on a busy machine answers well within it. A test that waits for a
+/// timeout sets its own (`extra` comes after, and the later line wins).
 pub fn config(upstreams: &[&Upstream], extra: &str) -> String {
-    let mut c =
-        String::from("config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '500ms'\n");
+    let mut c = String::from("config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n");
     for u in upstreams {
         c.push_str(&format!("\tlist upstream '{}'\n", u.addr));
     }
