@@ -309,9 +309,22 @@ pub fn request(path: &Path, request: &str, wait: Duration) -> Result<String, Req
     if path.as_os_str().is_empty() {
         return Err(RequestError::NotRunning("the control socket is off (option control_socket 'off')".into()));
     }
-    let s = UnixStream::connect(path).map_err(|e| {
-        RequestError::NotRunning(format!("cannot reach the gateway at {}: {e} (is it running?)", path.display()))
-    })?;
+    let unreachable =
+        |e: std::io::Error| format!("cannot reach the gateway at {}: {e} (is it running?)", path.display());
+    // Whoever owns what stands at the path (the gateway binds its socket
+    // as the user it runs as) must be who listens: a link planted there by
+    // that user to another service's socket (ubusd's, root's) is refused
+    // before a word is sent to it.
+    let owner = std::fs::symlink_metadata(path).map_err(|e| RequestError::NotRunning(unreachable(e)))?;
+    let s = UnixStream::connect(path).map_err(|e| RequestError::NotRunning(unreachable(e)))?;
+    let peer = rustix::net::sockopt::socket_peercred(&s).map(|c| c.uid.as_raw());
+    let owner = std::os::unix::fs::MetadataExt::uid(&owner);
+    if peer != Ok(owner) {
+        return Err(RequestError::Failed(format!(
+            "{} is not the gateway's socket: it belongs to uid {owner}, and another user listens on it",
+            path.display()
+        )));
+    }
     send(s, request, wait).map_err(RequestError::Failed)
 }
 
@@ -326,7 +339,7 @@ fn send(mut s: UnixStream, request: &str, wait: Duration) -> Result<String, Stri
     let mut line = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
-        let late = || format!("no answer from the gateway within {:.1} s", wait.as_secs_f32());
+        let late = || format!("no answer from the gateway within {} ms", wait.as_millis());
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
             return Err(late());
@@ -413,6 +426,32 @@ mod tests {
             let _ = s.write_all(b"{\"udp\":42}\n");
         });
         assert_eq!(request(&path, "received", Duration::from_secs(5)).unwrap(), "{\"udp\":42}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A link at the socket's path, made by another user (the gateway's,
+    /// on a router) to a socket someone else listens on (root's ubusd):
+    /// nothing is sent to it.
+    #[test]
+    fn a_link_to_someone_elses_socket_is_not_talked_to() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let heard = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let h = heard.clone();
+        let (dir, path) = peer("other", move |mut s| {
+            let mut b = [0u8; 1];
+            if std::io::Read::read(&mut s, &mut b).is_ok_and(|n| n > 0) {
+                h.store(true, Ordering::SeqCst);
+            }
+        });
+        let link = dir.join("control-link.sock");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        let e = request(&link, "stats", Duration::from_secs(2)).unwrap_err().to_string();
+        assert!(e.contains("is not the gateway's socket"), "{e}");
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!heard.load(Ordering::SeqCst), "a request reached the other socket");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -101,6 +101,11 @@ fn writable_by(meta: &std::fs::Metadata, account: &Account) -> bool {
 /// Uses the C library's calls, which apply to every thread of the process
 /// (the kernel's apply to one), then checks that root cannot come back.
 pub fn drop_to(account: &Account) -> Result<(), String> {
+    // The kernel clears a parent-death signal when the ids change: a
+    // command that is to end with its caller (sys::die_with_parent) must
+    // still, as the user it becomes.
+    let death = rustix::process::parent_process_death_signal().ok().flatten();
+    let parent = rustix::process::getppid();
     // SAFETY: setgroups with a count of 0 reads no memory; setgid and setuid
     // take plain integers. All three only change the process's credentials.
     #[allow(unsafe_code)]
@@ -133,7 +138,32 @@ pub fn drop_to(account: &Account) -> Result<(), String> {
     }
     // No exec is planned, but should one ever happen it gains nothing.
     let _ = rustix::thread::set_no_new_privs(true);
+    if death.is_some() {
+        let _ = rustix::process::set_parent_process_death_signal(death);
+        if rustix::process::getppid() != parent {
+            std::process::exit(137);
+        }
+    }
     Ok(())
+}
+
+/// Run as root on the files in `dir` when another user owns it (the
+/// gateway's directories: its query log, its lists), becomes that user
+/// first, for good: whatever that user put there (a link to a file of
+/// root's, a FIFO) is then read with no more rights than it has already.
+/// Nothing is done when not root, when root owns `dir`, or when there is
+/// nothing at `dir`.
+pub fn become_owner_of(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let Ok(meta) = std::fs::symlink_metadata(dir) else { return Ok(()) };
+    if meta.uid() == 0 {
+        return Ok(());
+    }
+    drop_to(&Account { name: format!("uid {}", meta.uid()), uid: meta.uid(), gid: meta.gid() })
+        .map_err(|e| format!("{e}: not reading {} as root", dir.display()))
 }
 
 /// Who besides root may act (pause, update, commit) through the control

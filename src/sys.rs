@@ -193,6 +193,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// An exclusive lock on `path` (made if missing, never through a link),
+/// or `WouldBlock` while another process holds it. Held until the file
+/// is dropped; the kernel lets go of it when its holder dies, however it
+/// dies, so no lock outlives a killed holder.
+pub fn try_lock(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK)
+        .mode(0o600)
+        .open(path)?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+    Ok(file)
+}
+
 /// Creates `path` anew for writing (mode 0644 before the umask): whatever
 /// stood at its name is removed first (a link itself, never what it points
 /// at), and the create is exclusive, so a link or file put there in
@@ -655,6 +673,24 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn a_lock_is_one_holders_and_goes_with_it() {
+        let dir = std::env::temp_dir().join(format!("hydradns-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("x.lock");
+        let held = try_lock(&path).unwrap();
+        assert_eq!(try_lock(&path).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+        drop(held);
+        let again = try_lock(&path).unwrap();
+        drop(again);
+        // Never made through a link.
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), &path).unwrap();
+        assert!(try_lock(&path).is_err());
+        assert!(!dir.join("elsewhere").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// A FIFO (whose open would block until a writer came), a device that
     /// reads without end, a directory: refused, and at once. A regular file

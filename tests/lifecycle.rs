@@ -27,6 +27,8 @@ fn check_config_reports_file_and_line() {
         ("config hydradns\n\toption cache_size 'unterminated\n", 2),
         // Left open on line 2, the quote closes at line 3's opening one.
         ("config hydradns\n\toption cache_size '100\n\tlist upstream '192.0.2.1'\n", 2),
+        // LuCI's settings may not choose root for the daemon (issue 58).
+        ("config hydradns\n\toption user 'root'\n", 2),
     ] {
         let bad = dir.file("bad.conf", text);
         let (code, _, err) = cli(&["check-config", "-c", bad.to_str().unwrap()]);

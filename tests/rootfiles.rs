@@ -237,3 +237,153 @@ fn a_textfile_in_a_directory_the_gateway_may_not_write_is_left_out_and_said_so()
     assert_eq!((m.permissions().mode() & 0o7777, m.uid(), m.gid()), (0o755, 0, 0), "the directory as it was");
     assert!(!etc.join("x.prom").exists());
 }
+
+/// LuCI reads the query log as root (`log`, `top`, `stats --history`,
+/// `devices`) from the gateway's directory: a link planted at the log's
+/// name had root open whatever database it pointed at (another of root's),
+/// and a FIFO there held it forever. Root now reads it as the directory's
+/// owner, and only a regular file that is not a link.
+#[test]
+fn root_reads_the_query_log_as_its_owner_and_not_through_a_link() {
+    if !is_root() {
+        eprintln!("skipped: needs root, to change user");
+        return;
+    }
+    // A query log of root's holding a name nobody may see.
+    let up = Upstream::start("192.0.2.1".parse().unwrap());
+    let secret = TempDir::new();
+    let text = config(
+        &[&up],
+        "config querylog 'querylog'\n\toption path '@DIR@/live/queries.db'\n\toption flash_path '@DIR@/flash/queries.db'\n",
+    );
+    let conf = secret.file("hydradns.conf", &Gateway::localize(&text, &secret.0));
+    let gw = Gateway::start_with(TempDir(secret.0.clone()), conf);
+    udp(gw.addr, "secret.example", A);
+    let (status, _kept) = gw.stop_keeping_dir();
+    assert!(status.success());
+    let root_db = secret.0.join("live/queries.db");
+    let (_, out, err) = cli(&["log", "--json", "-c", secret.0.join("hydradns.conf").to_str().unwrap()]);
+    assert!(out.contains("secret.example"), "the secret is in root's log: {out}{err}");
+
+    let dir = TempDir::new();
+    let live = daemon_dir(&dir, "live");
+    let conf = dir.file(
+        "hydradns.conf",
+        &format!(
+            "config hydradns 'main'\n\toption control_socket '{d}/run/control.sock'\n\
+             config querylog 'querylog'\n\toption path '{d}/live/queries.db'\n\toption flash_path '{d}/flash/queries.db'\n",
+            d = dir.0.display()
+        ),
+    );
+    let db = live.join("queries.db");
+    std::os::unix::fs::symlink(&root_db, &db).unwrap();
+    let log = || {
+        let mut c = hydradns();
+        c.args(["log", "--json", "-c", conf.to_str().unwrap()]);
+        c
+    };
+    let (code, _, out) = run_bounded(log(), Duration::from_secs(10));
+    assert_ne!(code, Some(0));
+    assert!(!out.contains("secret.example"), "root read another database through the link: {out}");
+    std::fs::remove_file(&db).unwrap();
+    assert!(Command::new("mkfifo").arg(&db).status().unwrap().success());
+    let (code, _, out) = run_bounded(log(), Duration::from_secs(5));
+    assert!(code.is_some_and(|c| c != 0), "a FIFO as the log: refused at once, not waited on ({code:?}): {out}");
+}
+
+/// `check` without a gateway (rpcd's fallback, as root) builds the policy
+/// from the lists in `list_dir`: a link planted as a list's saved copy had
+/// root read a file of its own as a list and say whether a name is in it.
+/// It reads them as list_dir's owner.
+#[test]
+fn check_as_root_reads_the_gateways_lists_as_their_owner() {
+    if !is_root() {
+        eprintln!("skipped: needs root, to change user");
+        return;
+    }
+    let dir = TempDir::new();
+    let lists = daemon_dir(&dir, "lists");
+    let private = dir.0.join("root-only");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(private.join("known_hosts"), "secret-host.example\n").unwrap();
+    let conf = dir.file(
+        "hydradns.conf",
+        &format!(
+            "config hydradns 'main'\n\toption list_dir '{}'\n\toption control_socket '{}/run/control.sock'\n\
+             config blocklist\n\toption name 'ads'\n\toption url 'http://127.0.0.1:9/ads.txt'\n",
+            lists.display(),
+            dir.0.display()
+        ),
+    );
+    let saved = saved_copy(&conf, &lists);
+    std::os::unix::fs::symlink(private.join("known_hosts"), &saved).unwrap();
+    let (code, out, err) = cli(&["check", "-c", conf.to_str().unwrap(), "secret-host.example"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("secret-host.example: not blocked") && !out.contains("known_hosts"), "{out}");
+}
+
+/// `check` ends with the process that started it (rpcd's timeout kills
+/// the plugin's shell): the kernel clears that setting when a process
+/// changes user, which `check` does as root on the gateway's lists, so it
+/// is set again after the switch.
+#[test]
+fn a_check_that_became_the_gateways_user_still_ends_with_its_caller() {
+    if !is_root() {
+        eprintln!("skipped: needs root, to change user");
+        return;
+    }
+    let dir = TempDir::new();
+    let lists = daemon_dir(&dir, "lists");
+    let mut big = String::new();
+    for i in 0..1_000_000 {
+        big.push_str(&format!("n{i}.big.example\n"));
+    }
+    let list = dir.file("big.txt", &big);
+    let conf = dir.file(
+        "hydradns.conf",
+        &format!(
+            "config hydradns 'main'\n\toption list_dir '{}'\n\toption control_socket '{}/run/control.sock'\n\
+             config blocklist\n\toption name 'big'\n\toption path '{}'\n",
+            lists.display(),
+            dir.0.display(),
+            list.display()
+        ),
+    );
+    let bin = hydradns();
+    // A shell that waits for the check, as rpcd's plugin does.
+    let mut shell = Command::new("sh")
+        .arg("-c")
+        .arg(r#""$@" check -c "$CONF" n1.big.example > /dev/null; echo done"#)
+        .arg("sh")
+        .arg(bin.get_program())
+        .args(bin.get_args())
+        .env("CONF", &conf)
+        .spawn()
+        .unwrap();
+    let sh = shell.id();
+    let child = || -> Option<u32> {
+        std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).find(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ")?.1.split_whitespace().nth(1)?.parse::<u32>().ok())
+                == Some(sh)
+        })
+    };
+    let mut pid = None;
+    wait_for("the check to start", Duration::from_secs(10), || {
+        pid = child();
+        pid.is_some()
+    });
+    let pid = pid.unwrap();
+    // Until it has become the gateway's user: then the setting is the one that matters.
+    wait_for("the check to change user", Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.contains(&NOBODY.to_string())))
+    });
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    wait_for("the check to end with its shell", Duration::from_secs(5), || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+    });
+}

@@ -73,20 +73,34 @@ pub(super) fn check_config(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The answer of the gateway's `check` request: the lines, or why not.
-#[derive(DeJson)]
-struct Checked {
-    #[nserde(default)]
-    lines: Vec<String>,
-    #[nserde(default)]
-    error: String,
+/// The gateway's answer to `check`: `{"lines":[…]}`, or `{"error":…}`
+/// for why not. Read with the reader the catalogue uses (a derive of its
+/// own cost 2.3 KB).
+fn checked(json: &str) -> Result<Vec<String>, String> {
+    let (mut lines, mut error) = (Vec::new(), None);
+    let mut j = crate::json::Json::new(json);
+    j.object(&mut |j, key| match key.as_str() {
+        "lines" => j.array(&mut |j| j.string().map(|l| lines.push(l))),
+        "error" => j.string().map(|e| error = Some(e)),
+        _ => j.skip(0),
+    })
+    .ok_or("unreadable answer from the gateway")?;
+    error.map_or(Ok(lines), Err)
 }
 
 /// Exit code of `check --live` when no gateway answers.
 const NOT_LIVE: u8 = 4;
+/// Exit code of `check` when another one is reading every list.
+const BUSY: u8 = 5;
+/// Held while a `check --one-at-a-time` builds the policy itself: without
+/// a gateway, LuCI (rpcd, as root, for any logged-in reader) falls back to
+/// that, and one such build at a time is enough. In /var/lock, which only
+/// root writes on OpenWrt; the kernel lets go of it when its holder is
+/// killed, so none outlives rpcd's timeout.
+const CHECK_LOCK: &str = "/var/lock/hydradns-check.lock";
 
 pub(super) fn check(args: Args) -> ExitCode {
-    let cfg = match command_config(&args, "check", &["-c", "--client", "--live"]) {
+    let cfg = match command_config(&args, "check", &["-c", "--client", "--live", "--one-at-a-time"]) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -102,17 +116,30 @@ pub(super) fn check(args: Args) -> ExitCode {
         }
         let request = format!("check {name}{}", args.client.as_ref().map(|c| format!(" {c}")).unwrap_or_default());
         match control::request(&cfg.control_socket, &request, control::CHECK_TIMEOUT) {
-            Ok(json) => match Checked::deserialize_json(&json) {
-                Ok(c) if c.error.is_empty() => Ok(c.lines),
-                Ok(c) => Err(c.error),
-                Err(e) => Err(format!("unreadable answer from the gateway ({e})")),
-            },
+            Ok(json) => checked(&json),
             Err(e) => {
                 eprintln!("hydradns: {e}");
                 return ExitCode::from(NOT_LIVE);
             }
         }
     } else {
+        // Taken before the user switch below (the lock is root's).
+        let _one = match args.one_at_a_time.then(|| crate::sys::try_lock(Path::new(CHECK_LOCK))) {
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                eprintln!("hydradns: busy: another check is reading every list; ask again in a moment");
+                return ExitCode::from(BUSY);
+            }
+            Some(Err(e)) => {
+                eprintln!("hydradns: {CHECK_LOCK}: {e}");
+                return ExitCode::from(1);
+            }
+            lock => lock,
+        };
+        // The lists in list_dir are the gateway's user's: read as that user.
+        if let Err(e) = crate::privileges::become_owner_of(&cfg.list_dir) {
+            eprintln!("hydradns: {e}");
+            return ExitCode::from(1);
+        }
         crate::query::why::why(&cfg, &Policy::build(&cfg), name, args.client.as_deref())
     };
     match lines {

@@ -40,7 +40,7 @@ usage:
   hydradns run [-c FILE] [--log syslog|stderr] [-v] [--user NAME]
                                                       serve DNS in the foreground
   hydradns check-config -c FILE [--shell]             validate FILE; print FILE:LINE: problem
-  hydradns check [-c FILE] [--client IP|MAC|NAME] [--live] NAME
+  hydradns check [-c FILE] [--client IP|MAC|NAME] [--live|--one-at-a-time] NAME
                                                       is NAME blocked (for that client), and by which list?
   hydradns status [-c FILE] [--json] [--live]         running? its config, listen addresses, upstreams, lists, pause
   hydradns stats [-c FILE] [--json]                   live counters of the running gateway
@@ -90,6 +90,7 @@ struct Args {
     hook: Option<PathBuf>,
     state: Option<PathBuf>,
     live: bool,
+    one_at_a_time: bool,
     positional: Vec<String>,
     /// Flags given, for the per-command check.
     given: Vec<&'static str>,
@@ -211,6 +212,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
             "--live" => {
                 out.live = true;
                 "--live"
+            }
+            "--one-at-a-time" => {
+                out.one_at_a_time = true;
+                "--one-at-a-time"
             }
             s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown option {s}")),
             _ => {
@@ -417,6 +422,7 @@ const OPTIONS: &[(&str, &str, &str)] = &[
     ("pause", "DURATION", "how long (default 5m; 0 ends the pause now)"),
     ("check", "NAME", "the domain name to look up"),
     ("check", "--live", "ask the running gateway, with its lists as loaded; exit 4 when it does not answer"),
+    ("check", "--one-at-a-time", "read the lists only if no other such check does now; exit 5 (busy) if one does"),
     ("status", "--live", "read no list file: what the running gateway reports, or nothing of its lists"),
     ("watchdog", "--interval 5s", "how often the daemon is asked (default 5s)"),
     ("watchdog", "--hook FILE", "run with fail-open or restore to switch dnsmasq (default /etc/init.d/hydradns)"),
@@ -463,7 +469,9 @@ mod tests {
         let run = usage_of("run");
         assert!(run.contains("hydradns run [-c FILE]") && run.contains("serve DNS in the foreground"), "{run}");
         assert!(!run.contains("check-config"));
-        assert!(usage_of("check").contains("hydradns check [-c FILE] [--client IP|MAC|NAME] [--live] NAME"));
+        assert!(
+            usage_of("check").contains("hydradns check [-c FILE] [--client IP|MAC|NAME] [--live|--one-at-a-time] NAME")
+        );
         assert!(!usage_of("check").contains("check-config"));
         assert_eq!(usage_of("nonsense"), USAGE);
     }

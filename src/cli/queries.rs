@@ -8,6 +8,14 @@ pub(super) fn open_log(cfg: &Config) -> Result<rusqlite::Connection, ExitCode> {
     // A running gateway first commits the queries still waiting for their
     // batch; a stopped one has committed everything. Either way the read goes on.
     let _ = control::request(&cfg.control_socket, "commit", Duration::from_secs(3));
+    // LuCI reads the log as root (log, top, history, devices): as the
+    // gateway's user, whose files these are (issue 58).
+    if let Some(dir) = cfg.querylog.path.parent()
+        && let Err(e) = crate::privileges::become_owner_of(dir)
+    {
+        eprintln!("hydradns: {e}");
+        return Err(ExitCode::from(1));
+    }
     read::open(&cfg.querylog.path).map_err(|e| {
         eprintln!("hydradns: {e}");
         ExitCode::from(1)

@@ -265,7 +265,13 @@ pub(super) fn status(args: Args) -> ExitCode {
     // Counting entries reads every list; the running gateway knows them
     // already, and with --live (LuCI's, root's, at every poll) nothing
     // reads them here.
-    let mut lists = lists::describe_with(&cfg, stats.is_none() && !args.live);
+    let count = stats.is_none() && !args.live;
+    // Counting reads the lists in list_dir, the gateway's user's: as that user.
+    if count && let Err(e) = crate::privileges::become_owner_of(&cfg.list_dir) {
+        eprintln!("hydradns: {e}");
+        return ExitCode::from(1);
+    }
+    let mut lists = lists::describe_with(&cfg, count);
     for l in lists.iter_mut() {
         if let Some(live) = stats.iter().flat_map(|r| &r.lists).find(|r| r.name == l.name && r.kind == l.kind) {
             (l.entries, l.skipped) = (live.blocks + live.allows, live.unsupported + live.invalid);

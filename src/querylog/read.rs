@@ -92,8 +92,11 @@ pub fn open(path: &Path) -> Result<Connection, String> {
     if !path.exists() {
         return Err(format!("no query log at {} (is the query log enabled and the gateway running?)", path.display()));
     }
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    // The gateway's file, in its directory: a link or a FIFO there is not
+    // the log (SQLite's own open would follow the one and wait on the other).
+    crate::sys::open_unlinked(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| format!("{}: {e}", path.display()))?;
     conn.busy_timeout(Duration::from_secs(2)).map_err(|e| e.to_string())?;
     Ok(conn)
 }

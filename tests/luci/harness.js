@@ -11,30 +11,102 @@ const APP = path.join(__dirname, '../../openwrt/luci-app-hydradns');
 const RESOURCES = path.join(APP, 'htdocs/luci-static/resources');
 
 // LuCI's String.prototype.format, the conversions the views use: %s %d
-// %.Nf %%.
+// %.Nf %% and %h (HTML-escaped, as cbi.js's html_esc).
 function format(fmt, ...args) {
 	let i = 0;
-	return fmt.replace(/%(%|\.(\d+)f|[sdf])/g, (m, conv, prec) => {
+	return fmt.replace(/%(%|\.(\d+)f|[sdfh])/g, (m, conv, prec) => {
 		if (conv === '%') return '%';
 		const v = args[i++];
 		if (conv === 's') return String(v);
+		if (conv === 'h') return escape(v);
 		if (conv === 'd') return String(Math.trunc(Number(v)));
 		return Number(v).toFixed(prec != null ? +prec : 6);
 	});
 }
-
-// E(): LuCI builds DOM nodes; here plain objects with the same shape.
-function E(tag, attrs, children) {
-	if (Array.isArray(tag)) return { tag: '#fragment', attrs: {}, children: flat(attrs) };
-	if (Array.isArray(attrs) || typeof attrs !== 'object' || attrs === null || attrs.tag)
-		[ attrs, children ] = [ {}, attrs ];
-	const node = { tag, attrs: attrs || {}, children: flat(children), style: {}, appendChild(c) { this.children.push(c); },
-		addEventListener(type, fn) { (this.listeners ||= {})[type] = fn; } };
-	return node;
+function escape(v) {
+	return String(v).replace(/&/g, '&#38;').replace(/"/g, '&#34;').replace(/'/g, '&#39;').replace(/</g, '&#60;').replace(/>/g, '&#62;');
 }
-function flat(c) {
-	if (c == null) return [];
-	return (Array.isArray(c) ? c : [ c ]).flat(Infinity).filter((x) => x != null);
+
+// Every value that reached innerHTML and was not a constant (a string
+// `_()` returned as it is): a test that leaves one here fails
+// (views.test.js's afterEach). LuCI's dom.append sets innerHTML from a
+// child that is neither a node, an array, a function nor null: a bare
+// string given to E(), dom.content or dom.append, a modal's or a
+// notification's title.
+const msgids = new Set();
+const violations = [];
+function takeViolations() { return violations.splice(0); }
+
+// DOM nodes as plain objects: tag, attrs, children (nodes, and strings for
+// text nodes). A node whose innerHTML was set holds what a browser would
+// have parsed: its text (entities decoded) and, for each tag, a node
+// marked `parsed` (an <img onerror> becomes such a node: the tests look
+// for them).
+class Node {
+	constructor(tag, attrs) {
+		this.tag = tag;
+		this.attrs = attrs || {};
+		this.children = [];
+		this.style = {};
+	}
+	appendChild(c) { this.children.push(c); return c; }
+	addEventListener(type, fn) { (this.listeners ||= {})[type] = fn; }
+	get innerHTML() { return this.html; }
+	set innerHTML(v) { setHtml(this, v, new Error().stack); }
+}
+const isNode = (n) => n instanceof Node;
+
+function setHtml(node, value, where) {
+	value = String(value);
+	if (!msgids.has(value))
+		violations.push({ tag: node.tag, id: node.attrs.id, html: value, where: String(where || new Error().stack).split('\n').slice(2, 6).join('\n') });
+	node.html = value;
+	node.children = parseHtml(value);
+}
+
+const ENTITIES = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: '\u00a0' };
+function decode(s) {
+	return s.replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (m, e) => e[0] !== '#' ? (ENTITIES[e.toLowerCase()] ?? m)
+		: String.fromCodePoint(e[1] === 'x' || e[1] === 'X' ? parseInt(e.slice(2), 16) : +e.slice(1)));
+}
+function parseHtml(html) {
+	return html.split(/(<[^>]*>)/).filter((p) => p !== '').flatMap((p) => {
+		const m = /^<\s*([a-zA-Z][\w-]*)/.exec(p);
+		if (m) {
+			const n = new Node(m[1].toLowerCase(), { raw: p });
+			n.parsed = true;
+			return [ n ];
+		}
+		return p[0] === '<' ? [] : [ decode(p) ];
+	});
+}
+
+// dom.append(node, children) as luci.js has it.
+function append(node, children) {
+	if (Array.isArray(children)) {
+		for (const c of children) {
+			if (isNode(c)) node.appendChild(c);
+			else if (c != null) node.appendChild(String(c));
+		}
+	}
+	else if (typeof children === 'function')
+		append(node, children(node));
+	else if (isNode(children))
+		node.appendChild(children);
+	else if (children != null)
+		setHtml(node, children);
+}
+
+// E() as luci.js's dom.create: E(tag, attrs, children) or E(tag, children),
+// E([...], children) a fragment.
+function E(tag, attrs, children) {
+	if (isNode(attrs))
+		throw new Error(`E('${tag}', node): LuCI takes a node there for attributes`);
+	if (attrs == null || typeof attrs !== 'object' || Array.isArray(attrs))
+		[ attrs, children ] = [ {}, attrs ];
+	const node = new Node(Array.isArray(tag) ? '#fragment' : tag, Object.assign({}, attrs));
+	append(node, children);
+	return node;
 }
 function text(n) {
 	if (n == null) return '';
@@ -111,19 +183,33 @@ function world(replies, uciData, hosts) {
 		createHandlerFn(ctx, fn, ...args) {
 			return () => (typeof fn === 'string' ? ctx[fn] : fn).apply(ctx, args);
 		},
-		addNotification(title, body, kind) { notes.push({ title, text: text(body), kind, body }); },
-		// The last modal shown: { title, node }, null once hidden.
+		// As ui.js: the title an <h4> made with E(), the body appended.
+		addNotification(title, body, kind) {
+			const head = title != null ? E('h4', {}, title) : null, node = E('div', {});
+			append(node, body);
+			notes.push({ title: head && text(head), head, text: text(node), kind, body: node });
+		},
+		// The last modal shown: { title, head, node }, null once hidden.
 		modal: null,
-		showModal(title, children) { ui.modal = { title, node: E('div', {}, children) }; },
+		showModal(title, children) {
+			const head = E('h4', {}, title), node = E('div', {});
+			append(node, children);
+			ui.modal = { title: text(head), head, node };
+		},
 		hideModal() { ui.modal = null; },
 		changes: { apply(checked) { applied.push(checked); } }
 	};
-	const dom = { content(node, children) { node.children = flat(children); return node; } };
+	const dom = {
+		elem: isNode,
+		create: E,
+		append,
+		content(node, children) { node.children = []; delete node.html; append(node, children); return node; }
+	};
 	const network = {
 		getHostHints() { return Promise.resolve({ getMACHints: () => (hosts || []).slice() }); }
 	};
 	const poll = { add(fn, interval) { polls.push({ fn, interval }); } };
-	const form = makeForm();
+	const form = makeForm(uci);
 	const L = {
 		url: (...parts) => '/cgi-bin/luci/' + parts.join('/'),
 		bind: (fn, ctx, ...a) => fn.bind(ctx, ...a),
@@ -134,7 +220,7 @@ function world(replies, uciData, hosts) {
 		hasViewPermission() { return !this.env.readonly; },
 		env: {}
 	};
-	const ctx = vm.createContext({ console, E, _: (s) => s, URLSearchParams, encodeURIComponent });
+	const ctx = vm.createContext({ console, E, _: (s) => { msgids.add(s); return s; }, URLSearchParams, encodeURIComponent });
 	// The page's window: a test sets window.location to open a page with a query string.
 	const win = {};
 	vm.runInContext('String.prototype.format = function(...a) { return __format(String(this), ...a); }',
@@ -164,13 +250,33 @@ function world(replies, uciData, hosts) {
 }
 
 // form.Map and friends: records the sections and options a view declares.
-function makeForm() {
+// An option reads UCI and shows itself in a grid as form.js's do.
+function makeForm(uci) {
 	const maps = [];
+	const Option = {
+		cfgvalue(sid) { return uci.get(this.config, sid, this.name); },
+		// form.AbstractValue's: the value as markup, escaped (%h).
+		textvalue(sid) {
+			let v = this.cfgvalue(sid);
+			if (v == null) v = this.default;
+			if (Array.isArray(v)) v = v.join(' ');
+			return v != null ? format('%h', v) : null;
+		},
+		// GridSection's cell for it (form.js renderTextValue): the
+		// textvalue is the cell's innerHTML, markup by contract, so not
+		// counted against the views; the tests read what it shows.
+		gridCell(sid) {
+			const v = this.textvalue(sid), td = E('td', { 'data-name': this.name });
+			if (v == null) append(td, E('em', {}, [ 'none' ]));
+			else { td.html = String(v); td.children = parseHtml(td.html); }
+			return td;
+		}
+	};
 	function Section(map, kind, type, title) {
 		this.kind = kind; this.type = type; this.title = title; this.options = []; this.tabs = [];
 		this.tab = (name, title) => { this.tabs.push({ name, title }); };
 		this.option = (cls, name, title, description) => {
-			const o = Object.assign(Object.create(typeof cls === 'object' ? cls : Object.prototype), { cls: typeof cls === 'object' ? cls.__name__ : cls, name, title, description, values: [],
+			const o = Object.assign(Object.create(typeof cls === 'object' ? cls : Option), { cls: typeof cls === 'object' ? cls.__name__ : cls, config: map.config, name, title, description, values: [],
 				value(v, label) { this.values.push(v); (this.keylist ||= []).push(String(v)); (this.labels ||= {})[v] = label; },
 				load() { return Promise.resolve(); },
 				depends(k, v) { (this.deps ||= []).push([ k, v ]); } });
@@ -188,8 +294,8 @@ function makeForm() {
 	for (const k of [ 'TypedSection', 'NamedSection', 'GridSection', 'Flag', 'Value', 'ListValue', 'DynamicList', 'DummyValue' ])
 		form[k] = k;
 	// A class a view extends: its methods end up on the options made of it.
-	form.MultiValue = { __name__: 'MultiValue', extend(p) { return Object.assign(Object.create(this), p); } };
+	form.MultiValue = Object.assign(Object.create(Option), { __name__: 'MultiValue', extend(p) { return Object.assign(Object.create(this), p); } });
 	return form;
 }
 
-module.exports = { world, text, find, byId, format, APP };
+module.exports = { world, text, find, byId, format, escape, takeViolations, E, APP };

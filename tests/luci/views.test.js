@@ -6,7 +6,15 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
-const { world, text, find, byId, APP } = require('./harness.js');
+const { world, text, find, byId, takeViolations, E, APP } = require('./harness.js');
+
+// Data is text: a test after which a value that is not a constant reached
+// innerHTML (LuCI's E() with a bare string child, dom.content, a modal's
+// title, …) fails, naming the value and where it was set.
+test.afterEach(() => {
+	const found = takeViolations();
+	assert.deepEqual(found, [], 'values set as innerHTML:\n' + found.map((v) => `<${v.tag}> ${JSON.stringify(v.html)}\n${v.where}`).join('\n'));
+});
 
 const fixture = (f) => JSON.parse(fs.readFileSync(path.join(__dirname, 'fixtures', f), 'utf8'));
 const tick = () => new Promise((r) => setImmediate(r));
@@ -360,7 +368,7 @@ test('settings: force DNS has its own tab, with the parser\'s defaults; fail-ope
 	w.uci.data.hydradns[0].force_dns_zone = [ 'lan', 'guest' ];
 	assert.deepEqual([ ...port.cfgvalue('main') ], [ '53' ]);
 	assert.deepEqual([ ...zone.cfgvalue('main') ], [ 'lan', 'guest' ]);
-	assert.equal(ex.cfgvalue, undefined, 'no default: none exempt');
+	assert.ok(!Object.hasOwn(ex, 'cfgvalue'), 'no default: none exempt');
 
 	// Checked in the browser as the parser checks them.
 	for (const good of [ '53', '853', '53 853 5353', '65535' ])
@@ -763,4 +771,243 @@ test('queries: filtered by group, the daemon finds the group\'s rows (hydradns l
 	await byId(v.recent, 'hydradns-page-older').attrs.click();
 	assert.deepEqual([ names()[0], names()[99] ], [ 'n100.example', 'n199.example' ], 'the next page of the group');
 	assert.deepEqual(logCalls().slice(1), [ [ 'default', '', 0 ], [ 'default', '', 4901 ] ]);
+});
+
+// Issue 58: what comes from outside (list errors, list lines, the services
+// catalogue, device names from leases, /etc/ethers and the config, group
+// names, messages) is shown as text on every page. Each payload would run
+// if it became markup; the harness records it if it reaches innerHTML
+// (the afterEach above), and these say it is shown, as given.
+const IMG = '<img src=x onerror="window.__pwned=1">';
+const SVG = '<svg onload="window.__pwned=1">';
+const QUOTES = `"quoted" & 'single'`;
+const AMP = 'a&amp;b';
+
+// `node` shows each of `values` as text, and holds no node parsed from markup.
+function shownAsText(node, values, what) {
+	const shown = text(node);
+	for (const v of values)
+		assert.ok(shown.includes(v), `${what}: ${JSON.stringify(v)} is shown as text in ${JSON.stringify(shown.slice(0, 400))}`);
+	assert.deepEqual(find(node, (n) => n.parsed).map((n) => n.attrs.raw), [], `${what}: nothing parsed as markup`);
+}
+
+function hostileStatus() {
+	const st = fixture('status.json');
+	st.stats.version = QUOTES;
+	st.stats.upstreams[0].addr = AMP;
+	st.stats.groups.push({ name: IMG, blocked: 1, schedule: SVG, active: true, paused_until: 0 },
+		{ name: '__proto__', blocked: 0, schedule: '', active: true, paused_until: 0 });
+	st.lists = [
+		{ name: IMG, kind: 'blocklist', url: 'http://lists.example/a', entries: 0, last_error: `download: 302 to ${SVG}` },
+		{ name: '__proto__', kind: 'allowlist', url: 'http://lists.example/b', entries: 2, last_success: AMP }
+	];
+	return st;
+}
+
+test('issue 58: the overview shows list names and errors, groups, upstreams and the tops as text', async () => {
+	const st = hostileStatus();
+	const w = statusWorld(st, {
+		'luci.hydradns.top': (a) => ({ schema: 1, entries: a.kind === 'clients' ? [ { key: `${IMG} (192.0.2.7)`, count: 2 } ] : [ { key: SVG, count: 3 } ] }),
+		'luci.hydradns.history': () => ({ schema: 1, buckets: [] }),
+		'luci.hydradns.pause': () => { throw new Error(IMG); }
+	});
+	const v = w.load('view.hydradns.status');
+	const page = v.render(await v.load());
+	shownAsText(byId(page, 'hydradns-health'), [ `Running, but list ${IMG} fails: download: 302 to ${SVG}` ], 'the health line');
+	shownAsText(page, [ IMG, SVG, '__proto__', QUOTES, AMP, `download: 302 to ${SVG}`, `${IMG} (192.0.2.7)` ], 'the overview');
+	const names = find(page, (n) => n.tag === 'td' && n.attrs['data-title'] === 'Group').map(text);
+	assert.deepEqual(names, [ 'default', 'kids', IMG, '__proto__' ], 'every group, __proto__ too');
+	assert.equal(find(byId(page, 'hydradns-top-clients'), (n) => n.tag === 'a')[0].attrs.href,
+		'/cgi-bin/luci/admin/services/hydradns/queries?client=192.0.2.7');
+	assert.equal(find(byId(page, 'hydradns-top-domains'), (n) => n.tag === 'a')[0].attrs.href,
+		'/cgi-bin/luci/admin/services/hydradns/queries?domain=' + encodeURIComponent(SVG), 'an attribute, encoded');
+	await byId(page, 'hydradns-pause-5m').attrs.click();
+	shownAsText(w.notes.pop().body, [ `Pause failed: ${IMG}` ], 'a refusal');
+
+	// Stopped, refused, unfiltered: the daemon's words as text.
+	v.fill({ schema: 1, running: false, error: IMG, lists: st.lists, now: st.now, unfiltered_since: st.now - 5, unfiltered_reason: SVG, utc_offset: 0 });
+	shownAsText(byId(v.box, 'hydradns-error'), [ IMG ], 'why it stopped');
+	shownAsText(byId(v.box, 'hydradns-unfiltered'), [ `the gateway does not answer (${SVG}).` ], 'the unfiltered warning');
+	v.fill(Object.assign(hostileStatus(), { refused: `config:3: ${IMG}` }));
+	shownAsText(byId(v.box, 'hydradns-refused'), [ `config:3: ${IMG}` ], 'the refusal');
+});
+
+test('issue 58: the Status → Overview box shows the daemon\'s error and the unfiltered reason as text', async () => {
+	const box = statusWorld({ schema: 1, running: false, error: IMG, now: 1796272821, unfiltered_since: 1796272800, unfiltered_reason: SVG })
+		.load('view.status.include.75_hydradns');
+	const node = box.render(await box.load());
+	shownAsText(node, [ IMG, `(${SVG})` ], 'the box');
+	const down = world({ 'luci.hydradns.status': () => { throw new Error(QUOTES); } }).load('view.status.include.75_hydradns');
+	shownAsText(down.render(await down.load()), [ QUOTES ], 'an error of the call');
+});
+
+test('issue 58: the Lists page\'s grid shows list errors and group names as text; Update\'s refusal too', async () => {
+	const st = hostileStatus();
+	const w = world({ 'luci.hydradns.status': () => st, 'luci.hydradns.update': () => { throw new Error(SVG); } }, { hydradns: [
+		{ '.type': 'blocklist', '.name': 'cfg01', '.anonymous': true, name: IMG, url: 'http://lists.example/a', group: [ SVG, '__proto__', AMP ] }
+	] });
+	const v = w.load('view.hydradns.lists');
+	const page = await v.render(await v.load());
+	const opt = (name) => w.form.maps[0].sections.find((s) => s.type === 'blocklist').options.find((o) => o.name === name);
+	shownAsText(opt('_updated').gridCell('cfg01'), [ `failed: download: 302 to ${SVG}` ], 'last update');
+	assert.equal(text(opt('_updated').gridCell('cfg01')), `failed: download: 302 to ${SVG}`);
+	assert.equal(text(opt('group').gridCell('cfg01')), `${SVG} __proto__ ${AMP}`, 'the groups, as given');
+	assert.equal(text(opt('name').gridCell('cfg01')), IMG);
+	await byId(page, 'hydradns-update').attrs.click();
+	shownAsText(w.notes.pop().body, [ `Update failed: ${SVG}` ], 'Update\'s refusal');
+});
+
+test('issue 58: settings list a hostile catalogue as text, a category named __proto__ like any other', async () => {
+	const catalogue = [
+		{ id: 'tiktok', name: IMG, category: SVG, domains: [ 'tiktok.com' ] },
+		{ id: 'proto_one', name: 'Proto one', category: '__proto__', domains: [ 'one.example' ] },
+		{ id: 'proto_two', name: QUOTES, category: '__proto__', domains: [ 'two.example' ] },
+		{ id: 'ctor', name: AMP, category: 'constructor', domains: [ 'c.example' ] },
+		{ id: 'roblox', name: 'Roblox', category: 'games', domains: [ 'roblox.com' ] }
+	];
+	const w = world({ 'luci.hydradns.services': () => ({ schema: 1, services: catalogue }) }, { hydradns: [
+		{ '.type': 'group', '.name': 'kids', '.anonymous': false, service: [ 'proto_two', IMG ] },
+		{ '.type': 'client', '.name': 'cfg01', '.anonymous': true, name: IMG, match: [ '02:00:5e:10:00:01' ], group: [ SVG, 'kids' ] }
+	] }, [ [ '02:00:5e:10:00:01', IMG ] ]);
+	const v = w.load('view.hydradns.settings');
+	await v.render(await v.load());
+	const sections = w.form.maps[0].sections;
+	const opt = (type, name) => sections.find((s) => s.type === type).options.find((o) => o.name === name);
+	const widget = opt('group', 'service').renderWidget('kids', 0, [ 'proto_two', IMG ]);
+	shownAsText(widget, [ IMG, SVG, QUOTES, AMP, '__proto__', 'constructor' ], 'the services');
+	const fieldsets = find(widget, (n) => n.tag === 'fieldset');
+	const byLegend = Object.fromEntries(fieldsets.map((f) => [ text(find(f, (n) => n.tag === 'legend')[0]),
+		find(f, (n) => n.tag === 'label').map((l) => [ text(l).trim(), find(l, (n) => n.tag === 'input')[0].attrs.value ]) ]));
+	assert.deepEqual(Object.keys(byLegend).sort(), [ SVG, '__proto__', 'constructor', 'games', 'not in the catalogue' ].sort());
+	assert.deepEqual(byLegend.__proto__, [ [ 'Proto one', 'proto_one' ], [ QUOTES, 'proto_two' ] ], 'its services, as another category\'s');
+	assert.deepEqual(byLegend.constructor, [ [ AMP, 'ctor' ] ]);
+	assert.deepEqual(byLegend['not in the catalogue'], [ [ IMG, IMG ] ], 'a configured id the catalogue lacks, as text');
+	const boxes = find(widget, (n) => n.tag === 'input' && n.attrs.type === 'checkbox');
+	assert.deepEqual(boxes.filter((b) => b.attrs.checked === '').map((b) => b.attrs.value).sort(), [ IMG, 'proto_two' ].sort());
+	// The filter finds a __proto__ service, and hides the category that has none.
+	const filter = find(widget, (n) => n.tag === 'input' && n.attrs.type === 'text')[0];
+	filter.value = 'proto';
+	filter.listeners.input();
+	assert.deepEqual(fieldsets.filter((f) => f.style.display !== 'none').map((f) => text(find(f, (n) => n.tag === 'legend')[0])), [ '__proto__' ]);
+	// The devices grid's groups; the router's devices by their DHCP names
+	// (LuCI's dropdown shows a choice's label as text).
+	assert.equal(text(opt('client', 'group').gridCell('cfg01')), `${SVG} kids`);
+	assert.equal(text(opt('client', 'name').gridCell('cfg01')), IMG);
+	assert.equal(opt('hydradns', 'force_dns_exempt').labels['02:00:5e:10:00:01'], `02:00:5e:10:00:01 (${IMG})`);
+});
+
+test('issue 58: queries show names, clients, lists, the Why? words and the dialogs\' titles as text', async () => {
+	const log = { schema: 1, entries: [
+		{ id: 9, unix_ms: 1796272820055, client: '192.0.2.7', client_name: IMG, name: SVG, type: QUOTES, outcome: 'blocked', rcode: 'NOERROR', list: AMP, latency_us: 5 },
+		{ id: 8, unix_ms: 1796272820000, client: IMG, name: '__proto__', type: 'A', outcome: 'forwarded', rcode: 'NOERROR', latency_us: 5 }
+	] };
+	const why = `${SVG}: blocked by list 'ads' (0.0.0.0 ads.example # ${IMG})`;
+	const w = world({
+		'luci.hydradns.top': (a) => ({ schema: 1, entries: a.kind === 'blocked' ? [ { key: SVG, count: 3 } ] : [ { key: `${IMG} (192.0.2.7)`, count: 9 }, { key: QUOTES, count: 1 } ] }),
+		'luci.hydradns.log': () => log,
+		'luci.hydradns.check': (a) => (a.name === '__proto__' ? { error: `hydradns check: ${IMG}` } : { output: why }),
+		'luci.hydradns.allow': () => ({ allowlist: SVG, groups: `${IMG} __proto__`, undo: 'luci_allow:0 luci_block:0' }),
+		'luci.hydradns.undo': () => { throw new Error(QUOTES); }
+	}, { hydradns: [ { '.type': 'group', '.name': 'kids' } ] });
+	const v = w.load('view.hydradns.queries');
+	const page = v.render(await v.load());
+	shownAsText(byId(page, 'hydradns-log'), [ IMG, SVG, QUOTES, '__proto__', `blocked (${AMP})` ], 'the log');
+	shownAsText(byId(page, 'hydradns-top-blocked'), [ SVG ], 'the top blocked');
+	shownAsText(byId(page, 'hydradns-top-clients'), [ `${IMG} (192.0.2.7)`, QUOTES ], 'the top clients');
+	const known = find(byId(page, 'hydradns-known-clients'), (n) => n.tag === 'option');
+	assert.deepEqual(known.map((o) => [ o.attrs.value, text(o) ]), [ [ '192.0.2.7', IMG ], [ QUOTES, QUOTES ] ], 'the device picker');
+	const rows = find(byId(page, 'hydradns-log'), (n) => n.tag === 'tr').slice(1);
+	assert.equal(find(rows[0], (n) => n.attrs.title === '192.0.2.7').length, 1, 'the client name, its address as a title');
+
+	await find(rows[0], (n) => n.attrs['data-why'])[0].attrs.click();
+	shownAsText(w.ui.modal.head, [ `Why ${SVG} is answered so for ${IMG}` ], 'Why?\'s title');
+	shownAsText(byId(w.ui.modal.node, 'hydradns-why'), [ why ], 'Why?\'s words');
+	await find(rows[1], (n) => n.attrs['data-why'])[0].attrs.click();
+	shownAsText(w.notes.pop().body, [ `hydradns check: ${IMG}` ], 'a refused check');
+
+	await find(rows[0], (n) => n.attrs['data-name'])[0].attrs.click();
+	shownAsText(w.ui.modal.head, [ `Allow ${SVG}` ], 'Allow\'s title');
+	await byId(w.ui.modal.node, 'hydradns-decide-device').attrs.click();
+	const note = w.notes.pop();
+	shownAsText(note.body, [ `${SVG} is allowed for the groups ${IMG} __proto__; the gateway reloaded.` ], 'what Allow did');
+	await byId(note.body, 'hydradns-undo').attrs.click();
+	shownAsText(w.notes.pop().body, [ QUOTES ], 'Undo\'s refusal');
+});
+
+const HOSTILE_DEVICES = {
+	schema: 1, since: 1796256000,
+	devices: [
+		{ name: IMG, ip: '192.0.2.50', mac: '02:00:5e:10:00:01', rule: SVG, groups: [ 'default', '__proto__' ], last_seen: 1796272800, queries: 40, blocked: 7 },
+		{ name: QUOTES, ip: '192.0.2.51', groups: [ AMP ], last_seen: 0, queries: 1, blocked: 0 },
+		{ name: '__proto__', ip: '192.0.2.52', mac: '02:00:5e:10:00:02', groups: [ 'default', 'kids' ], last_seen: 0, queries: 0, blocked: 0 }
+	]
+};
+
+test('issue 58: devices show names and groups as text, in the row, the Add to group dialog and its notes', async () => {
+	const w = devicesWorld(() => ({ valid: false, output: `config:1: ${IMG}\nconfig:99: ${SVG}` }), null, HOSTILE_DEVICES);
+	const v = w.load('view.hydradns.devices');
+	const page = v.render(await v.load());
+	shownAsText(byId(page, 'hydradns-devices'), [ IMG, QUOTES, AMP, '__proto__', 'default, __proto__' ], 'the devices');
+	const link = find(page, (n) => n.tag === 'a' && n.attrs['data-device'] === '192.0.2.50')[0];
+	assert.equal(text(link), IMG, 'the name links to the device\'s page');
+	await find(page, (n) => n.attrs['data-add'] === '02:00:5e:10:00:01')[0].attrs.click();
+	shownAsText(w.ui.modal.head, [ `Add ${IMG} to a group` ], 'the dialog\'s title');
+	shownAsText(w.ui.modal.node, [ 'Its groups now: default, __proto__.' ], 'the dialog');
+	assert.deepEqual(find(byId(w.ui.modal.node, 'hydradns-add-group'), (n) => n.tag === 'option').map(text), [ 'kids' ]);
+	assert.equal(await byId(w.ui.modal.node, 'hydradns-add-group-ok').attrs.click(), false, 'refused by check-config');
+	shownAsText(w.notes.pop().body, [ IMG, SVG ], 'check-config\'s refusal');
+	await v.handleAsk(HOSTILE_DEVICES.devices[2]);
+	shownAsText(w.notes.pop().body, [ '__proto__ is in every group already.' ], 'nothing to add');
+});
+
+test('issue 58: the device\'s own page shows its name, rule, groups and schedules as text', async () => {
+	const st = fixture('status.json');
+	st.stats.groups.push({ name: '__proto__', blocked: 0, schedule: IMG, active: false, paused_until: 0 });
+	const w = world({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [] }),
+		'luci.hydradns.log': () => ({ schema: 1, entries: [] }),
+		'luci.hydradns.devices': () => HOSTILE_DEVICES,
+		'luci.hydradns.status': () => st
+	});
+	w.window.location = { search: '?client=192.0.2.50' };
+	const v = w.load('view.hydradns.queries');
+	const box = byId(v.render(await v.load()), 'hydradns-device');
+	shownAsText(box, [ `Device: ${IMG}`, `config client "${SVG}"` ], 'the device');
+	const rows = find(byId(box, 'hydradns-device-groups'), (n) => n.tag === 'tr').slice(1).map((r) => r.children.map(text));
+	assert.deepEqual(rows.map((r) => r.slice(0, 2)), [ [ 'default', 'always' ], [ '__proto__', `${IMG} (inactive now: its lists do not apply)` ] ]);
+	// By name, as typed in the filter: the same device.
+	w.window.location = { search: '?client=' + encodeURIComponent(QUOTES) };
+	shownAsText(byId(v.render(await v.load()), 'hydradns-device'), [ `Device: ${QUOTES}`, AMP ], 'found by its name');
+});
+
+test('issue 58: check-config\'s refusal on Save & Apply is shown as text', async () => {
+	const w = world({ 'luci.hydradns.check_config': () => ({ valid: false, output: `config:1: ${IMG}\n${SVG}` }) }, {
+		hydradns: [ { '.type': 'group', '.name': 'kids', '.anonymous': false } ]
+	});
+	const api = w.load('hydradns.api');
+	assert.equal(await api.saveApply({ handleSave: () => Promise.resolve() }, null, '0'), false);
+	const note = w.notes.pop();
+	assert.equal(note.title, 'HydraDNS refuses this configuration');
+	shownAsText(note.body, [ `: ${IMG}`, SVG, 'Section kids' ], 'the refusal');
+});
+
+test('issue 58: the harness takes a bare string child for markup, as LuCI does; api.E makes it text', () => {
+	const td = E('td', {}, IMG);
+	assert.deepEqual(find(td, (n) => n.parsed).map((n) => n.tag), [ 'img' ], 'LuCI\'s E: parsed');
+	assert.deepEqual(takeViolations().map((v) => v.html), [ IMG ], 'and counted against the test');
+	assert.equal(text(E('td', {}, [ IMG ])), IMG, 'an array of strings: text');
+	const api = world({}).load('hydradns.api');
+	for (const node of [ api.E('td', {}, IMG), api.E('td', IMG), api.E('td', {}, [ 'a', [ QUOTES, 5 ] ]), api.E([], [ AMP ]) ])
+		assert.deepEqual(find(node, (n) => n.parsed), []);
+	assert.equal(text(api.E('td', {}, [ 'a', [ QUOTES, 5 ] ])), `a${QUOTES}5`);
+	assert.equal(text(api.E('p', E('b', {}, [ IMG ]))), IMG, 'a node where attributes go is a child');
+});
+
+test('issue 58: every view makes its nodes with api.E', () => {
+	const dir = path.join(APP, 'htdocs/luci-static/resources/view');
+	for (const f of fs.readdirSync(dir, { recursive: true }).filter((f) => f.endsWith('.js'))) {
+		const src = fs.readFileSync(path.join(dir, f), 'utf8');
+		assert.match(src, /^var E = api\.E;$/m, `${f}: builds with LuCI's E, which makes a string child markup`);
+		assert.doesNotMatch(src, /innerHTML|ui\.showModal|ui\.addNotification|L\.tooltip/, `${f}: a way to markup around api.E`);
+	}
 });

@@ -127,9 +127,15 @@ def rig_says(rig, name, text=""):
 def page_helpers(c, base, prefix):
     """shot(name), phone_shot(name), text(selector), goto(page, ready_selector) on browser c."""
 
-    def shot(name):
+    def shot(name, sel=None):
+        """The whole page, or with `sel` the part that element takes."""
         import base64
-        png = base64.b64decode(c.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"])
+        args = {"format": "png", "captureBeyondViewport": True}
+        box = sel and c.js(f"""(function(){{var e=document.querySelector({json.dumps(sel)});if(!e)return null;
+            var b=e.getBoundingClientRect();return [b.left+scrollX,b.top+scrollY,b.width,b.height]}})()""")
+        if box:
+            args["clip"] = {"x": max(0, box[0] - 16), "y": max(0, box[1] - 16), "width": box[2] + 32, "height": box[3] + 32, "scale": 1}
+        png = base64.b64decode(c.call("Page.captureScreenshot", args)["data"])
         path = f"{prefix}-{name}.png"
         pathlib.Path(path).write_bytes(png)
         print("screenshot:", path)
@@ -152,17 +158,95 @@ def page_helpers(c, base, prefix):
     return shot, phone_shot, text, goto
 
 
+# Issue 58: every payload the checks put in front of the pages sets
+# window.__pwned when it runs. On every page this setter reports that to the
+# checks (a binding), so a payload that ran is seen even after the page
+# it ran on is left.
+PWNED_WATCH = """(function(){var v;Object.defineProperty(window,'__pwned',{configurable:false,
+  get:function(){return v},set:function(x){v=x;try{hydradnsPwned(String(x)+' on '+location.pathname+location.search)}catch(e){}}})})()"""
+
+
+def watched(Chrome):
+    """Chrome of luci-screenshot.py, with the DevTools events it drops
+    handled: a payload that ran (`pwned`, from the binding), and the ubus
+    JSON-RPC replies rewritten on their way to the page while `rewrite` is
+    set (Fetch interception). A reply is kept by id, so a command sent while
+    an event is handled does not lose another's."""
+
+    class Watched(Chrome):
+        def __init__(self, *a):
+            super().__init__(*a)
+            self.replies = {}
+            self.pwned = []
+            self.rewrite = None
+            self.rewritten = set()
+
+        def call(self, method, params=None, session=True):
+            self.next_id += 1
+            mine = self.next_id
+            msg = {"id": mine, "method": method, "params": params or {}}
+            if session and self.session:
+                msg["sessionId"] = self.session
+            self.w.write(json.dumps(msg).encode() + b"\0")
+            while mine not in self.replies:
+                m = self._read_msg()
+                if "id" in m:
+                    self.replies[m["id"]] = m
+                elif m.get("method") == "Runtime.bindingCalled" and m["params"].get("name") == "hydradnsPwned":
+                    self.pwned.append(m["params"].get("payload"))
+                elif m.get("method") == "Fetch.requestPaused":
+                    self._paused(m["params"])
+            m = self.replies.pop(mine)
+            if "error" in m:
+                raise RuntimeError(f"{method}: {m['error']}")
+            return m.get("result", {})
+
+        def _paused(self, p):
+            """A /ubus reply, held: rewritten by `rewrite`, then given to the page."""
+            import base64
+            rid = p["requestId"]
+            got = self.call("Fetch.getResponseBody", {"requestId": rid})
+            body = base64.b64decode(got["body"]) if got.get("base64Encoded") else got["body"].encode()
+            try:
+                body = self._rewritten(p["request"].get("postData"), body)
+            except (ValueError, TypeError, KeyError, IndexError) as e:
+                print("rewrite: left as it was:", e)
+            headers = [h for h in p.get("responseHeaders") or [] if h["name"].lower() not in ("content-length", "content-encoding")]
+            self.call("Fetch.fulfillRequest", {"requestId": rid, "responseCode": p.get("responseStatusCode", 200),
+                                               "responseHeaders": headers, "body": base64.b64encode(body).decode()})
+
+        def _rewritten(self, post, body):
+            if not self.rewrite or not post:
+                return body
+            asked, answered = json.loads(post), json.loads(body)
+            one = isinstance(answered, dict)
+            calls = {q.get("id"): q for q in (asked if isinstance(asked, list) else [asked])}
+            for a in [answered] if one else answered:
+                q = calls.get(a.get("id"))
+                res = a.get("result")
+                if not q or q.get("method") != "call" or not isinstance(res, list) or len(res) < 2 or not isinstance(res[1], dict):
+                    continue
+                what = f"{q['params'][1]}.{q['params'][2]}"
+                if self.rewrite(what, q["params"][3] if len(q["params"]) > 3 else {}, res[1]):
+                    self.rewritten.add(what)
+            return json.dumps(answered).encode()
+
+    return Watched
+
+
 def new_browser():
-    """Headless Chromium with one page attached."""
-    c = load_chrome()("/usr/bin/chromium", 1280, 1100)
+    """Headless Chromium with one page attached, watching for payloads that run."""
+    c = watched(load_chrome())("/usr/bin/chromium", 1280, 1100)
     tid = c.call("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
     c.session = c.call("Target.attachToTarget", {"targetId": tid, "flatten": True}, session=False)["sessionId"]
     c.call("Page.enable")
     c.call("Runtime.enable")
+    c.call("Runtime.addBinding", {"name": "hydradnsPwned"})
+    c.call("Page.addScriptToEvaluateOnNewDocument", {"source": PWNED_WATCH})
     return c
 
 
-def browser_checks(base, ubus, root, prefix, rig):
+def browser_checks(base, ubus, root, prefix, rig, hostile=False):
     c = new_browser()
     try:
         shot, phone_shot, text, goto = page_helpers(c, base, prefix)
@@ -328,7 +412,7 @@ def browser_checks(base, ubus, root, prefix, rig):
         # fails, so that a run on the code before names every one that fails
         # (the refused config last: on that code it leaves the gateway
         # looking stopped).
-        env = Env(c, ubus, root, base, goto, text, shot)
+        env = Env(c, ubus, root, base, goto, text, shot, rig)
         env.phone_shot = phone_shot
         failed = run_scenarios(env, (group_defaults, half_done_elsewhere, device_without_group, bypass_names,
                                      parental_controls, queries_page, devices_page, device_view, queries_by_group,
@@ -339,6 +423,13 @@ def browser_checks(base, ubus, root, prefix, rig):
         except Failed as e:
             print("FAIL (settings, force DNS, unfiltered):", e)
             failed.append("settings_and_unfiltered")
+        # Issue 58, last: the sources it adds (a list that fails, another
+        # catalogue) would change what the scenarios above see.
+        if hostile:
+            started = time.time()
+            failed += run_scenarios(env, (hostile_sources, hostile_replies))
+            print(f"issue 58's scenarios: {time.time() - started:.0f} s")
+        expect(not c.pwned, f"no payload ran on any page of the run: {c.pwned}")
         if failed:
             raise Failed("scenarios failed: " + ", ".join(failed))
     finally:
@@ -366,9 +457,10 @@ def run_scenarios(env, scenarios):
 class Env:
     """What the issue 48 scenarios share: the browser and the session."""
 
-    def __init__(self, c, ubus, root, base, goto, text, shot):
+    def __init__(self, c, ubus, root, base, goto, text, shot, rig=None):
         self.c, self.ubus, self.root, self.base = c, ubus, root, base
         self.goto, self.text, self.shot = goto, text, shot
+        self.rig = rig
 
     def sid(self):
         return self.c.js("L.env.sessionid")
@@ -824,6 +916,256 @@ def dashboard(env):
     expect(c.wait_for("document.getElementById('hydradns-health').getAttribute('data-health') == 'paused'", 20), "paused again")
 
 
+def nothing_ran(env, where):
+    """No payload ran on this page or any before (the watch saw none, the
+    flag is unset, no element with a handler in the page), a moment after
+    it drew: an <img>'s error event comes once its load has failed (one
+    later still is seen by the watch, which the end of the run asks)."""
+    time.sleep(0.3)
+    c = env.c
+    flag = c.js("window.__pwned === undefined ? null : String(window.__pwned)")
+    handlers = c.js("document.querySelectorAll('img[onerror], svg[onload], #maincontent [onerror], #maincontent [onload], "
+                    "#modal_overlay [onerror], #modal_overlay [onload]').length")
+    expect(not c.pwned and flag is None and handlers == 0, f"{where}: no payload ran: {c.pwned} {flag} {handlers}")
+
+
+def cells(env, selector):
+    return env.c.js(f"Array.from(document.querySelectorAll({json.dumps(selector)})).map(function(e){{return e.innerText.trim()}})")
+
+
+def hide_modal(env):
+    env.c.js("L.ui.hideModal()")
+    time.sleep(0.3)
+
+
+def watch_works(env):
+    """A control: markup put into the page as HTML, which runs, is seen."""
+    c = env.c
+    c.js("document.body.insertAdjacentHTML('beforeend', '<img src=x onerror=\"window.__pwned=\\'control\\'\">')")
+    for _ in range(40):
+        c.js("1")  # the events that came meanwhile are read with its answer
+        if c.pwned:
+            break
+        time.sleep(0.1)
+    expect(c.pwned and c.pwned[0].startswith("control"), f"the watch sees a payload that runs (a control): {c.pwned}")
+    c.pwned.clear()
+
+
+def devices_shown(env):
+    """The Devices page's rows: [the link's data-device, its text, the MAC cell]."""
+    return env.c.js("Array.from(document.querySelectorAll('#hydradns-devices tr')).slice(1).map(function(r){"
+                    "var a=r.querySelector('a[data-device]');return [a?a.getAttribute('data-device'):null, a?a.innerText.trim():null,"
+                    "r.children[2]?r.children[2].innerText.trim():null]})")
+
+
+def device_pages(env, d, tag, logged_as=None):
+    """Device `d` (of `hydradns devices --json`) on Devices, in the dialog its
+    row opens to add it to a group, and on its own page (the link on its
+    name): its name, as the daemon gives it, shown as text everywhere; its
+    queries there under the names the log has (or `logged_as`)."""
+    c = env.c
+    by, key = d.get("ip") or d.get("mac"), d.get("mac") or d.get("ip")
+    env.goto("devices", "#hydradns-devices")
+    rows = devices_shown(env)
+    expect([by, d.get("name") or by] in [r[:2] for r in rows], f"{tag}: Devices lists it by its name, as text: {d} in {rows}")
+    nothing_ran(env, f"{tag}: Devices")
+    env.shot(f"{tag}-devices")
+    env.click(f"#hydradns-devices button[data-add={json.dumps(key)}]")
+    expect(c.wait_for("!!document.getElementById('hydradns-add-group')", 10), f"{tag}: Add to group asks which")
+    title = c.js("document.querySelector('.modal h4').innerText.trim()")
+    expect(title == f"Add {d.get('name') or key} to a group", f"{tag}: the dialog's title, as text: {title!r}")
+    nothing_ran(env, f"{tag}: Add to group")
+    env.shot(f"{tag}-add-to-group")
+    hide_modal(env)
+    if not d.get("ip"):
+        return
+    env.click(f"#hydradns-devices a[data-device={json.dumps(by)}]")
+    expect(c.wait_for("!!document.getElementById('hydradns-device') && !!document.querySelector('#hydradns-log')", 30), f"{tag}: its page opens")
+    head = c.js("document.querySelector('#hydradns-device h3').innerText.trim()")
+    expect(head == f"Device: {d.get('name') or by}", f"{tag}: its page names it, as text: {head!r}")
+    code, log = env.ubus.call(env.root, "luci.hydradns", "log", {"limit": 100, "client": d["ip"]})
+    want = {logged_as} if logged_as else {e.get("client_name") or e["client"] for e in (log or {}).get("entries", [])}
+    shown = cells(env, "#hydradns-log td[data-title=Client]")
+    expect(shown and set(shown) <= want, f"{tag}: its queries, under its name as the log has it, as text: {sorted(set(shown))} of {sorted(want)}")
+    nothing_ran(env, f"{tag}: its page")
+    env.shot(f"{tag}-device")
+
+
+def hostile_sources(env):
+    """Issue 58 from real sources (tests/openwrt/rig/luci.sh makes them when
+    asked): a list whose server redirects to a Location holding markup, a
+    services catalogue with a category holding markup and two services in
+    a category named __proto__, a list line whose comment holds markup
+    (opened with Why?), devices named with markup by a DHCP lease, a
+    `config client` and /etc/ethers. Whatever the daemon passes on of
+    them is shown as text, each item is shown, and nothing runs: so it
+    holds whether the daemon sanitizes them or not."""
+    c = env.c
+    env.goto("status", "#hydradns-status")
+    watch_works(env)
+    done = pathlib.Path(env.rig) / "hostile.done"
+    done.unlink(missing_ok=True)
+    rig_says(env.rig, "hostile")
+    for _ in range(180):
+        if done.exists():
+            break
+        time.sleep(0.5)
+    said = done.read_text().strip() if done.exists() else "no answer"
+    print("the rig's setup said:", said)
+    expect(said.split("\n")[0] == "ok", f"the rig made the sources: {said}")
+
+    code, st = env.ubus.call(env.root, "luci.hydradns", "status")
+    lists = {x["name"]: x for x in (st or {}).get("lists", [])}
+    err = (lists.get("redirected") or {}).get("last_error")
+    print("the daemon's error for the redirect:", repr(err))
+    expect(err and "hostileline" in lists, f"the redirect failed, the local list loaded: {lists.get('redirected')} {sorted(lists)}")
+    env.goto("status", "#hydradns-status td[data-title=Problem]")
+    rows = c.js("Array.from(document.querySelectorAll('#hydradns-status td[data-title=Problem]')).map(function(td){"
+                "return [td.parentNode.querySelector('td[data-title=Name]').innerText.trim(), td.innerText.trim()]})")
+    expect(["redirected", err] in rows and any(r[0] == "hostileline" for r in rows),
+           f"the Overview lists both, the download's error as text: {rows}")
+    nothing_ran(env, "Overview")
+    env.shot("hostile-status")
+    env.goto("lists", "#cbi-hydradns-blocklist tr[data-sid=redirected]")
+    cell = env.text("#cbi-hydradns-blocklist tr[data-sid=redirected] td[data-name=_updated]")
+    expect(cell == f"failed: {err}", f"Lists: the error as text: {cell!r}")
+    nothing_ran(env, "Lists")
+    env.shot("hostile-lists")
+
+    code, sv = env.ubus.call(env.root, "luci.hydradns", "services")
+    ours = [x for x in (sv or {}).get("services", []) if x["id"].startswith("rig_")]
+    print("the catalogue's services the daemon passes on:", [(x["id"], x["name"], x.get("category")) for x in ours])
+    expect({"rig_proto_one", "rig_proto_two"} <= {x["id"] for x in ours}, f"the __proto__ services are in the catalogue: {ours}")
+    box = "#cbi-hydradns-guests-service"
+    env.goto("settings", f"{box} input[type=checkbox]")
+    shown = c.js(f"Array.from(document.querySelectorAll('{box} fieldset label')).map(function(l){{"
+                 "return [l.querySelector('input').value, l.innerText.trim(), l.closest('fieldset').querySelector('legend').innerText.trim()]})")
+    for x in ours:
+        expect([x["id"], x["name"], x.get("category") or "other"] in shown,
+               f"Settings lists {x['id']} under its category, name and category as text: {x} in {[r for r in shown if r[0].startswith('rig_')]}")
+    nothing_ran(env, "Settings")
+    env.shot("hostile-settings", "#cbi-hydradns-guests")
+
+    env.goto("queries?domain=hostile-line.example", "#hydradns-log button[data-why]")
+    code, log = env.ubus.call(env.root, "luci.hydradns", "log", {"limit": 100, "domain": "hostile-line.example"})
+    entry = log["entries"][0]
+    env.click("#hydradns-log button[data-why]")
+    expect(c.wait_for("!!document.getElementById('hydradns-why')", 15), "Why? opens")
+    code, chk = env.ubus.call(env.root, "luci.hydradns", "check", {"name": "hostile-line.example", "client": entry["client"]})
+    print("check's words for the list line:", repr(chk.get("output")))
+    why, title = env.text("#hydradns-why"), c.js("document.querySelector('.modal h4').innerText.trim()")
+    expect(why == chk["output"].strip() and "hostile-line.example" in why, f"Why?: check's words, as text: {why!r}")
+    expect(title == f"Why hostile-line.example is answered so for {entry.get('client_name') or entry['client']}",
+           f"Why?'s title names the device as the log does, as text: {title!r}")
+    nothing_ran(env, "Why?")
+    env.shot("hostile-why")
+    hide_modal(env)
+
+    code, dv = env.ubus.call(env.root, "luci.hydradns", "devices")
+    found = {x.get("ip") or x.get("mac"): x for x in (dv or {}).get("devices", [])}
+    print("the devices named from outside:", [found.get(k) for k in ("127.0.0.66", "127.0.0.67", "02:00:5e:10:00:68")])
+    expect("127.0.0.66" in found and "127.0.0.67" in found, f"the lease's and the rule's devices are listed: {sorted(found)}")
+    device_pages(env, found["127.0.0.66"], "hostile-lease")
+    device_pages(env, found["127.0.0.67"], "hostile-rule")
+    if "02:00:5e:10:00:68" in found:
+        device_pages(env, found["02:00:5e:10:00:68"], "hostile-ethers")
+
+
+def payload(tag):
+    """What the rewritten replies carry: markup that sets the flag to `tag` if it runs."""
+    return f"""{tag} <img src=x onerror="window.__pwned='{tag}'"> & <svg onload="window.__pwned='{tag}'">"""
+
+
+def hostile_replies(env):
+    """Issue 58 whatever the daemon sanitizes: the ubus replies rewritten as
+    the page receives them (DevTools' Fetch interception): every list's
+    last_error, the catalogue's categories (markup, and __proto__ twice), a
+    device's name (127.0.0.1's, in `devices` and the log) and the words
+    `check` gives. Each is shown as text, nothing runs."""
+    c = env.c
+    first = {}
+
+    def rewrite(what, args, r):
+        if what == "luci.hydradns.status":
+            for x in r.get("lists") or []:
+                x["last_error"] = payload("list-error")
+        elif what == "luci.hydradns.services":
+            sv = r.get("services") or []
+            if len(sv) < 3:
+                return False
+            sv[0]["category"], sv[1]["category"], sv[2]["category"] = payload("category"), "__proto__", "__proto__"
+            first["services"] = sv[:3]
+        elif what == "luci.hydradns.devices":
+            for d in r.get("devices") or []:
+                if d.get("ip") == "127.0.0.1":
+                    d["name"] = payload("device")
+        elif what == "luci.hydradns.log":
+            for e in r.get("entries") or []:
+                if e.get("client") == "127.0.0.1":
+                    e["client_name"] = payload("device")
+        elif what == "luci.hydradns.check":
+            r["output"] = f"{args.get('name')}: {payload('check')}"
+        else:
+            return False
+        return True
+    c.rewrite = rewrite
+    c.call("Fetch.enable", {"patterns": [{"urlPattern": "*/ubus*", "requestStage": "Response"}]})
+    try:
+        env.goto("status", "#hydradns-status td[data-title=Problem]")
+        problems = cells(env, "#hydradns-status td[data-title=Problem]")
+        expect(problems and all(p == payload("list-error") for p in problems), f"Overview: every list's error as text: {problems}")
+        nothing_ran(env, "Overview, rewritten")
+        env.shot("rewritten-status")
+        env.goto("lists", "#cbi-hydradns-blocklist td[data-name=_updated]")
+        updated = cells(env, "#cbi-hydradns-blocklist td[data-name=_updated]")
+        expect(f"failed: {payload('list-error')}" in updated and all(u in ("–", f"failed: {payload('list-error')}") for u in updated),
+               f"Lists: the errors as text: {updated}")
+        nothing_ran(env, "Lists, rewritten")
+        env.shot("rewritten-lists")
+
+        box = "#cbi-hydradns-guests-service"
+        env.goto("settings", f"{box} input[type=checkbox]")
+        shown = c.js(f"Array.from(document.querySelectorAll('{box} fieldset label')).map(function(l){{"
+                     "return [l.querySelector('input').value, l.innerText.trim(), l.closest('fieldset').querySelector('legend').innerText.trim()]})")
+        want = [[x["id"], x["name"], x["category"]] for x in first.get("services", [])]
+        expect(len(want) == 3 and all(w in shown for w in want),
+               f"Settings: a category of markup as text, two services under __proto__: {want} in {shown[:8]}")
+        nothing_ran(env, "Settings, rewritten")
+        env.shot("rewritten-settings", "#cbi-hydradns-guests")
+
+        code, dv = env.ubus.call(env.root, "luci.hydradns", "devices")
+        local = [d for d in (dv or {}).get("devices", []) if d.get("ip") == "127.0.0.1"]
+        expect(local, f"127.0.0.1 is a device: {dv}")
+        device_pages(env, dict(local[0], name=payload("device")), "rewritten", payload("device"))
+        env.click("#hydradns-log button[data-why]")
+        expect(c.wait_for("!!document.getElementById('hydradns-why')", 15), "Why? opens")
+        why, title = env.text("#hydradns-why"), c.js("document.querySelector('.modal h4').innerText.trim()")
+        expect(why.endswith(f": {payload('check')}"), f"Why?: check's words, as text: {why!r}")
+        expect(title.endswith(f" is answered so for {payload('device')}"), f"Why?'s title: {title!r}")
+        nothing_ran(env, "Why?, rewritten")
+        env.shot("rewritten-why")
+        hide_modal(env)
+    finally:
+        c.rewrite = None
+        c.call("Fetch.disable")
+    rewritten = {"luci.hydradns." + m for m in ("status", "services", "devices", "log", "check")}
+    expect(rewritten <= c.rewritten, f"the replies rewritten: {sorted(c.rewritten)}")
+
+
+def hostile_dhcp(env, rig):
+    """Issue 58 on the rig's network: a LAN device whose DHCP hostname holds
+    markup (tests/openwrt/rig/luci-tablet.sh leased it and had it ask a
+    name). dnsmasq may refuse such a name; whatever name the daemon has for
+    it is shown as text, the device is listed, and nothing runs."""
+    mac, ip = (pathlib.Path(rig) / "hostile-device").read_text().split()
+    code, dv = env.ubus.call(env.root, "luci.hydradns", "devices")
+    found = [d for d in (dv or {}).get("devices", []) if (d.get("mac") or "").lower() == mac.lower() or d.get("ip") == ip]
+    print("the device named with markup by DHCP, as the daemon has it:", found)
+    leased = [d for d in found if d.get("ip") == ip]
+    expect(leased, f"the device is listed by its leased address: {mac} {ip} in {dv}")
+    device_pages(env, leased[0], "hostile-dhcp")
+
+
 def read_only_login(env):
     """6: a login with the read ACL only sees no Pause, Resume, Allow, Block
     or Update."""
@@ -872,7 +1214,7 @@ class Lan:
 BLOCKED, ANSWERED = "0.0.0.0", "93.184.215.14"  # the gateway's block answer; the rig's ISP resolver's
 
 
-def tablet(base, ubus, prefix, out):
+def tablet(base, ubus, prefix, out, rig):
     """Issue 48's kids' tablet, set up from scratch through LuCI only, then
     asked from the devices themselves: a schedule whose window is around the
     router's clock now, a group 'kids' in it blocking TikTok, a block list
@@ -891,7 +1233,7 @@ def tablet(base, ubus, prefix, out):
     c = new_browser()
     try:
         shot, phone_shot, text, goto = page_helpers(c, base, prefix)
-        env = Env(c, ubus, root, base, goto, text, shot)
+        env = Env(c, ubus, root, base, goto, text, shot, rig)
         env.login("root", "rig")
 
         # The window: from 5 minutes ago until the first minute boundary
@@ -992,6 +1334,11 @@ def tablet(base, ubus, prefix, out):
         expect(state == ["always", "schoolnights (inactive now: its lists do not apply)"], f"the tablet's page: inactive now: {state}")
         shot("tablet-device-after")
         phone_shot("tablet-device-after-390")
+        started = time.time()
+        watch_works(env)
+        hostile_dhcp(env, rig)
+        print(f"issue 58's scenario: {time.time() - started:.0f} s")
+        expect(not c.pwned, f"no payload ran on any page of the run: {c.pwned}")
     finally:
         c.close()
 
@@ -1003,6 +1350,7 @@ def main():
     ap.add_argument("--rig", required=True, help="the rig's /rig, as seen from here")
     ap.add_argument("--tablet", action="store_true", help="the kids' tablet on the rig's network (run.sh --net) instead")
     ap.add_argument("--out", help="with --tablet: the rig's OUT, for run.sh --attach")
+    ap.add_argument("--hostile", action="store_true", help="issue 58's pages with data holding markup too")
     a = ap.parse_args()
     base = f"http://127.0.0.1:{a.port}"
     ubus = Ubus(base)
@@ -1018,10 +1366,10 @@ def main():
             time.sleep(0.5)
     try:
         if a.tablet:
-            tablet(base, ubus, a.prefix, a.out)
+            tablet(base, ubus, a.prefix, a.out, a.rig)
         else:
             root = plugin_checks(ubus)
-            browser_checks(base, ubus, root, a.prefix, a.rig)
+            browser_checks(base, ubus, root, a.prefix, a.rig, a.hostile)
     except Failed as e:
         print("FAIL:", e)
         return 1

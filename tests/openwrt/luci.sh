@@ -79,6 +79,9 @@ for mode in $modes; do
 	started=$SECONDS
 	result=pass
 	image=$out opts='' script="luci.sh $mode" check=()
+	# Issue 58's pages with data holding markup: once, with opkg (apk's
+	# run would see the same pages).
+	[ "$mode" != opkg ] || check=(--hostile)
 	if [ "$mode" = tablet ]; then
 		image=$net_out opts=--net script=luci-tablet.sh check=(--tablet --out "$net_out")
 	fi
@@ -106,7 +109,7 @@ for mode in $modes; do
 	if [ $verdict != pass ] || ! grep -q "^PASS $(basename "${script% *}" .sh)\$" "$work/$mode.log"; then
 		result=FAIL
 		echo "== luci $mode failed" >&2
-		cat "$work/$mode.log" "$work/$mode.check" >&2
+		cat "$work/$mode.log" "$work/$mode.check" >&2 2> /dev/null || true
 	fi
 	[ "$result" = pass ] || failed=1
 	printf '| luci-%s | %s | %d |\n' "$mode" "$result" $((SECONDS - started)) >> "$work/table"

@@ -35,6 +35,10 @@ trap 'rm -rf "$work"' EXIT
 mnt="$work/mnt"
 mkdir -p "$mnt/pkgs"
 cp tests/openwrt/rig/*.sh "$mnt/"
+# LuCI's rpcd plugin, which opkg.sh calls as rpcd would; net.sh's LAN
+# flooder (static: it runs on the rig's files).
+cp openwrt/luci-app-hydradns/root/usr/libexec/rpcd/luci.hydradns "$mnt/"
+gcc -O2 -Wall -static -o "$mnt/flood" tests/openwrt/rig/flood.c
 # Release 3 from BINARY; release 4 from a binary that differs (bytes after
 # the ELF's end, which the loader ignores), as an upgrade's would.
 cp "$bin" "$work/hydradns-r4"
@@ -147,8 +151,9 @@ for s in "${scenarios[@]}"; do
 		fi
 	done
 	[ "$result" = pass ] || failed=1
-	# What a scenario measured (net.sh: how long the LAN went without DNS).
-	grep -E '^(answered \(unfiltered\)|filtered again) after [0-9]+ s$' "$work/$name.log" | sed "s/^/$name: /" >> "$work/measured" || true
+	# What a scenario measured (net.sh: how long the LAN went without DNS,
+	# and the flood it sent).
+	grep -E '^(answered \(unfiltered\)|filtered again) after [0-9]+ s$|^flood: ' "$work/$name.log" | sed "s/^/$name: /" >> "$work/measured" || true
 	printf '| %s | %s | %d |\n' "$name" "$result" $((SECONDS - started)) >> "$work/table"
 done
 cat "$work/table"

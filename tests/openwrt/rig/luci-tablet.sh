@@ -19,24 +19,44 @@ wan dnsmasq --no-resolv --no-hosts --user=root --listen-address=198.51.100.1 --b
 
 step "two LAN devices get their addresses from dnsmasq"
 lan udhcpc -i eth0 -x hostname:kids-tablet -q -n -t 10 -T 1 > /dev/null 2>&1 || fail "no DHCP lease for the tablet"
-# The laptop: a namespace of its own, on a macvlan of the LAN's wire (a MAC
-# of its own, as a second device on the switch has).
-touch /var/run/netns/lan2
-unshare --net=/var/run/netns/lan2 true || fail "no namespace for the laptop"
-lan ip link add laptop0 link eth0 type macvlan mode bridge || fail "no macvlan"
-lan2() { nsenter --net=/var/run/netns/lan2 "$@"; }
-# busybox ip moves a link to a process's namespace, not to a file's.
-nsenter --net=/var/run/netns/lan2 sleep 30 &
-holder=$!
-in_lan2() { [ "$(readlink "/proc/$holder/ns/net")" = "net:[$(stat -L -c %i /var/run/netns/lan2)]" ]; }
-wait_until 5 in_lan2 || fail "no process in lan2"
-lan ip link set laptop0 netns "$holder" || fail "macvlan into lan2"
-kill "$holder"
-lan2 ip link set lo up
-lan2 ip link set laptop0 up
-lan2 udhcpc -i laptop0 -x hostname:parents-laptop -q -n -t 10 -T 1 > /dev/null 2>&1 || fail "no DHCP lease for the laptop"
+# Another device on the LAN's wire: namespace NS (/var/run/netns/NS) of its
+# own, on a macvlan DEV of the LAN's wire (a MAC of its own, as a second
+# device on the switch has), asking dnsmasq for a lease as HOSTNAME.
+in_ns() {
+	_ns=$1
+	shift
+	nsenter --net="/var/run/netns/$_ns" "$@"
+}
+holder=
+holds() { [ "$(readlink "/proc/$holder/ns/net")" = "net:[$(stat -L -c %i "/var/run/netns/$1")]" ]; }
+lan_device() {
+	ns=$1 dev=$2 hostname=$3
+	touch "/var/run/netns/$ns"
+	unshare --net="/var/run/netns/$ns" true || fail "no namespace $ns"
+	lan ip link add "$dev" link eth0 type macvlan mode bridge || fail "no macvlan for $ns"
+	# busybox ip moves a link to a process's namespace, not to a file's.
+	nsenter --net="/var/run/netns/$ns" sleep 30 &
+	holder=$!
+	wait_until 5 holds "$ns" || fail "no process in $ns"
+	lan ip link set "$dev" netns "$holder" || fail "macvlan into $ns"
+	kill "$holder"
+	in_ns "$ns" ip link set lo up
+	in_ns "$ns" ip link set "$dev" up
+	in_ns "$ns" udhcpc -i "$dev" -x "hostname:$hostname" -q -n -t 10 -T 1 > /dev/null 2>&1 || fail "no DHCP lease for $ns"
+}
+# The parents' laptop.
+lan_device lan2 laptop0 parents-laptop
+lan2() { in_ns lan2 "$@"; }
 grep -q ' kids-tablet ' /tmp/dhcp.leases && grep -q ' parents-laptop ' /tmp/dhcp.leases ||
 	fail "leases: $(cat /tmp/dhcp.leases)"
+# Issue 58: a device whose DHCP hostname holds markup (a payload that sets
+# window.__pwned if a page runs it); the host finds it by the MAC and
+# address left in /rig/hostile-device, and checks the pages that show it.
+lan_device lan3 hostile0 "<svg/onload=window.__pwned=1>"
+hostile_mac=$(in_ns lan3 ip -o link show dev hostile0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+hostile_ip=$(in_ns lan3 ip -4 -o addr show dev hostile0 | awk '{ split($4, a, "/"); print a[1] }')
+[ -n "$hostile_ip" ] || fail "no address for the device named with markup"
+echo "$hostile_mac $hostile_ip" > /rig/hostile-device
 
 step "install hydradns and luci-app-hydradns (opkg), as shipped"
 opkg install "$PKGS"/luci-base_*_all.ipk "$PKGS"/hydradns_*-3_x86_64.ipk "$PKGS"/luci-app-hydradns_*_all.ipk \
@@ -51,6 +71,11 @@ ACTION=stratum /sbin/hotplug-call ntp || fail "hotplug-call ntp"
 mac=$(awk '$4 == "kids-tablet" { print $2 }' /tmp/dhcp.leases)
 [ "$(lan dig +short +time=2 +tries=1 @192.0.2.1 www.tiktok.com A | head -n 1)" = 93.184.215.14 ] ||
 	fail "the tablet does not get answers through the router: $(lan dig +time=2 +tries=1 @192.0.2.1 www.tiktok.com A)"
+
+# The device named with markup asks a name (through dnsmasq), so that the
+# log and today's counts have it.
+in_ns lan3 dig +short +time=2 +tries=1 @192.0.2.1 hostile-device.example A > /dev/null
+echo "-- the lease of the device named with markup: $(grep -i "$hostile_mac" /tmp/dhcp.leases)"
 
 host_drives_luci :
 

@@ -97,7 +97,82 @@ stand_in() {
 		kill -CONT "$(watchdog_pid)" 2> /dev/null
 	fi
 }
-host_drives_luci stand_in
+# Issue 58: data from outside that holds markup, each from where the router
+# really gets it, made when the host asks (/rig/hostile; the answer in
+# /rig/hostile.done): a list server's redirect, a services catalogue, a
+# list's line, a DHCP lease, /etc/ethers and a `config client` name. Each
+# payload sets window.__pwned if a page runs it (luci-check.py watches).
+IMG='<img src=x onerror="window.__pwned=1">'
+SVG='<svg onload="window.__pwned=1">'
+has_list() { hydradns status --json | jsonfilter -e '@.lists[*].name' | grep -qx hostileline; }
+failed_download() { [ -n "$(hydradns status --json | jsonfilter -e "@.lists[@.name='redirected'].last_error")" ]; }
+logged_from() { hydradns log --json --client 127.0.0.67 --limit 5 | grep -q hostile-line; }
+hostile_sources() {
+	# The list server and the catalogue: a CGI and a file of the web server
+	# the rig already runs (uhttpd on 127.0.0.1:8080, OpenWrt's cgi-bin).
+	mkdir -p /www/cgi-bin /www/hydradns-rig /etc/hydradns
+	cat > /www/cgi-bin/hydradns-rig-302 <<-EOF
+	#!/bin/sh
+	printf 'Status: 302 Found\r\nLocation: /%s\r\nContent-Type: text/plain\r\n\r\n' '$IMG$SVG'
+	EOF
+	chmod 755 /www/cgi-bin/hydradns-rig-302
+	# HostlistsRegistry's layout (docs/configuration.md): a category and a
+	# name that hold markup, two services of a category named __proto__,
+	# and TikTok (the groups the run made block it).
+	cat > /www/hydradns-rig/services.json <<-'EOF'
+	{"blocked_services": [
+	 {"id": "rig_category", "name": "Rig category", "group": "<svg onload=\"window.__pwned=1\">", "rules": ["||rig-category.example^"]},
+	 {"id": "rig_name", "name": "Rig <img src=x onerror=\"window.__pwned=1\">", "group": "rig", "rules": ["||rig-name.example^"]},
+	 {"id": "rig_proto_one", "name": "Rig proto one", "group": "__proto__", "rules": ["||proto-one.example^"]},
+	 {"id": "rig_proto_two", "name": "Rig proto two", "group": "__proto__", "rules": ["||proto-two.example^"]},
+	 {"id": "tiktok", "name": "TikTok", "group": "social", "rules": ["||tiktok.com^"]}
+	]}
+	EOF
+	printf '0.0.0.0 hostile-line.example # %s%s\n' "$IMG" "$SVG" > /etc/hydradns/rig-hostile.txt
+	chmod 644 /etc/hydradns/rig-hostile.txt
+	uci set hydradns.main.services_url=http://127.0.0.1:8080/hydradns-rig/services.json
+	uci set hydradns.redirected=blocklist
+	uci set hydradns.redirected.url=http://127.0.0.1:8080/cgi-bin/hydradns-rig-302
+	uci set hydradns.hostileline=blocklist
+	uci add_list hydradns.hostileline.path=/etc/hydradns/rig-hostile.txt
+	# Devices: a DHCP lease (dnsmasq's file has no spaces in a name), an
+	# ethers line and a rule's name, each holding markup.
+	echo "0 02:00:5e:10:00:66 127.0.0.66 <svg/onload=window.__pwned=1> *" >> /tmp/rig-dhcp.leases
+	echo "02:00:5e:10:00:68 <img/src='x'/onerror=window.__pwned=1>" >> /etc/ethers
+	uci set hydradns.hostilename=client
+	uci set hydradns.hostilename.name="$IMG"
+	uci add_list hydradns.hostilename.match=127.0.0.67
+	uci commit hydradns
+	# The Overview's Revert (header_apply_refused, earlier in the run) once
+	# left the file root's alone, and the daemon refused every reload.
+	case "$(ls -l /etc/config/hydradns)" in
+	-rw-r--r--*) ;;
+	*) echo "the config after the Overview's Revert: $(ls -l /etc/config/hydradns)"; return 1 ;;
+	esac
+	reload_config
+	wait_until 15 has_list || { echo "the local list not loaded: $(hydradns status)"; return 1; }
+	hydradns update
+	wait_until 15 failed_download || { echo "no download error for the redirect: $(hydradns status)"; return 1; }
+	# The catalogue downloaded: its __proto__ services listed.
+	wait_until 15 sh -c 'hydradns services | grep -q rig_proto_one' || { echo "the catalogue: $(hydradns services | head)"; return 1; }
+	# The lease's and the rule's devices ask (a 127/8 address of their own).
+	for c in 127.0.0.66 127.0.0.67; do
+		dig +short +time=2 +tries=1 -b "$c" -p 5353 @127.0.0.1 hostile-line.example A > /dev/null
+	done
+	wait_until 10 logged_from || { echo "not logged: $(hydradns log --limit 5)"; return 1; }
+}
+hostile_on_request() {
+	[ -f /rig/hostile ] || return 0
+	rm -f /rig/hostile
+	if (hostile_sources) > /tmp/hostile.out 2>&1; then echo ok > /rig/.hostile.done; else echo failed > /rig/.hostile.done; fi
+	cat /tmp/hostile.out >> /rig/.hostile.done
+	mv /rig/.hostile.done /rig/hostile.done
+}
+host_drives() {
+	stand_in
+	hostile_on_request
+}
+host_drives_luci host_drives
 
 step "$mode: what the host did through LuCI"
 # The browser's "Allow" on the top blocked name: in UCI, and answered.

@@ -7,7 +7,9 @@
 # directly gets the gateway's answer, logged under its DHCP name; DNS over
 # TLS/QUIC is refused; exemptions; stop, start, force_dns 0; the daemon
 # hung, then its port taken: dnsmasq answers on its own within 30 s and
-# back; /etc/config/dhcp and /etc/config/firewall never written.
+# back; in replace mode (force_dns on and off, hung too) no LAN device
+# reaches dnsmasq's own port; /etc/config/dhcp and /etc/config/firewall
+# never written.
 # PKG_INSTALL names the package manager: opkg (default) or apk.
 # shellcheck source=tests/openwrt/rig/lib.sh
 . /rig/mnt/lib.sh
@@ -27,6 +29,21 @@ refused_853() {
 	lan dig +tcp +time=2 +tries=1 -p 853 "@$1" x.example A 2>&1 | grep -qi "connection refused"
 }
 more_logged() { [ "$(logged "$1")" -gt "$2" ]; }
+# What a LAN device gets for blocked.example from dnsmasq's port in replace
+# mode (5354), at the router's LAN and WAN addresses, IPv4 and IPv6, UDP and
+# TCP: the answers, one a line (dig's own ";;" lines dropped).
+side_door() {
+	for server in 192.0.2.1 2001:db8:1::1 198.51.100.2; do
+		for proto in +notcp +tcp; do
+			lan dig +short +time=2 +tries=1 "$proto" -p 5354 "@$server" blocked.example A 2>&1 | grep -v '^;'
+		done
+	done
+}
+# Only the filter's answers, if any: nothing that went round HydraDNS.
+no_side_door() {
+	out=$(side_door | grep -vx '0\.0\.0\.0')
+	[ -z "$out" ] || fail "$1: dnsmasq's port answered the LAN: $out"
+}
 stopped_listening() { ! netstat -lnu | grep -q '127.0.0.1:5353 '; }
 firewall_sum() { sha256sum /etc/config/firewall | cut -d' ' -f1; }
 unchanged_configs() {
@@ -231,11 +248,19 @@ pid=$(pid_of hydradns)
 wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "replace mode: the LAN not answered by HydraDNS"
 wait_for 15 0.0.0.0 ask blocked.example 127.0.0.1 || fail "replace mode: the router not answered by HydraDNS"
 wait_for 15 0.0.0.0 lan_ask blocked.example 203.0.113.53 || fail "replace mode: force DNS"
+# dnsmasq listens on every address of the router, on its own port, and
+# answers from the WAN's resolvers: nothing of the LAN reaches it but
+# through HydraDNS, which forwards the LAN's names to it over loopback.
+no_side_door "replace mode"
+[ "$(lan_ask kids-tablet.lan 192.0.2.1)" = "$lease" ] || fail "replace mode: the LAN's names through HydraDNS"
+[ "$(ask kids-tablet.lan 127.0.0.1 5354)" = "$lease" ] || fail "replace mode: dnsmasq's port on loopback"
 kill -STOP "$pid"
 started=$(date +%s)
 wait_for 30 93.184.215.14 lan_ask blocked.example 192.0.2.1 || fail "replace mode: no DNS 30 s after the daemon ($pid) hung"
 echo "answered (unfiltered) after $(($(date +%s) - started)) s"
 [ "$(lan_ask wan.example 203.0.113.53)" = 93.184.215.14 ] || fail "replace mode: redirected queries unanswered while unfiltered"
+# Fail-open sends the LAN's port 53 to dnsmasq's port, and nothing else.
+no_side_door "replace mode, failed open"
 # The router's own lookups (resolv.conf: 127.0.0.1, ::1) reach dnsmasq too.
 [ "$(ask blocked.example 127.0.0.1)" = 93.184.215.14 ] || fail "replace mode: the router's own lookups unanswered while unfiltered"
 kill -CONT "$pid"
@@ -244,6 +269,29 @@ wait_for 30 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "replace mode: not
 echo "filtered again after $(($(date +%s) - started)) s"
 wait_for 15 0.0.0.0 ask blocked.example 127.0.0.1 || fail "replace mode: the router's lookups not filtered again"
 nft list table inet hydradns_unfiltered > /dev/null 2>&1 && fail "the router's redirect stayed after filtered again"
+
+step "replace mode with force_dns 0: dnsmasq's port still answers the LAN nothing"
+uci set hydradns.main.force_dns=0
+uci commit hydradns
+reload_config
+wait_for 15 203.0.113.99 lan_ask blocked.example 203.0.113.53 || fail "replace mode, force_dns 0: still redirected"
+no_side_door "replace mode, force_dns 0"
+[ "$(lan_ask blocked.example 192.0.2.1)" = 0.0.0.0 ] || fail "replace mode, force_dns 0: port 53"
+
+# The watchdog's probe goes to the socket a flood fills: a daemon that reads
+# its flood is overloaded, not hung, and DNS stays filtered. With opkg only
+# (net-apk runs this script too): the package manager changes nothing here.
+if [ "${PKG_INSTALL:-opkg}" = opkg ]; then
+	step "replace mode: a LAN device floods port 53 for 15 s with names never asked: DNS stays filtered"
+	n=$(logged 'DNS is unfiltered')
+	# Eight senders (four did not fail the old watchdog open here, on 2
+	# cores), 15 s and 200,000,000 queries at most.
+	sent=$(lan /rig/mnt/flood 192.0.2.1 53 15 200000000 8) || fail "the flooder: $sent"
+	wait_for 5 0.0.0.0 lan_ask blocked.example 192.0.2.1 || fail "blocked.example not blocked within 5 s of the flood's end"
+	[ "$(logged 'DNS is unfiltered')" = "$n" ] || fail "a flood of $sent queries failed DNS open: $(logread -e hydradns | grep -i 'unfiltered\|overloaded' | tail -n 5)"
+	echo "flood: $sent queries in 15 s; the watchdog said 'overloaded' $(logged overloaded) times"
+fi
+uci set hydradns.main.force_dns=1
 uci set hydradns.main.dnsmasq_mode=upstream
 uci delete hydradns.main.listen
 uci add_list hydradns.main.listen='127.0.0.1:5353'

@@ -171,6 +171,29 @@ check_daemon
 [ "$(file_id /etc/victim)" = "$victim" ] || fail "root wrote through a symlink of the daemon's"
 [ ! -e /etc/hydradns-dnsmasq.backup ] || fail "a symlinked legacy backup was imported"
 in_log "dnsmasq.backup not imported \\(not a regular file\\)" || fail "the refused backup is not logged"
+# /tmp/hydradns is the daemon's entry in world-writable /tmp: it may make
+# it a link to anywhere. A start (fail-open's happen while it runs) acts on
+# nothing through it.
+chmod 755 /etc/victimdir
+victimdir=$(ls -ldn /etc/victimdir | awk '{ print $1, $3, $4 }')
+mv /tmp/hydradns /tmp/hydradns.real
+ln -s /etc/victimdir /tmp/hydradns && chown -h hydradns: /tmp/hydradns
+/etc/init.d/hydradns start
+[ "$(ls -ldn /etc/victimdir | awk '{ print $1, $3, $4 }')" = "$victimdir" ] ||
+	fail "a start changed what the daemon's link in /tmp points at: $(ls -ldn /etc/victimdir), was $victimdir"
+[ -L /tmp/hydradns ] || fail "the daemon's own entry was replaced: $(ls -ld /tmp/hydradns)"
+# Someone else's entry at that name is set aside, and the daemon gets a
+# directory of its own.
+chown -h 65534:65534 /tmp/hydradns
+/etc/init.d/hydradns start
+[ "$(ls -ldn /etc/victimdir | awk '{ print $1, $3, $4 }')" = "$victimdir" ] || fail "a start changed /etc/victimdir: $(ls -ldn /etc/victimdir)"
+[ ! -L /tmp/hydradns ] && [ "$(ls -ld /tmp/hydradns | awk '{ print $1 $3 }')" = drwx------hydradns ] ||
+	fail "no directory of the daemon's at /tmp/hydradns: $(ls -ld /tmp/hydradns)"
+aside=$(ls -d /tmp/hydradns.aside.* 2> /dev/null | head -n 1)
+[ -L "$aside/hydradns" ] || fail "someone else's entry not set aside: $(ls -la /tmp)"
+in_log "hydradns: /tmp/hydradns was not hydradns's \\(owner 65534\\): moved to /tmp/hydradns.aside." || fail "the move is not logged"
+rm -rf /tmp/hydradns /tmp/hydradns.aside.*
+mv /tmp/hydradns.real /tmp/hydradns
 rm -rf /var/run/hydradns/restart.key /var/run/hydradns/dhcp.staged /etc/hydradns/dnsmasq.backup.refused /etc/victim /etc/victimdir
 # A regular file of the daemon's, on a router 0.1.0-1 never touched: refused too.
 printf 'port=0\n' > /etc/hydradns/dnsmasq.backup && chown hydradns: /etc/hydradns/dnsmasq.backup
@@ -197,7 +220,6 @@ check_daemon
 
 step "metrics: uci sets metrics_listen and metrics_textfile; the restart serves and writes them as the daemon's user"
 pid=$(pid_of hydradns)
-mkdir -p /var/prometheus
 uci set hydradns.main.metrics_listen=127.0.0.1:9153
 uci set hydradns.main.metrics_textfile=/var/prometheus/hydradns.prom
 uci commit hydradns
@@ -209,9 +231,18 @@ wait_until 10 grep -q '^hydradns_build_info' /var/prometheus/hydradns.prom ||
 wget -q -O /tmp/metrics.http http://127.0.0.1:9153/metrics || fail "GET /metrics"
 grep -q '^hydradns_queries_total{proto="udp"} ' /tmp/metrics.http || fail "metrics over HTTP: $(head /tmp/metrics.http)"
 hydradns metrics | grep -q '^# TYPE hydradns_request_duration_seconds histogram$' || fail "hydradns metrics"
-# The directory was root's: now writable by the daemon's group, and no more.
-[ "$(ls -ld /var/prometheus | awk '{ print $1 $4 }')" = "drwxrwxr-x$(id -gn hydradns)" ] ||
+# The directory was missing: made for the daemon.
+[ "$(ls -ld /var/prometheus | awk '{ print $1 $3 }')" = "drwxr-xr-xhydradns" ] ||
 	fail "/var/prometheus: $(ls -ld /var/prometheus)"
+# An existing directory the daemon cannot write is left as it is (and the
+# daemon runs without its textfile).
+etc_mode=$(ls -ldn /etc | awk '{ print $1, $3, $4 }')
+uci set hydradns.main.metrics_textfile=/etc/x.prom
+uci commit hydradns
+/etc/init.d/hydradns restart
+check_daemon
+[ "$(ls -ldn /etc | awk '{ print $1, $3, $4 }')" = "$etc_mode" ] || fail "/etc changed: $(ls -ldn /etc), was $etc_mode"
+[ ! -e /etc/x.prom ] || fail "a textfile in /etc"
 # A world-writable directory is left as it is.
 tmp_mode=$(ls -ld /tmp | awk '{ print $1 $3 $4 }')
 uci set hydradns.main.metrics_textfile=/tmp/hydradns.prom
@@ -265,6 +296,63 @@ cp /tmp/hydradns.conf /etc/config/hydradns
 /etc/init.d/hydradns restart
 check_daemon
 wait_until 10 grep -qx no-resolv "$conf" || fail "upstream mode again"
+
+step "LuCI's rpcd plugin, the daemon stopped: status loads nothing; check one at a time, ended with the call; undo expands nothing"
+# Called as rpcd calls it (rpcd's timeout SIGKILLs the plugin's shell).
+rpc() { echo "$2" | /rig/mnt/luci.hydradns call "$1"; }
+# The checks that load the lists themselves (not answered by the gateway).
+full_checks() {
+	for p in /proc/[0-9]*; do
+		tr '\0' ' ' < "$p/cmdline" 2> /dev/null | grep -q '^/usr/sbin/hydradns check --one-at-a-time ' && echo "${p#/proc/}"
+	done
+}
+some_full_check() { [ -n "$(full_checks)" ]; }
+no_full_check() { [ -z "$(full_checks)" ]; }
+/etc/init.d/hydradns stop
+wait_until 10 stopped hydradns || fail "still running after stop"
+# status reads no list file: a FIFO at a list's .meta would hang a reader.
+meta=$(hydradns status --json | jsonfilter -e '@.lists[@.name="hagezi-light"].files[0]')
+meta=${meta%.list}.meta
+[ "$meta" != .meta ] || fail "no file for hagezi-light in status"
+rm -f "$meta" && mkfifo "$meta"
+timeout 5 sh -c 'echo {} | /rig/mnt/luci.hydradns call status' > /tmp/rpc-status.out ||
+	fail "rpcd status with the daemon down did not answer within 5 s: $(cat /tmp/rpc-status.out)"
+[ "$(jsonfilter -i /tmp/rpc-status.out -e '@.running')" = false ] || fail "rpcd status: $(cat /tmp/rpc-status.out)"
+rm -f "$meta"
+# 2,000,000 names: a check that loads them runs a second or more.
+awk 'BEGIN { for (i = 0; i < 2000000; i++) printf "b%d.example\n", i }' > /tmp/big.list
+uci add hydradns blocklist > /dev/null
+uci set hydradns.@blocklist[-1].name=big
+uci set hydradns.@blocklist[-1].path=/tmp/big.list
+uci commit hydradns
+rpc check '{"name":"b1.example"}' > /tmp/rpc-check1.out &
+wait_until 30 some_full_check || fail "no check loading the lists: $(cat /tmp/rpc-check1.out)"
+child=$(full_checks)
+kill -STOP "$child"
+# The shell rpcd would have started: the topmost plugin process above the
+# check (a subshell of the plugin's between them would outlive it).
+shell=$child
+while parent=$(awk '{ print $4 }' "/proc/$shell/stat") &&
+	tr '\0' ' ' < "/proc/$parent/cmdline" | grep -q 'luci\.hydradns call check'; do
+	shell=$parent
+done
+[ "$shell" != "$child" ] || fail "no plugin shell above the check"
+out=$(rpc check '{"name":"b2.example"}')
+echo "$out" | jsonfilter -e '@.error' | grep -q '^busy: ' || fail "a second check at once: $out"
+# rpcd's timeout kills the plugin's shell: its check goes with it.
+kill -9 "$shell"
+wait_until 5 no_full_check || fail "a check outlived the plugin's shell: $(full_checks)"
+out=$(rpc check '{"name":"b3.example"}')
+echo "$out" | jsonfilter -e '@.output' | grep -q "^b3.example: blocked by list 'big'" || fail "a check after one was killed: $out"
+uci delete hydradns.@blocklist[-1]
+uci commit hydradns
+rm -f /tmp/big.list
+# No word of undo's is expanded against root's files.
+touch /root/hydradns-secret-name
+out=$(rpc undo '{"domain":"x.example","undo":"/root/*"}')
+echo "$out" | grep -q secret && fail "undo expanded a glob: $out"
+echo "$out" | jsonfilter -e '@.error' | grep -q 'not a LuCI list' || fail "undo: $out"
+rm -f /root/hydradns-secret-name
 
 step "opkg remove: dnsmasq's settings back byte for byte"
 opkg remove hydradns > /tmp/opkg.out 2>&1 || fail "opkg remove: $(cat /tmp/opkg.out)"

@@ -1,5 +1,6 @@
 'use strict';
 'require baseclass';
+'require dom';
 'require rpc';
 'require uci';
 'require ui';
@@ -33,6 +34,32 @@ var callDevices = rpc.declare({ object: 'luci.hydradns', method: 'devices' });
 // procd's clock in the router's time zone: what LuCI's System box shows as
 // Local Time. Asked only while a time of day is to be shown.
 var callSystemInfo = rpc.declare({ object: 'system', method: 'info' });
+
+// Data is text. LuCI's E() (dom.create) sets innerHTML from a child that
+// is a bare string, and these pages show what comes from outside: list
+// errors, list lines (`check`), the services catalogue, device names from
+// the DHCP leases, /etc/ethers and the config. So every node of HydraDNS's
+// pages is made here, with every child as text: strings and numbers become
+// text nodes, nodes stay nodes, arrays are flattened. Each view takes it as
+// its own E (`var E = api.E;`), so no string it passes can become markup.
+function asText(children, out) {
+	out = out || [];
+	if (Array.isArray(children))
+		children.forEach(function(c) { asText(c, out); });
+	else if (children != null)
+		out.push(dom.elem(children) ? children : String(children));
+	return out;
+}
+
+function E(tag, attrs, children) {
+	// E(tag, children): as LuCI's, but a node there is a child, not attributes.
+	if (attrs == null || typeof attrs != 'object' || Array.isArray(attrs) || dom.elem(attrs)) {
+		if (children === undefined)
+			children = attrs;
+		attrs = {};
+	}
+	return dom.create(tag, attrs, asText(children));
+}
 
 // The router's offset from UTC in seconds, once learnt; null before, or when
 // this login may not ask (the pages then say how long ago instead).
@@ -78,6 +105,18 @@ return baseclass.extend({
 	SETTINGS: 'settings',
 	LISTS: 'lists',
 	DEVICES: 'devices',
+
+	// E() with text children (above); every view uses it as its E.
+	E: E,
+
+	// LuCI's modal dialog and notification banner with a title that is
+	// text (LuCI makes a bare string title markup, as E does).
+	modal: function(title, children) {
+		return ui.showModal(title == null ? null : asText(title), asText(children));
+	},
+	notify: function(title, children, kind) {
+		return ui.addNotification(title == null ? null : asText(title), asText(children), kind);
+	},
 
 	// Whether this login may change things (LuCI's view of the menu
 	// entry's ACL, luci-app-hydradns write); pages without a HydraDNS menu
@@ -302,7 +341,7 @@ return baseclass.extend({
 			var others = page ? this.foreign((changes || {}).hydradns, page) : [];
 			if (others.length) {
 				var other = this.otherPage(page);
-				ui.addNotification(_('Not applied: another page has unapplied changes'), E('p', { 'id': 'hydradns-foreign' },
+				this.notify(_('Not applied: another page has unapplied changes'), E('p', { 'id': 'hydradns-foreign' },
 					_('The %s page has changes that are saved but not applied (%s). Apply them there (they are checked then) or revert them with the header\'s Unsaved Changes → Revert; then apply this page.')
 						.format(other, others.join(', '))), 'warning');
 				return false;
@@ -313,13 +352,13 @@ return baseclass.extend({
 					ui.changes.apply(mode == '0');
 					return true;
 				}
-				ui.addNotification(_('HydraDNS refuses this configuration'), this.explain(r.output, c), 'danger');
+				this.notify(_('HydraDNS refuses this configuration'), this.explain(r.output, c), 'danger');
 				return false;
 			}, this));
-		}, this)).catch(function(e) {
-			ui.addNotification(null, E('p', {}, _('Cannot check the configuration: %s').format(e.message)), 'danger');
+		}, this)).catch(L.bind(function(e) {
+			this.notify(null, E('p', {}, _('Cannot check the configuration: %s').format(e.message)), 'danger');
 			return false;
-		});
+		}, this));
 	},
 
 	// check-config's "config:LINE: problem" lines, each with the section

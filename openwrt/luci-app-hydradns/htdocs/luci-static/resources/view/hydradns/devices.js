@@ -4,6 +4,10 @@
 'require uci';
 'require hydradns.api as api';
 
+// LuCI's E() makes a bare string child markup; api.E makes every child
+// text, as what this page shows comes from outside (api.js).
+var E = api.E;
+
 // Devices: every device the router knows of (DHCP leases, /etc/ethers, the
 // neighbour tables, `config client` names) and every client of the query
 // log since the router's midnight, one row per device, merged by the
@@ -80,12 +84,12 @@ return view.extend({
 	handleAsk: function(d) {
 		var groups = this.choices(d);
 		if (!groups.length) {
-			ui.addNotification(null, E('p', {}, _('%s is in every group already.').format(d.name || this.key(d))), 'info');
+			api.notify(null, E('p', {}, _('%s is in every group already.').format(d.name || this.key(d))), 'info');
 			return;
 		}
 		var select = E('select', { 'class': 'cbi-input-select', 'id': 'hydradns-add-group' },
 			groups.map(function(g) { return E('option', { 'value': g }, g); }));
-		ui.showModal(_('Add %s to a group').format(d.name || this.key(d)), [
+		api.modal(_('Add %s to a group').format(d.name || this.key(d)), [
 			E('p', {}, _('Its groups now: %s. A rule for its %s %s is written, in these groups and the one chosen; its lists apply to it at once.')
 				.format((d.groups || []).join(', '), d.mac ? _('MAC') : _('address'), this.key(d))),
 			select,
@@ -109,7 +113,7 @@ return view.extend({
 		return uci.changes().then(L.bind(function(changes) {
 			var others = api.foreign((changes || {}).hydradns, api.DEVICES);
 			if (others.length) {
-				ui.addNotification(_('Not applied: another page has unapplied changes'), E('p', { 'id': 'hydradns-foreign' },
+				api.notify(_('Not applied: another page has unapplied changes'), E('p', { 'id': 'hydradns-foreign' },
 					_('The %s page has changes that are saved but not applied (%s). Apply them there (they are checked then) or revert them with the header\'s Unsaved Changes → Revert; then add the device.')
 						.format(api.otherPage(api.DEVICES), others.join(', '))), 'warning');
 				return false;
@@ -133,12 +137,12 @@ return view.extend({
 				// Nothing of it stays staged: dropped here, before any save.
 				uci.unload('hydradns');
 				return uci.load('hydradns').then(L.bind(function() {
-					ui.addNotification(_('HydraDNS refuses this configuration'), api.explain(r.output, c), 'danger');
+					api.notify(_('HydraDNS refuses this configuration'), api.explain(r.output, c), 'danger');
 					return false;
 				}, this));
 			}, this));
 		}, this)).catch(function(e) {
-			ui.addNotification(null, E('p', {}, _('Cannot add the device: %s').format(e.message)), 'danger');
+			api.notify(null, E('p', {}, _('Cannot add the device: %s').format(e.message)), 'danger');
 			return false;
 		});
 	},

@@ -5,6 +5,10 @@
 'require ui';
 'require hydradns.api as api';
 
+// LuCI's E() makes a bare string child markup; api.E makes every child
+// text, as what this page shows comes from outside (api.js).
+var E = api.E;
+
 // Lists: the block and allow lists (downloaded or local files, or names
 // typed in), which groups each applies to, and "Update now". Saved through
 // UCI, checked by the daemon's check-config before they apply.
@@ -46,9 +50,10 @@ function listSection(m, type, title, descr, live) {
 	groupChoices(o);
 	o.placeholder = 'default';
 	o.optional = true;
-	// A list without groups is the group default's, not nobody's: the grid says so.
+	// A list without groups is the group default's, not nobody's: the grid
+	// says so. LuCI's grid takes a textvalue as markup: escaped, as its own.
 	o.textvalue = function(section_id) {
-		return L.toArray(this.cfgvalue(section_id)).join(' ') || 'default';
+		return '%h'.format(L.toArray(this.cfgvalue(section_id)).join(' ') || 'default');
 	};
 
 	o = s.option(form.DummyValue, '_entries', _('Entries'));
@@ -101,9 +106,9 @@ return view.extend({
 
 	handleUpdate: function() {
 		return api.update().then(function() {
-			ui.addNotification(null, E('p', {}, _('Downloading the lists; reload this page in a minute to see them.')), 'info');
+			api.notify(null, E('p', {}, _('Downloading the lists; reload this page in a minute to see them.')), 'info');
 		}, function(e) {
-			ui.addNotification(null, E('p', {}, _('Update failed: %s').format(e.message)), 'danger');
+			api.notify(null, E('p', {}, _('Update failed: %s').format(e.message)), 'danger');
 		});
 	},
 

@@ -6,6 +6,10 @@
 'require uci';
 'require hydradns.api as api';
 
+// LuCI's E() makes a bare string child markup; api.E makes every child
+// text, as what this page shows comes from outside (api.js).
+var E = api.E;
+
 // Queries: the top blocked names and the busiest clients of the last day,
 // and the whole retained log, 100 rows a page, newest first, in the
 // router's local time; filtered by name, device, a group's devices,
@@ -232,12 +236,12 @@ return view.extend({
 
 	handleWhy: function(r) {
 		return api.check(r.name, r.client).then(function(out) {
-			ui.showModal(_('Why %s is answered so for %s').format(r.name, r.client_name || r.client), [
+			api.modal(_('Why %s is answered so for %s').format(r.name, r.client_name || r.client), [
 				E('pre', { 'id': 'hydradns-why', 'style': 'white-space:pre-wrap' }, out),
 				E('div', { 'class': 'right' }, E('button', { 'class': 'cbi-button', 'click': ui.hideModal }, _('Close')))
 			]);
 		}, function(e) {
-			ui.addNotification(null, E('p', {}, e.message), 'danger');
+			api.notify(null, E('p', {}, e.message), 'danger');
 		});
 	},
 
@@ -260,7 +264,7 @@ return view.extend({
 			ui.hideModal();
 			return this.handleDecide(what, name, forClient);
 		}, this);
-		ui.showModal(_('%s %s').format(verb, name), [
+		api.modal(_('%s %s').format(verb, name), [
 			E('p', {}, what == 'allow'
 				? _('Allowed names are answered even when a block list has them.')
 				: _('Blocked names are answered with the block answer.')),
@@ -282,17 +286,17 @@ return view.extend({
 				E('button', { 'class': 'cbi-button', 'id': 'hydradns-undo',
 					'click': ui.createHandlerFn(this, 'handleUndo', name, r.undo) }, _('Undo'))
 			]);
-			ui.addNotification(null, note, 'info');
+			api.notify(null, note, 'info');
 		}, this), function(e) {
-			ui.addNotification(null, E('p', {}, e.message), 'danger');
+			api.notify(null, E('p', {}, e.message), 'danger');
 		});
 	},
 
 	handleUndo: function(name, undo) {
 		return api.undo(name, undo).then(function() {
-			ui.addNotification(null, E('p', { 'id': 'hydradns-undone' }, _('%s: the lists are as before; the gateway reloaded.').format(name)), 'info');
+			api.notify(null, E('p', { 'id': 'hydradns-undone' }, _('%s: the lists are as before; the gateway reloaded.').format(name)), 'info');
 		}, function(e) {
-			ui.addNotification(null, E('p', {}, e.message), 'danger');
+			api.notify(null, E('p', {}, e.message), 'danger');
 		});
 	},
 

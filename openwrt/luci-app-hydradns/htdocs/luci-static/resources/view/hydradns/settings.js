@@ -6,6 +6,10 @@
 'require tools.widgets as widgets';
 'require hydradns.api as api';
 
+// LuCI's E() makes a bare string child markup; api.E makes every child
+// text, as what this page shows comes from outside (api.js).
+var E = api.E;
+
 // Settings: the main options, the query log, devices (client rules),
 // groups, schedules and local names. The daemon's own check-config reads
 // the staged config before Save & Apply applies it. Flags and choices keep
@@ -102,21 +106,29 @@ var ServiceToggles = form.MultiValue.extend({
 	__name__: 'CBI.HydraDNSServices',
 
 	renderWidget: function(section_id, option_index, cfgvalue) {
-		var on = L.toArray(cfgvalue), known = {}, byCategory = {}, boxes = [], labels = [];
+		// Keyed by names from the catalogue: a Map, where a category named
+		// __proto__ or constructor is a category like any other.
+		var on = L.toArray(cfgvalue), known = new Map(), byCategory = new Map(), boxes = [], labels = [];
+		var file = function(category, sv) {
+			if (!byCategory.has(category))
+				byCategory.set(category, []);
+			byCategory.get(category).push(sv);
+		};
 		this.catalogue.forEach(function(sv) {
-			known[sv.id] = true;
-			(byCategory[sv.category || 'other'] = byCategory[sv.category || 'other'] || []).push(sv);
+			known.set(sv.id, true);
+			file(sv.category || 'other', sv);
 		});
-		on.filter(function(id) { return !known[id]; }).forEach(function(id) {
-			(byCategory[_('not in the catalogue')] = byCategory[_('not in the catalogue')] || []).push({ id: id, name: id, domains: [] });
+		on.filter(function(id) { return !known.has(id); }).forEach(function(id) {
+			file(_('not in the catalogue'), { id: id, name: id, domains: [] });
 		});
-		var fieldsets = Object.keys(byCategory).sort().map(function(category) {
+		var fieldsets = Array.from(byCategory.keys()).sort().map(function(category) {
 			var own = [];
-			var f = E('fieldset', { 'class': 'cbi-section' }, [ E('legend', {}, category) ].concat(byCategory[category].map(function(sv) {
+			var f = E('fieldset', { 'class': 'cbi-section' }, [ E('legend', {}, category) ].concat(byCategory.get(category).map(function(sv) {
+				var domains = (sv.domains || []).join(' '), name = sv.name || sv.id;
 				var box = E('input', { 'type': 'checkbox', 'value': sv.id, 'checked': on.indexOf(sv.id) >= 0 ? '' : null });
-				var label = E('label', { 'title': sv.domains.join(' '), 'style': 'display:inline-block;margin-right:1em' },
-					[ box, ' ', sv.name ]);
-				label.search = (sv.id + ' ' + sv.name + ' ' + sv.domains.join(' ')).toLowerCase();
+				var label = E('label', { 'title': domains, 'style': 'display:inline-block;margin-right:1em' },
+					[ box, ' ', name ]);
+				label.search = (sv.id + ' ' + name + ' ' + domains).toLowerCase();
 				boxes.push(box);
 				labels.push(label);
 				own.push(label);
@@ -303,8 +315,9 @@ return view.extend({
 		// None is `default` to the daemon, as a list's groups are: said so
 		// in the grid rather than LuCI's "none".
 		o.placeholder = 'default';
+		// LuCI's grid takes a textvalue as markup: escaped, as its own.
 		o.textvalue = function(section_id) {
-			return L.toArray(this.cfgvalue(section_id)).join(' ') || 'default';
+			return '%h'.format(L.toArray(this.cfgvalue(section_id)).join(' ') || 'default');
 		};
 		choices(o, function(c) {
 			c.value('default');

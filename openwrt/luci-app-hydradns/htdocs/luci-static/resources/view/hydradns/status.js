@@ -6,6 +6,10 @@
 'require uci';
 'require hydradns.api as api';
 
+// LuCI's E() makes a bare string child markup; api.E makes every child
+// text, as what this page shows comes from outside (api.js).
+var E = api.E;
+
 // Overview: health first, in colour; what the gateway answered over the
 // last 24 hours (a chart from the query log, `stats --history`), the top
 // names and clients (links into Queries), what it answered and how, its
@@ -185,7 +189,7 @@ return view.extend({
 
 	handleService: function(action) {
 		return api.service(action).then(L.bind(this.refresh, this), function(e) {
-			ui.addNotification(null, E('p', {}, _('%s failed: %s').format(action, e.message)), 'danger');
+			api.notify(null, E('p', {}, _('%s failed: %s').format(action, e.message)), 'danger');
 		});
 	},
 
@@ -227,7 +231,7 @@ return view.extend({
 
 	handleRevert: function() {
 		return api.revert().then(L.bind(this.refresh, this), function(e) {
-			ui.addNotification(null, E('p', {}, _('Revert failed: %s').format(e.message)), 'danger');
+			api.notify(null, E('p', {}, _('Revert failed: %s').format(e.message)), 'danger');
 		});
 	},
 
@@ -334,13 +338,13 @@ return view.extend({
 
 	handlePause: function(duration, group) {
 		return api.pause(duration, group).then(L.bind(this.refresh, this), function(e) {
-			ui.addNotification(null, E('p', {}, _('Pause failed: %s').format(e.message)), 'danger');
+			api.notify(null, E('p', {}, _('Pause failed: %s').format(e.message)), 'danger');
 		});
 	},
 
 	handleResume: function(group) {
 		return api.resume(group).then(L.bind(this.refresh, this), function(e) {
-			ui.addNotification(null, E('p', {}, _('Resume failed: %s').format(e.message)), 'danger');
+			api.notify(null, E('p', {}, _('Resume failed: %s').format(e.message)), 'danger');
 		});
 	},
 

@@ -2,6 +2,10 @@
 'require baseclass';
 'require hydradns.api as api';
 
+// LuCI's E() makes a bare string child markup; api.E makes every child
+// text, as what this page shows comes from outside (api.js).
+var E = api.E;
+
 // A HydraDNS box on LuCI's Status → Overview, beside System and Memory:
 // the figures a router owner glances at, polled with the rest of that page,
 // and a link to the HydraDNS pages. While the watchdog has failed DNS open,
