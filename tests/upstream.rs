@@ -217,7 +217,7 @@ fn forged_and_stray_replies_are_ignored() {
     let r = udp(gw.addr, "spoof.example", A);
     assert_eq!(r.ips(), ["192.0.2.1"]);
     gw.signal("USR1");
-    assert!(gw.wait_log("mismatched=3", Duration::from_secs(5)), "{}", gw.log());
+    assert!(gw.wait_log("mismatched=3", Duration::from_secs(30)), "{}", gw.log());
 }
 
 /// Misses beyond `forward_max` are answered SERVFAIL at once and counted,
@@ -365,7 +365,7 @@ fn a_fallback_is_asked_only_when_every_upstream_failed() {
     assert_eq!((up1.seen("c.example"), up2.seen("c.example"), fb.seen("c.example")), (1, 1, 1));
     // The TCP clients' path (the async driver) alike.
     assert_eq!(tcp(gw.addr, "c2.example", A).ips(), ["192.0.2.9"]);
-    assert!(gw.wait_log("answered by fallback", Duration::from_secs(5)), "{}", gw.log());
+    assert!(gw.wait_log("answered by fallback", Duration::from_secs(30)), "{}", gw.log());
     let r = gw.report();
     let fallback = r.upstreams.iter().find(|u| u.addr == fb.addr.to_string()).unwrap();
     assert_eq!(fallback.answers, 2);
