@@ -272,7 +272,7 @@ fn sigterm_stops_cleanly_with_final_stats() {
     let log = gw.log.clone();
     let status = gw.stop();
     assert!(status.success(), "{status:?}");
-    let log = log.lock().unwrap();
+    let log = log.text();
     assert!(log.contains("stopping"));
     assert!(log.contains("udp_queries=1 "), "{log}");
 }

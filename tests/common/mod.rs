@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -688,13 +688,66 @@ pub fn hydradns() -> Command {
     }
 }
 
+/// A process's stderr as it comes. Whoever reads the text first moves what
+/// the pipe holds into it, under one lock: a line the process wrote before
+/// it answered something is in the text once that answer is in, however
+/// late a reader thread would have got to it on a busy machine.
+pub struct LogPipe {
+    fd: rustix::fd::OwnedFd,
+    bytes: Mutex<Vec<u8>>,
+}
+
+impl LogPipe {
+    /// Takes `stderr` over; a thread of its own keeps the pipe from filling.
+    pub fn start(stderr: std::process::ChildStderr) -> Arc<LogPipe> {
+        let fd = rustix::fd::OwnedFd::from(stderr);
+        rustix::io::ioctl_fionbio(&fd, true).unwrap();
+        let pipe = Arc::new(LogPipe { fd, bytes: Mutex::new(Vec::new()) });
+        let reader = pipe.clone();
+        std::thread::spawn(move || {
+            use rustix::event::{PollFd, PollFlags, poll};
+            loop {
+                let mut fds = [PollFd::new(&reader.fd, PollFlags::IN)];
+                if poll(&mut fds, None).is_err_and(|e| e != rustix::io::Errno::INTR) {
+                    return;
+                }
+                if reader.drain(&mut reader.bytes.lock().unwrap()) {
+                    return;
+                }
+            }
+        });
+        pipe
+    }
+
+    /// Moves what the pipe holds into `bytes`; true at its end.
+    fn drain(&self, bytes: &mut Vec<u8>) -> bool {
+        let mut buf = [0u8; 16384];
+        loop {
+            match rustix::io::read(&self.fd, &mut buf) {
+                Ok(0) => return true,
+                Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => return false,
+                Err(_) => return true,
+            }
+        }
+    }
+
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        let mut bytes = self.bytes.lock().unwrap();
+        self.drain(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
 /// The real binary, started on 127.0.0.1:0 with a config written for the test.
 pub struct Gateway {
     child: Child,
     pub addr: SocketAddr,
     pub addrs: Vec<SocketAddr>,
     pub config: PathBuf,
-    pub log: Arc<Mutex<String>>,
+    pub log: Arc<LogPipe>,
     pub dir: TempDir,
 }
 
@@ -765,16 +818,7 @@ impl Gateway {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut l = sink.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
+        let log = LogPipe::start(child.stderr.take().unwrap());
         let mut g = Gateway { child, addr: "0.0.0.0:0".parse().unwrap(), addrs: Vec::new(), config, log, dir };
         // Emulated binaries start slower.
         assert!(g.wait_log("ready with ", Duration::from_secs(30)), "gateway did not start:\n{}", g.log());
@@ -785,7 +829,7 @@ impl Gateway {
     }
 
     pub fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
+        self.log.text()
     }
 
     /// Where `metrics_listen` bound (its port 0 made concrete), from the log.
