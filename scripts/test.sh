@@ -5,9 +5,46 @@
 # cross builds, the tests again under qemu, packages, init script, UCI), a
 # fixed-count pass of every fuzz target (scripts/fuzz.sh), and short passes
 # of the benchmark (bench/run.sh --quick) and of the soak (bench/soak.sh --quick).
-# .ci/run calls this script; so does the README.
+# .ci/run calls this script; so does the README. The Rust suites run twice:
+# as usual, then with every core kept busy by another process (see under_load).
+#
+#   scripts/test.sh               everything, as CI runs it
+#   scripts/test.sh --stress [N]  only the Rust suites with every core busy,
+#                                 N times in a row (default 2), stopping at the first failure
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+stress_runs=0
+case "${1:-}" in
+    '') ;;
+    --stress)
+        stress_runs=${2:-2}
+        [[ "$stress_runs" =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [--stress [RUNS]]" >&2; exit 2; }
+        ;;
+    *) echo "usage: $0 [--stress [RUNS]]" >&2; exit 2 ;;
+esac
+
+# One busy loop per core while the tests run, as the other jobs of a shared
+# machine or CI runner would be: a test that holds only on an idle machine
+# (a bound on wall-clock time, a fixed sleep waiting for something) fails
+# here. Each loop ends with the run, and after two hours whatever happens.
+busy_pids=()
+stop_busy() {
+    [ "${#busy_pids[@]}" -eq 0 ] || { kill "${busy_pids[@]}" 2>/dev/null || true; wait "${busy_pids[@]}" 2>/dev/null || true; }
+    busy_pids=()
+}
+under_load() {
+    local rc=0 _
+    for _ in $(seq "$(nproc)"); do
+        timeout 7200 sh -c 'while :; do :; done' &
+        busy_pids+=($!)
+    done
+    printf '%d busy loops; %s\n' "${#busy_pids[@]}" "$(uptime)"
+    "$@" || rc=$?
+    printf 'at the end: %s\n' "$(uptime)"
+    stop_busy
+    return "$rc"
+}
 
 # Each stage's seconds and the total, printed as the run goes and at its
 # end (also when a stage fails), so that CI's log shows which suite grew.
@@ -19,6 +56,7 @@ stage() {
 }
 finish() {
     local rc=$? failed=$stage_name
+    stop_busy
     stage ''
     if [ "$rc" -eq 0 ]; then
         printf '== all stages: %d s\n' "$SECONDS"
@@ -56,18 +94,33 @@ need nginx:nginx-light
 # the bundled SQLite and ring compile C with it.
 need xz:xz-utils cc:gcc
 
-stage "format, clippy"
-cargo fmt --all -- --check
-cargo fmt --manifest-path fuzz/Cargo.toml -- --check
-cargo clippy --locked --all-targets -- -D warnings
+if [ "$stress_runs" -eq 0 ]; then
+    stage "format, clippy"
+    cargo fmt --all -- --check
+    cargo fmt --manifest-path fuzz/Cargo.toml -- --check
+    cargo clippy --locked --all-targets -- -D warnings
+fi
 # tests/metrics.rs reads the metrics with the Prometheus client library's
 # own parser too, and must not skip it here.
 python3 -c 'import prometheus_client' 2> /dev/null || python3 -m pip install -q prometheus_client
 # tests/encrypted.rs scripts a DoH server that refuses every stream with the h2 package.
 python3 -c 'import h2' 2> /dev/null || python3 -m pip install -q h2
 export HYDRADNS_REQUIRE_PROM_PARSER=1
+if [ "$stress_runs" -gt 0 ]; then
+    stage "build the tests"
+    cargo test --locked --no-run
+    for run in $(seq "$stress_runs"); do
+        stage "cargo test, every core busy ($run of $stress_runs)"
+        under_load cargo test --locked
+    done
+    exit 0
+fi
 stage "cargo test"
 cargo test --locked
+# The same with every core busy: CI runners and this machine are shared,
+# and a red run must mean a broken product, not a busy neighbour.
+stage "cargo test, every core busy"
+under_load cargo test --locked
 # The LuCI pages' views in node:vm (Node's own test runner, no npm
 # packages), and their translation template up to date.
 stage "LuCI views"

@@ -404,8 +404,10 @@ mod tests {
         assert!(e.contains("longer than"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
 
+        // A byte every 50 ms for 20 s: the 500 ms deadline ends it within a
+        // fifth of that, or it waited for the end.
         let (dir, path) = peer("trickle", |mut s| {
-            for _ in 0..100 {
+            for _ in 0..400 {
                 if s.write_all(b"{").is_err() {
                     break;
                 }

@@ -498,7 +498,11 @@ mod tests {
         let addr = sock.local_addr().unwrap();
         assert_eq!(queued(addr, None), Some(0));
         UdpSocket::bind("127.0.0.1:0").unwrap().send_to(b"hello", addr).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+        // (Queued as the send returns, on loopback; polled for all that.)
+        let end = Instant::now() + Duration::from_secs(10);
+        while queued(addr, None) == Some(0) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert!(queued(addr, None).unwrap() > 0, "a datagram waits unread");
         // Nobody reads it: no answer.
         let started = Instant::now();

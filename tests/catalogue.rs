@@ -11,6 +11,15 @@
 //! is a wait that fails past it, not a measure of speed. The quadratic
 //! parser took 5.6 s for the first catalogue in release builds (minutes in
 //! this debug build) and hours for the second.
+//!
+//! An `update` is the lists thread's work, and that thread runs at nice
+//! 15: on a machine whose cores are busy with other work it gets a few per
+//! cent of one, and the same update takes many times longer by the clock.
+//! So `update`'s 5 s is held against the CPU time the gateway spent on it
+//! (measured here at 0.7 s at most, on the debug build), which no neighbour
+//! changes, with a minute's wait by the clock for an update that hangs.
+//! `status` and the restart are served at normal priority: their bounds
+//! are by the clock (measured: 20 ms and well under a second).
 
 #![allow(clippy::unwrap_used)]
 
@@ -38,8 +47,9 @@ const STATUS_BOUND: Duration = Duration::from_secs(2);
 /// A restarted gateway answers DNS within this of being started (issue 58).
 const RESTART_BOUND: Duration = Duration::from_secs(5);
 /// Commands the issue sets no bound for (`services`, `check-config`, which
-/// parse the catalogue): they finish, that is all.
-const LOOSE_BOUND: Duration = Duration::from_secs(60);
+/// parse the catalogue): they finish, that is all. Also how long an
+/// `update` may take by the clock (see the module notes).
+const LOOSE_BOUND: Duration = Duration::from_secs(120);
 
 /// The A records of `name` asked from `source`; `None` without an answer in 2 s.
 fn ask(source: &str, server: SocketAddr, name: &str) -> Option<Vec<String>> {
@@ -76,11 +86,25 @@ fn cli_within(args: &[&str], bound: Duration) -> (i32, String, String) {
         if started.elapsed() > bound {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("hydradns {args:?} did not finish within {bound:?} (issue 58's bound)");
+            panic!("hydradns {args:?} did not finish within {bound:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
     };
     (status.code().unwrap_or(-1), out.join().unwrap(), err.join().unwrap())
+}
+
+/// `update` as [`cli_within`] with the loose bound by the clock, and
+/// fails if the gateway `gw` spent more than [`UPDATE_BOUND`] of CPU time
+/// on it (issue 58; see the module notes).
+fn update_within_bound(gw: &Gateway, args: &[&str]) -> (i32, String, String) {
+    let before = gw.cpu_seconds();
+    let done = cli_within(args, LOOSE_BOUND);
+    let spent = gw.cpu_seconds() - before;
+    assert!(
+        spent < UPDATE_BOUND.as_secs_f64(),
+        "hydradns {args:?} cost the gateway {spent:.2} s of CPU (issue 58's bound)"
+    );
+    done
 }
 
 /// The `services` row of `status --json`, as text.
@@ -219,7 +243,7 @@ fn a_catalogue_over_a_cap_is_refused_and_the_last_good_one_stays_in_force() {
     );
     let gw = Gateway::start(&text);
     let cfg = gw.config.to_str().unwrap().to_string();
-    wait_for("the first download", Duration::from_secs(20), || blocked(KID, gw.addr, "www.tube.example"));
+    wait_for("the first download", LOOSE_BOUND, || blocked(KID, gw.addr, "www.tube.example"));
     assert!(!blocked(PARENT, gw.addr, "www.tube.example"));
 
     let hostile: [(&str, Vec<u8>, &str); 3] = [
@@ -231,7 +255,7 @@ fn a_catalogue_over_a_cap_is_refused_and_the_last_good_one_stays_in_force() {
         let size = body.len();
         web.set("/services.json", http::Route::List { body, etag: format!("\"hostile{round}\"") });
         let prober = Prober::start(gw.addr);
-        let (code, out, err) = cli_within(&["update", "-c", &cfg, "--json"], UPDATE_BOUND);
+        let (code, out, err) = update_within_bound(&gw, &["update", "-c", &cfg, "--json"]);
         assert_eq!(code, 1, "{what}: a failed download: {out} {err}");
         assert!(out.contains(r#""name":"services","status":"failed""#) && out.contains(needle), "{what}: {out} {err}");
         assert!(out.contains(&in_use), "{what}: the good copy is the one in use: {out}");
@@ -264,13 +288,13 @@ fn a_catalogue_over_a_cap_is_refused_and_the_last_good_one_stays_in_force() {
     let gw = start_within_bound(dir, config_path.clone());
     assert!(blocked(KID, gw.addr, "www.tube.example"), "after the restart:\n{}", gw.log());
     assert!(!blocked(KID, gw.addr, "tiktok.com"), "the downloaded catalogue, not the built-in one");
-    let (code, out, _) = cli_within(&["update", "-c", &cfg, "--json"], UPDATE_BOUND);
+    let (code, out, _) = update_within_bound(&gw, &["update", "-c", &cfg, "--json"]);
     assert!(code == 1 && out.contains("more than 1000 services"), "{out}");
     assert!(blocked(KID, gw.addr, "www.tube.example"));
 
     // The good catalogue again: its error is cleared, nothing is rewritten.
     web.set("/services.json", http::Route::List { body: good, etag: "\"good2\"".into() });
-    let (code, out, err) = cli_within(&["update", "-c", &cfg, "--json"], UPDATE_BOUND);
+    let (code, out, err) = update_within_bound(&gw, &["update", "-c", &cfg, "--json"]);
     assert!(code == 0 && out.contains(r#""name":"services","status":"not-modified""#), "{out} {err}");
 
     // A saved copy over a cap (as a version without the caps kept it, or

@@ -21,10 +21,12 @@ use dot::{Dnsdist, EndlessDoh, ScriptedDot, Unbound, mode};
 use nginx::{Front, Nginx};
 use simple_dns::RCODE;
 
-/// A gateway whose one upstream is `upstream`, trusting the test CA.
+/// A gateway whose one upstream is `upstream`, trusting the test CA. A
+/// 5 s upstream timeout: a handshake and an answer on a busy machine fit
+/// in it, and no test here waits for it but the silent server's.
 fn gateway(upstream: &str, extra: &str) -> Gateway {
     Gateway::start(&format!(
-        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '1s'\n\
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '5s'\n\
          \tlist upstream '{upstream}'\n\toption ca_file '{ca}'\n{extra}",
         ca = tls_dir().join("ca.pem").display()
     ))
@@ -128,7 +130,7 @@ fn a_certificate_for_another_name_is_refused_and_fallback_only_when_configured()
     let g = gateway(&spec, "");
     assert_eq!(udp(g.addr, "refused.example", A).rcode, RCODE::ServerFailure);
     assert_eq!(backend.seen("refused.example"), 0);
-    assert!(g.wait_log("certificate refused", Duration::from_secs(5)), "{}", g.log());
+    assert!(g.wait_log("certificate refused", Duration::from_secs(30)), "{}", g.log());
     let u = upstream_report(&g);
     assert_eq!((u.state.as_str(), u.handshakes), ("failed", 0), "{u:?}");
     assert!(u.errors >= 1);
@@ -138,7 +140,7 @@ fn a_certificate_for_another_name_is_refused_and_fallback_only_when_configured()
     let g = gateway(&spec, &format!("\tlist fallback '{}'\n", fallback.addr));
     assert_eq!(udp(g.addr, "falls-back.example", A).ips(), ["198.51.100.7"]);
     assert_eq!(fallback.seen("falls-back.example"), 1);
-    assert!(g.wait_log("answered by fallback", Duration::from_secs(5)), "{}", g.log());
+    assert!(g.wait_log("answered by fallback", Duration::from_secs(30)), "{}", g.log());
 }
 
 #[test]
@@ -170,7 +172,7 @@ fn a_connection_the_server_closed_while_idle_is_made_again() {
     let unbound = Unbound::start(backend.addr, "\ttcp-idle-timeout: 300\n");
     let g = gateway(&format!("tls://localhost:{}#127.0.0.1", unbound.addr.port()), "");
     assert_eq!(udp(g.addr, "first.example", A).ips(), ["192.0.2.7"]);
-    wait_for("the idle connection to close", Duration::from_secs(10), || upstream_report(&g).state == "idle");
+    wait_for("the idle connection to close", Duration::from_secs(30), || upstream_report(&g).state == "idle");
     assert_eq!(udp(g.addr, "second.example", A).ips(), ["192.0.2.7"]);
     let u = upstream_report(&g);
     assert_eq!((u.handshakes, u.timeouts, u.errors), (2, 0, 0), "{u:?}");
@@ -229,7 +231,7 @@ fn a_connection_without_replies_is_dropped_after_15_seconds() {
     server.mode.store(mode::SILENT, SeqCst);
     assert_eq!(udp(g.addr, "swallowed.example", A).rcode, RCODE::ServerFailure);
     // Half-open, as after a WAN change: the gateway gives the connection up itself.
-    wait_for("the silent connection to be dropped", Duration::from_secs(25), || server.closed.load(SeqCst) >= 1);
+    wait_for("the silent connection to be dropped", Duration::from_secs(60), || server.closed.load(SeqCst) >= 1);
     server.mode.store(mode::ANSWER, SeqCst);
     assert_eq!(udp(g.addr, "fresh.example", A).ips(), ["203.0.113.9"]);
     assert_eq!(server.connections.load(SeqCst), 2);
@@ -251,7 +253,7 @@ fn before_the_clock_is_set_ntp_names_go_plain_to_bootstrap() {
     let marker = dir.0.join("ntpd-synced");
     let mut unbound = Unbound::start_with(backend.addr, "", &future_cert, &future_key);
     let g = Gateway::start(&format!(
-        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '1s'\n\
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '5s'\n\
          \tlist upstream 'tls://localhost:{port}#127.0.0.1'\n\toption ca_file '{bundle}'\n\
          \tlist bootstrap '{boot}'\n\tlist plain_domain 'pool.ntp.example'\n\
          \toption time_synced_file '{marker}'\n",
@@ -268,7 +270,7 @@ fn before_the_clock_is_set_ntp_names_go_plain_to_bootstrap() {
     // goes out in plain (no fallback is configured).
     assert_eq!(udp(g.addr, "private.example", A).rcode, RCODE::ServerFailure);
     assert_eq!(bootstrap.seen("private.example") + backend.seen("private.example"), 0);
-    assert!(g.wait_log("clock is not synchronised yet", Duration::from_secs(5)), "{}", g.log());
+    assert!(g.wait_log("clock is not synchronised yet", Duration::from_secs(30)), "{}", g.log());
 
     // NTP set the clock (the server's certificate is valid now, as it would
     // be with the right time): every name goes encrypted.
@@ -355,7 +357,7 @@ fn over_http2_goaway_and_idle_closes_lose_nothing() {
     assert_eq!((u.answers, u.timeouts, u.errors), (52, 0, 0), "{u:?}");
     assert_eq!(front.requests().len(), 52, "each request processed once");
     // Idle for longer than nginx keeps a connection: made again at the next query.
-    wait_for("nginx to close the idle connection", Duration::from_secs(10), || upstream_report(&g).state == "idle");
+    wait_for("nginx to close the idle connection", Duration::from_secs(30), || upstream_report(&g).state == "idle");
     let before = upstream_report(&g).handshakes;
     assert_eq!(udp(g.addr, "after-idle.example", A).ips(), ["192.0.2.24"]);
     let u = upstream_report(&g);
@@ -371,7 +373,7 @@ fn a_reply_that_is_not_a_dns_message_is_refused_and_fallback_only_when_configure
     // A 200 with an HTML page (a captive portal, a proxy's error page), over HTTP/2.
     let g = gateway(&format!("https://localhost:{}/wrong-type#127.0.0.1", h2.addr.port()), "");
     assert_eq!(udp(g.addr, "html.example", A).rcode, RCODE::ServerFailure);
-    assert!(g.wait_log("a reply that is not application/dns-message", Duration::from_secs(5)), "{}", g.log());
+    assert!(g.wait_log("a reply that is not application/dns-message", Duration::from_secs(30)), "{}", g.log());
     let u = upstream_report(&g);
     assert!(u.errors >= 1 && u.answers == 0, "{u:?}");
     assert_eq!(u.handshakes, 1, "the connection stays: the server is fine, its answer is not");
@@ -379,7 +381,7 @@ fn a_reply_that_is_not_a_dns_message_is_refused_and_fallback_only_when_configure
     // A 404 over HTTP/1.1.
     let g = gateway(&format!("https://localhost:{}/no-such-path#127.0.0.1", h1.addr.port()), "");
     assert_eq!(udp(g.addr, "missing.example", A).rcode, RCODE::ServerFailure);
-    assert!(g.wait_log("HTTP status 404", Duration::from_secs(5)), "{}", g.log());
+    assert!(g.wait_log("HTTP status 404", Duration::from_secs(30)), "{}", g.log());
     drop(g);
     // With a fallback, it answers instead.
     let fallback = Upstream::start(Ipv4Addr::new(198, 51, 100, 25));
@@ -397,11 +399,12 @@ fn a_server_refusing_every_stream_gets_each_query_four_times_at_most() {
     let g = gateway(&format!("https://localhost:{}#127.0.0.1", server.port), "");
     // REFUSED_STREAM means "not processed": sent again, three times at most.
     assert_eq!(udp(g.addr, "refused-stream.example", A).rcode, RCODE::ServerFailure);
-    wait_for("four requests", Duration::from_secs(5), || server.requests() >= 4);
+    wait_for("four requests", Duration::from_secs(30), || server.requests() >= 4);
+    // (No more come: half a second to show it, less on a busy machine.)
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(server.requests(), 4, "no more after the third re-send");
     assert_eq!(udp(g.addr, "refused-again.example", A).rcode, RCODE::ServerFailure);
-    wait_for("four more", Duration::from_secs(5), || server.requests() >= 8);
+    wait_for("four more", Duration::from_secs(30), || server.requests() >= 8);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(server.requests(), 8);
     assert_eq!(upstream_report(&g).handshakes, 1, "the connection itself is fine");
@@ -451,7 +454,7 @@ fn a_server_allowing_no_streams_is_passed_over_at_once() {
     let server = dot::RefusingDoh::start_with(&["zero-streams"]);
     let fallback = Upstream::start(Ipv4Addr::new(198, 51, 100, 26));
     let g = Gateway::start(&format!(
-        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '3s'\n\
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '10s'\n\
          \tlist upstream 'https://localhost:{}#127.0.0.1'\n\toption ca_file '{}'\n\tlist fallback '{}'\n",
         server.port,
         tls_dir().join("ca.pem").display(),
@@ -460,6 +463,7 @@ fn a_server_allowing_no_streams_is_passed_over_at_once() {
     for i in 0..3 {
         let started = std::time::Instant::now();
         assert_eq!(udp(g.addr, &format!("no-streams-{i}.example"), A).ips(), ["198.51.100.26"]);
+        // Within a fifth of the timeout it would otherwise have waited out.
         assert!(started.elapsed() < Duration::from_secs(2), "query {i} took {:?}", started.elapsed());
     }
     assert!(g.log().contains("allows no streams"), "{}", g.log());

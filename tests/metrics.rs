@@ -107,11 +107,13 @@ fn http(addr: SocketAddr, request: &str) -> (String, String) {
     (head.to_string(), body.to_string())
 }
 
-fn gateway(up: &Upstream, http: SocketAddr, extra: &str) -> Gateway {
+/// A gateway with the metrics listener on a port the kernel picks
+/// (`Gateway::metrics_addr`) and the textfile.
+fn gateway(up: &Upstream, extra: &str) -> Gateway {
     Gateway::start(&config(
         &[up],
         &format!(
-            "\toption metrics_listen '{http}'\n\toption metrics_textfile '@DIR@/hydradns.prom'\n\
+            "\toption metrics_listen '127.0.0.1:0'\n\toption metrics_textfile '@DIR@/hydradns.prom'\n\
              config blocklist\n\toption name 'ads \"quoted\"'\n\tlist domain 'ads.example'\n{extra}"
         ),
     ))
@@ -120,12 +122,15 @@ fn gateway(up: &Upstream, http: SocketAddr, extra: &str) -> Gateway {
 #[test]
 fn the_three_ways_give_one_well_formed_text_that_counts_what_was_sent() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let gw = gateway(&up, addr, "");
-    // The textfile is there from the start.
+    let gw = gateway(&up, "");
+    let addr = gw.metrics_addr();
+    // The textfile is there from the start: written before any query, and
+    // well before its first rewrite 15 s on (the main loop writes it as it
+    // starts, just after the "ready" line the harness waits for).
     let file = gw.dir.0.join("hydradns.prom");
+    wait_for("the first textfile", Duration::from_secs(10), || file.exists());
     let first = std::fs::read_to_string(&file).unwrap();
-    parse(&first);
+    assert_eq!(parse(&first)["hydradns_queries_total{proto=\"udp\"}"], 0.0, "{first}");
     for _ in 0..3 {
         assert_eq!(udp(gw.addr, "ads.example", A).ips(), ["0.0.0.0"]);
     }
@@ -166,8 +171,9 @@ fn the_three_ways_give_one_well_formed_text_that_counts_what_was_sent() {
     assert!(http(addr, "POST /metrics HTTP/1.1\r\n\r\n").0.starts_with("HTTP/1.1 405"));
     // A client that sends nothing holds a connection for at most 5 s and
     // never keeps a scrape from being answered.
+    // (The listener accepts in the order the kernel queued the connections:
+    // the idle ones are taken before the scrape, however late that is.)
     let idle: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
-    std::thread::sleep(Duration::from_millis(200));
     wait_for("a scrape past idle connections", Duration::from_secs(15), || {
         TcpStream::connect(addr).is_ok_and(|mut s| {
             s.set_read_timeout(Some(Duration::from_secs(6))).unwrap();
@@ -189,7 +195,7 @@ fn the_three_ways_give_one_well_formed_text_that_counts_what_was_sent() {
 #[test]
 fn counters_never_go_back_across_a_reload_and_label_sets_stay_bounded() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
-    let gw = gateway(&up, SocketAddr::from(([127, 0, 0, 1], free_port())), "");
+    let gw = gateway(&up, "");
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
     let mut ask = |n: usize| {
         for i in 0..n {
@@ -246,25 +252,27 @@ fn counters_never_go_back_across_a_reload_and_label_sets_stay_bounded() {
 #[test]
 fn idle_sockets_cannot_keep_the_scraper_out_and_allow_client_applies() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let gw = gateway(&up, addr, "");
+    let gw = gateway(&up, "");
+    let addr = gw.metrics_addr();
+    // Accepted in the order the kernel queued them: the four idle ones
+    // hold every place before the scrape arrives.
     let idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
-    std::thread::sleep(Duration::from_millis(200));
     let started = std::time::Instant::now();
     let (head, body) = http(addr, "GET /metrics HTTP/1.1\r\n\r\n");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(body.contains("hydradns_"), "{body}");
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    // Not after an idle one's 5 s limit: within a fifth of it.
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
     let mut oldest = &idle[0];
     oldest.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     assert_eq!(oldest.read(&mut [0u8; 64]).unwrap_or(0), 0, "the oldest idle one was closed");
     drop(gw);
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let gw = Gateway::start(&format!(
         "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\tlist upstream '{}'\n\
-         \tlist allow_client '127.0.0.2'\n\toption metrics_listen '{addr}'\n",
+         \tlist allow_client '127.0.0.2'\n\toption metrics_listen '127.0.0.1:0'\n",
         up.addr
     ));
+    let addr = gw.metrics_addr();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let _ = s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n");

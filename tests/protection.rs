@@ -13,10 +13,20 @@ use std::time::Duration;
 use common::*;
 use simple_dns::RCODE;
 
-/// Sends one query from `from` and returns the raw answer, if any.
+/// How long a query that must go unanswered is given to be answered
+/// anyway: a busy machine can only make such a check see less.
+const NO_ANSWER: Duration = Duration::from_millis(500);
+
+/// Sends one query from `from` and returns the raw answer, if any within
+/// 10 s (for a query that must be answered).
 fn ask_from(from: &str, server: SocketAddr, name: &str) -> Option<Vec<u8>> {
+    ask_within(from, server, name, Duration::from_secs(10))
+}
+
+/// As [`ask_from`], waiting `wait` for the answer.
+fn ask_within(from: &str, server: SocketAddr, name: &str, wait: Duration) -> Option<Vec<u8>> {
     let s = UdpSocket::bind(from).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
     s.send_to(&build_query(77, name, A, None), server).unwrap();
     let mut buf = [0u8; 1500];
     let n = s.recv(&mut buf).ok()?;
@@ -39,7 +49,7 @@ fn clients_outside_allow_client_are_refused_and_counted() {
     assert_eq!(up.seen("outside.example"), 0);
     // TCP from an outsider: closed without an answer.
     let mut t = TcpStream::connect(gw.addr).unwrap();
-    t.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    t.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let _ = write_frame(&mut t, &build_query(5, "tcp-outside.example", A, None));
     let mut buf = [0u8; 64];
     assert!(matches!(t.read(&mut buf), Ok(0) | Err(_)), "connection closed unanswered");
@@ -52,7 +62,7 @@ fn clients_outside_allow_client_are_refused_and_counted() {
 fn deny_action_drop_sends_nothing() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
     let gw = Gateway::start(&config(&[&up], "\tlist allow_client '127.0.0.2'\n\toption deny_action 'drop'\n"));
-    assert!(ask_from("127.0.0.1:0", gw.addr, "outside.example").is_none());
+    assert!(ask_within("127.0.0.1:0", gw.addr, "outside.example", NO_ANSWER).is_none());
     assert!(ask_from("127.0.0.2:0", gw.addr, "inside.example").is_some());
     assert_eq!(gw.stats()["denied"], 1);
 }
@@ -108,12 +118,10 @@ fn private_answers_for_public_names_are_blocked() {
     let s = gw.stats();
     assert_eq!(s["rebind_blocked"], 1, "{s:?}");
     // The query log names the reason (the writer commits every 500 ms).
-    let logged = (0..50).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
+    wait_for("the query log to name rebind-protection", Duration::from_secs(60), || {
         let out = hydradns().args(["log", "-c"]).arg(&gw.config).args(["--blocked", "--json"]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).contains("rebind-protection")
     });
-    assert!(logged, "query log does not name rebind-protection");
     let off = Gateway::start(&config(&[&up], "\toption rebind_protection '0'\n"));
     assert_eq!(udp(off.addr, "evil.example", A).ips(), ["192.168.1.10"]);
 }
@@ -125,11 +133,16 @@ fn a_client_over_its_rate_is_refused_and_counted() {
         &[&up],
         "\toption ratelimit '1'\n\toption ratelimit_burst '5'\n\toption ratelimit_action 'refuse'\nconfig blocklist\n\tlist domain 'blocked.example'\n",
     ));
-    // 127.0.0.2 sends 20 at once: the burst of 5 passes, the rest is refused.
+    // 127.0.0.2 sends 20 at once: the burst of 5 passes, the rest is
+    // refused; less one for each whole second the 20 took (the bucket
+    // refills at 1 a second), which on an idle machine is none.
+    let started = std::time::Instant::now();
     let answers: Vec<RCODE> = (0..20)
         .map(|i| Reply::parse(ask_from("127.0.0.2:0", gw.addr, &format!("b{i}.blocked.example")).unwrap()).rcode)
         .collect();
-    assert_eq!(answers.iter().filter(|r| **r == RCODE::Refused).count(), 15, "{answers:?}");
+    let refills = started.elapsed().as_secs() as usize;
+    let refused = answers.iter().filter(|r| **r == RCODE::Refused).count();
+    assert!((15 - refills.min(15)..=15).contains(&refused), "{refused} refused in {refills} s: {answers:?}");
     // Another client has its own bucket; 127.0.0.1 (dnsmasq in front) is never limited.
     assert!(
         ask_from("127.0.0.3:0", gw.addr, "x.blocked.example").is_some_and(|r| Reply::parse(r).rcode != RCODE::Refused)
@@ -137,11 +150,22 @@ fn a_client_over_its_rate_is_refused_and_counted() {
     for _ in 0..20 {
         assert_ne!(udp(gw.addr, "y.blocked.example", A).rcode, RCODE::Refused);
     }
-    assert_eq!(gw.stats()["ratelimited"], 15);
-    // Dropping instead: nothing comes back.
+    assert_eq!(gw.stats()["ratelimited"], refused as u64);
+    // Dropping instead: nothing comes back (for the second of two sent
+    // within the same second, one after the other from one socket).
     let gw = Gateway::start(&config(&[&up], "\toption ratelimit '1'\n\toption ratelimit_burst '1'\n"));
-    assert!(ask_from("127.0.0.2:0", gw.addr, "first.example").is_some());
-    assert!(ask_from("127.0.0.2:0", gw.addr, "second.example").is_none());
+    let s = UdpSocket::bind("127.0.0.2:0").unwrap();
+    let started = std::time::Instant::now();
+    s.send_to(&build_query(1, "first.example", A, None), gw.addr).unwrap();
+    s.send_to(&build_query(2, "second.example", A, None), gw.addr).unwrap();
+    let mut buf = [0u8; 1500];
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(Reply::parse(s.recv(&mut buf).map(|n| buf[..n].to_vec()).unwrap()).id, 1, "the first is answered");
+    s.set_read_timeout(Some(NO_ANSWER)).unwrap();
+    let second = s.recv(&mut buf);
+    // Both were handled within what the test saw: the second is dropped
+    // unless a whole second passed, and the bucket had refilled.
+    assert!(second.is_err() || started.elapsed() >= Duration::from_secs(1), "the second is dropped");
 }
 
 /// Two network namespaces of the test's own joined by a veth pair: the
@@ -232,7 +256,7 @@ impl Lan {
             )
             .unwrap();
             let s = UdpSocket::bind(SocketAddr::new(from.parse().unwrap(), 0)).unwrap();
-            s.set_read_timeout(Some(Duration::from_millis(700))).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let query = build_query(78, &name, A, None);
             if connected {
                 s.connect(server).unwrap();
@@ -276,7 +300,7 @@ fn by_default_the_networks_of_the_gateways_interfaces_are_served_and_followed() 
 
     // A new prefix on the gateway's link is served without a reload.
     lan.srv_ip(&format!("addr add 2001:db8:2::1/64 dev {} nodad", lan.link));
-    assert!(gw.wait_log("networks changed", Duration::from_secs(10)), "{}", gw.log());
+    assert!(gw.wait_log("networks changed", Duration::from_secs(30)), "{}", gw.log());
     assert_eq!(lan.ask_from("2001:db8:2::2", v6, "nas.home"), Some(RCODE::NoError), "{}", gw.log());
 }
 

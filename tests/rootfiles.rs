@@ -383,7 +383,7 @@ fn a_check_that_became_the_gateways_user_still_ends_with_its_caller() {
     });
     shell.kill().unwrap();
     shell.wait().unwrap();
-    wait_for("the check to end with its shell", Duration::from_secs(5), || {
+    wait_for("the check to end with its shell", Duration::from_secs(30), || {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
     });
 }

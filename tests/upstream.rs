@@ -33,14 +33,15 @@ fn fails_over_to_the_next_upstream_and_sticks_with_it() {
     let dead = Upstream::start("192.0.2.1".parse().unwrap());
     dead.behaviour.silent.store(true, SeqCst);
     let live = Upstream::start("192.0.2.2".parse().unwrap());
-    let gw = Gateway::start(&config(&[&dead, &live], ""));
+    let gw = Gateway::start(&config(&[&dead, &live], "\toption upstream_timeout '1s'\n"));
     let t = Instant::now();
     assert_eq!(udp(gw.addr, "one.example", A).ips(), ["192.0.2.2"]);
-    assert!(t.elapsed() >= Duration::from_millis(450), "first try waited for the silent server's timeout");
+    assert!(t.elapsed() >= Duration::from_millis(950), "first try waited for the silent server's timeout");
+    assert_eq!((dead.asked("one.example"), gw.report().upstreams[0].timeouts), (1, 1));
     // The server that answered is tried first from now on: no more timeouts.
-    let t = Instant::now();
     assert_eq!(udp(gw.addr, "two.example", A).ips(), ["192.0.2.2"]);
-    assert!(t.elapsed() < Duration::from_millis(450), "second query went straight to the live server");
+    assert_eq!(dead.asked("two.example"), 0, "second query went straight to the live server");
+    assert_eq!(gw.report().upstreams[0].timeouts, 1);
     assert_eq!(live.total(), 2);
 }
 
@@ -50,12 +51,15 @@ fn refused_port_fails_over_at_once() {
     let closed = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let live = Upstream::start("192.0.2.2".parse().unwrap());
     let gw = Gateway::start(&format!(
-        "config hydradns\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '3s'\n\tlist upstream '{closed}'\n\tlist upstream '{}'\n",
+        "config hydradns\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '10s'\n\tlist upstream '{closed}'\n\tlist upstream '{}'\n",
         live.addr
     ));
     let t = Instant::now();
     assert_eq!(udp(gw.addr, "fast.example", A).ips(), ["192.0.2.2"]);
-    assert!(t.elapsed() < Duration::from_secs(2));
+    // A fifth of the timeout: no scheduler delay comes near it.
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let closed = &gw.report().upstreams[0];
+    assert_eq!((closed.errors, closed.timeouts), (1, 0), "the refusal ended the try: {closed:?}");
 }
 
 #[test]
@@ -64,15 +68,16 @@ fn all_upstreams_down_gives_servfail_in_bounded_time() {
     let b = Upstream::start("192.0.2.2".parse().unwrap());
     a.behaviour.silent.store(true, SeqCst);
     b.behaviour.silent.store(true, SeqCst);
-    let gw = Gateway::start(&config(&[&a, &b], ""));
+    let gw = Gateway::start(&config(&[&a, &b], "\toption upstream_timeout '1s'\n"));
     let t = Instant::now();
     let r = udp(gw.addr, "down.example", A);
     assert_eq!(r.rcode, RCODE::ServerFailure);
     let took = t.elapsed();
-    assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_millis(2500),
-        "2 × 500 ms tries, took {took:?}"
-    );
+    assert!(took >= Duration::from_millis(1900), "2 × 1 s tries, took {took:?}");
+    // Bounded: one try each, each ended by its timeout, and nothing more.
+    assert_eq!((a.asked("down.example"), b.asked("down.example")), (1, 1));
+    let timeouts: Vec<u64> = gw.report().upstreams.iter().map(|u| u.timeouts).collect();
+    assert_eq!(timeouts, [1, 1]);
     // Back up: answers again, and the SERVFAIL was not cached.
     a.behaviour.silent.store(false, SeqCst);
     b.behaviour.silent.store(false, SeqCst);
@@ -87,7 +92,7 @@ fn a_dead_upstream_is_skipped_once_down_while_another_answers() {
     let b = Upstream::start("192.0.2.2".parse().unwrap());
     a.behaviour.silent.store(true, SeqCst);
     b.behaviour.silent.store(true, SeqCst);
-    let gw = Gateway::start(&config(&[&a, &b], "\toption upstream_timeout '300ms'\n"));
+    let gw = Gateway::start(&config(&[&a, &b], "\toption upstream_timeout '1s'\n"));
     // Three misses in a row, each trying both: both down.
     for name in ["d1.example", "d2.example", "d3.example"] {
         assert_eq!(udp(gw.addr, name, A).rcode, RCODE::ServerFailure);
@@ -102,9 +107,8 @@ fn a_dead_upstream_is_skipped_once_down_while_another_answers() {
     let a_timeouts = r.upstreams[0].timeouts;
     // The live one misses a reply: the down one is not tried behind it.
     b.behaviour.silent.store(true, SeqCst);
-    let t = Instant::now();
     assert_eq!(udp(gw.addr, "d5.example", A).rcode, RCODE::ServerFailure);
-    assert!(t.elapsed() < Duration::from_millis(550), "one 300 ms try, not two: {:?}", t.elapsed());
+    assert_eq!((a.asked("d5.example"), b.asked("d5.example")), (0, 1), "one try, not two");
     assert_eq!(gw.report().upstreams[0].timeouts, a_timeouts, "the down server was skipped");
 }
 
@@ -127,35 +131,46 @@ fn parallel_strategy_answers_as_fast_as_the_live_upstream_beside_a_dead_one() {
     let live = Upstream::start("192.0.2.2".parse().unwrap());
     let gw = Gateway::start(&config(
         &[&dead, &live],
-        "\toption upstream_strategy 'parallel'\n\toption upstream_timeout '2s'\n",
+        "\toption upstream_strategy 'parallel'\n\toption upstream_timeout '5s'\n",
     ));
+    // Each answer within a fifth of the dead one's timeout, and that try
+    // dropped, not waited out (a try waited out counts a timeout).
     for i in 0..10 {
         let t = Instant::now();
         assert_eq!(udp(gw.addr, &format!("p{i}.example"), A).ips(), ["192.0.2.2"]);
-        assert!(t.elapsed() < Duration::from_millis(500), "query {i} waited for the dead one: {:?}", t.elapsed());
+        assert!(t.elapsed() < Duration::from_secs(1), "query {i} waited for the dead one: {:?}", t.elapsed());
     }
     // The async path (TCP clients) races the two the same way.
     let t = Instant::now();
     assert_eq!(tcp(gw.addr, "p-tcp.example", A).ips(), ["192.0.2.2"]);
-    assert!(t.elapsed() < Duration::from_millis(500), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     assert_eq!(live.total(), 11);
+    // Both were asked for every UDP client's name (one flush sends both;
+    // the dead one may read its last a moment after the answer). The async
+    // path sends the second try when it first polls it, after the first:
+    // on a busy machine the live one's answer may be in by then, and the
+    // dead one is rightly never asked.
+    let asked = |dead: &Upstream| (0..10).map(|i| dead.asked(&format!("p{i}.example"))).collect::<Vec<_>>();
+    wait_for("the dead upstream's count", Duration::from_secs(10), || asked(&dead) == [1; 10]);
+    assert_eq!(gw.report().upstreams[0].timeouts, 0, "no try of the dead one was waited out");
 }
 
 #[test]
 fn parallel_strategy_asks_both_upstreams_and_takes_the_first_answer() {
     let a = Upstream::start("192.0.2.1".parse().unwrap());
     let b = Upstream::start("192.0.2.2".parse().unwrap());
-    b.behaviour.delay_ms.store(300, SeqCst);
+    // The slower one answers after 3 s: the first answer comes within a fifth of that.
+    b.behaviour.delay_ms.store(3000, SeqCst);
     let gw =
-        Gateway::start(&config(&[&a, &b], "\toption upstream_strategy 'parallel'\n\toption upstream_timeout '2s'\n"));
+        Gateway::start(&config(&[&a, &b], "\toption upstream_strategy 'parallel'\n\toption upstream_timeout '5s'\n"));
     for i in 0..5 {
         let t = Instant::now();
         assert_eq!(udp(gw.addr, &format!("both{i}.example"), A).ips(), ["192.0.2.1"]);
-        assert!(t.elapsed() < Duration::from_millis(250), "{:?}", t.elapsed());
+        assert!(t.elapsed() < Duration::from_millis(600), "{:?}", t.elapsed());
     }
     assert_eq!(a.total(), 5);
     // Both were sent at once, but the slower one may count its last a moment after the answer.
-    wait_for("the slower upstream's count", Duration::from_secs(2), || b.total() >= 5);
+    wait_for("the slower upstream's count", Duration::from_secs(10), || b.total() >= 5);
     assert_eq!(b.total(), 5, "the slower one was asked too");
 }
 
@@ -206,7 +221,7 @@ fn forged_and_stray_replies_are_ignored() {
     let r = udp(gw.addr, "spoof.example", A);
     assert_eq!(r.ips(), ["192.0.2.1"]);
     gw.signal("USR1");
-    assert!(gw.wait_log("mismatched=3", Duration::from_secs(5)), "{}", gw.log());
+    assert!(gw.wait_log("mismatched=3", Duration::from_secs(30)), "{}", gw.log());
 }
 
 /// Misses beyond `forward_max` are answered SERVFAIL at once and counted,
@@ -215,24 +230,28 @@ fn forged_and_stray_replies_are_ignored() {
 fn misses_beyond_forward_max_are_refused_and_counted() {
     let up = Upstream::start("192.0.2.1".parse().unwrap());
     up.behaviour.silent.store(true, SeqCst);
-    let gw = Gateway::start(&config(&[&up], "\toption forward_max '5'\n\toption upstream_timeout '2s'\n"));
+    let gw = Gateway::start(&config(&[&up], "\toption forward_max '5'\n\toption upstream_timeout '5s'\n"));
     let addr = gw.addr;
-    let t = Instant::now();
-    let clients: Vec<_> = (0..20)
-        .map(|i| {
-            std::thread::spawn(move || {
-                // Stagger so the first five are surely in flight before the rest arrive.
-                std::thread::sleep(Duration::from_millis(if i < 5 { 0 } else { 300 }));
-                let r = udp(addr, &format!("m{i}.example"), A);
-                (i, r.rcode, Instant::now())
-            })
+    let ask = move |i: usize| {
+        std::thread::spawn(move || {
+            let id = 0x4d00 + i as u16;
+            let r = udp_raw(addr, &build_query(id, &format!("m{i}.example"), A, None), Duration::from_secs(20));
+            (i, Reply::parse(r.unwrap_or_else(|| panic!("no answer for m{i}"))).rcode, Instant::now())
         })
-        .collect();
-    let results: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
-    for (i, rcode, at) in &results {
+    };
+    let first: Vec<_> = (0..5).map(ask).collect();
+    // The first five are in flight (the upstream has them) before the rest arrive.
+    wait_for("the first five upstream", Duration::from_secs(10), || up.asked_total() == 5);
+    let rest: Vec<_> = (5..20).map(ask).collect();
+    let rest: Vec<_> = rest.into_iter().map(|c| c.join().unwrap()).collect();
+    let first: Vec<_> = first.into_iter().map(|c| c.join().unwrap()).collect();
+    // Refused at once, not queued: every one of the rest was answered
+    // before any of the first five timed out and freed a place.
+    let first_freed = first.iter().map(|r| r.2).min().unwrap();
+    for (i, rcode, at) in first.iter().chain(&rest) {
         assert_eq!(*rcode, RCODE::ServerFailure, "m{i}");
         if *i >= 5 {
-            assert!(at.duration_since(t) < Duration::from_millis(1500), "m{i} refused at once, not queued");
+            assert!(*at < first_freed, "m{i} refused at once, not queued");
         }
     }
     let s = gw.stats();
@@ -350,7 +369,7 @@ fn a_fallback_is_asked_only_when_every_upstream_failed() {
     assert_eq!((up1.seen("c.example"), up2.seen("c.example"), fb.seen("c.example")), (1, 1, 1));
     // The TCP clients' path (the async driver) alike.
     assert_eq!(tcp(gw.addr, "c2.example", A).ips(), ["192.0.2.9"]);
-    assert!(gw.wait_log("answered by fallback", Duration::from_secs(5)), "{}", gw.log());
+    assert!(gw.wait_log("answered by fallback", Duration::from_secs(30)), "{}", gw.log());
     let r = gw.report();
     let fallback = r.upstreams.iter().find(|u| u.addr == fb.addr.to_string()).unwrap();
     assert_eq!(fallback.answers, 2);
@@ -382,17 +401,17 @@ fn a_silent_or_refusing_upstream_is_logged() {
         assert_eq!(udp(gw.addr, &format!("silent-{i}.example"), A).rcode, RCODE::ServerFailure);
     }
     let down = format!("upstream {}: no answer to 3 tries in a row (timed out)", up.addr);
-    assert!(gw.wait_log(&down, Duration::from_secs(2)), "{}", gw.log());
+    assert!(gw.wait_log(&down, Duration::from_secs(10)), "{}", gw.log());
     up.behaviour.silent.store(false, SeqCst);
     // Every server down: the resolution tries them anyway, and the answer brings it back.
     assert_eq!(udp(gw.addr, "back.example", A).ips(), ["192.0.2.7"]);
-    assert!(gw.wait_log(&format!("upstream {}: answers again", up.addr), Duration::from_secs(2)), "{}", gw.log());
+    assert!(gw.wait_log(&format!("upstream {}: answers again", up.addr), Duration::from_secs(10)), "{}", gw.log());
     up.behaviour.rcode.store(5, SeqCst); // REFUSED
     for i in 0..3 {
         let _ = udp(gw.addr, &format!("refused-{i}.example"), A);
     }
     let refused = format!("upstream {}: answered REFUSED", up.addr);
-    assert!(gw.wait_log(&refused, Duration::from_secs(2)), "{}", gw.log());
+    assert!(gw.wait_log(&refused, Duration::from_secs(10)), "{}", gw.log());
     assert_eq!(gw.log().matches(&refused).count(), 1, "once a minute at most");
     assert_eq!(gw.log().matches(&down).count(), 1, "once per outage");
 }

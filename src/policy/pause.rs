@@ -187,12 +187,14 @@ mod tests {
         let p = Pause::default();
         assert!(!p.active());
         assert_eq!(p.until_unix(), 0);
-        p.set(Duration::from_millis(200));
+        // 2 s: checked as active well within it, on a busy machine too.
+        let unix = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        let before = unix();
+        p.set(Duration::from_secs(2));
         assert!(p.active());
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-        assert!((now..=now + 1).contains(&p.until_unix()), "{}", p.until_unix());
-        std::thread::sleep(Duration::from_millis(250));
-        assert!(!p.active(), "ended on its own");
+        let after = unix();
+        assert!((before + 2..=after + 3).contains(&p.until_unix()), "{} set in {before}..={after}", p.until_unix());
+        ended_on_its_own(|| !p.active());
         assert_eq!(p.until_unix(), 0);
         p.set(Duration::from_secs(300));
         assert!(p.active());
@@ -221,9 +223,17 @@ mod tests {
         assert_eq!(p.paused_groups(), u64::MAX, "a global pause pauses every group");
         p.set(Duration::ZERO);
         assert_eq!(p.paused_groups(), 0, "resume ends the group pauses too");
-        p.set_group(&first, "guests", Duration::from_millis(100)).unwrap();
+        p.set_group(&first, "guests", Duration::from_secs(2)).unwrap();
         assert_eq!(p.paused_groups(), 0b100);
-        std::thread::sleep(Duration::from_millis(150));
-        assert_eq!(p.paused_groups(), 0, "ended on its own");
+        ended_on_its_own(|| p.paused_groups() == 0);
+    }
+
+    /// Waits (polling, 10 s at most) for a pause of 2 s to be over.
+    fn ended_on_its_own(over: impl Fn() -> bool) {
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while !over() {
+            assert!(std::time::Instant::now() < end, "did not end on its own");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }

@@ -159,8 +159,8 @@ mod tests {
         door.arm(Wake::Any);
         door.queued(|| 1);
         let t = std::time::Instant::now();
-        door.sleep(Duration::from_secs(30));
-        assert!(t.elapsed() < Duration::from_secs(10));
+        door.sleep(Duration::from_secs(60));
+        assert!(t.elapsed() < Duration::from_secs(10), "within a sixth of the limit: {:?}", t.elapsed());
     }
 
     #[test]

@@ -174,7 +174,9 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
     };
     let metrics = cfg.metrics_listen.and_then(|a| match std::net::TcpListener::bind(a) {
         Ok(l) => {
-            log::info!("metrics at http://{a}/metrics");
+            // The bound address: with port 0 the kernel picks the port, and
+            // the log is where a caller learns it.
+            log::info!("metrics at http://{}/metrics", l.local_addr().unwrap_or(a));
             Some(l)
         }
         Err(e) => {

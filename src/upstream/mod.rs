@@ -584,12 +584,15 @@ mod tests {
 
     /// A server on loopback that answers every query (or none), first
     /// sending `forge` replies with other IDs, and records the source port of
-    /// each query. Also serves the mux's tests.
-    pub(super) fn fake_server(answer: bool, forge: usize) -> (SocketAddr, Arc<Mutex<Vec<u16>>>) {
+    /// each query, and counts the queries it has sent its replies for (a
+    /// test that needs them all on its socket waits for that count, not for
+    /// some time). Also serves the mux's tests.
+    pub(super) fn fake_server(answer: bool, forge: usize) -> (SocketAddr, Arc<Mutex<Vec<u16>>>, Arc<AtomicUsize>) {
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
         let addr = sock.local_addr().unwrap();
         let ports = Arc::new(Mutex::new(Vec::new()));
-        let seen = ports.clone();
+        let replied = Arc::new(AtomicUsize::new(0));
+        let (seen, sent) = (ports.clone(), replied.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 1500];
             while let Ok((n, peer)) = sock.recv_from(&mut buf) {
@@ -603,19 +606,20 @@ mod tests {
                 if answer {
                     let _ = sock.send_to(&good, peer);
                 }
+                sent.fetch_add(1, Relaxed);
             }
         });
-        (addr, ports)
+        (addr, ports, replied)
     }
 
     #[test]
     fn sockets_are_reused_a_bounded_number_of_times() {
-        let (addr, ports) = fake_server(true, 0);
+        let (addr, ports, _) = fake_server(true, 0);
         let group = Group::new(&[addr], &[], Strategy::Failover);
         let m = query(5, "www.example", rtype::A, None);
         let q = parse_query(&m).unwrap();
         for _ in 0..(SOCKET_USES + 6) {
-            assert!(smol::block_on(group.resolve(&q, Duration::from_secs(2))).is_some());
+            assert!(smol::block_on(group.resolve(&q, Duration::from_secs(10))).is_some());
         }
         let ports = ports.lock().unwrap().clone();
         assert_eq!(ports.len(), SOCKET_USES as usize + 6);
@@ -626,7 +630,7 @@ mod tests {
 
     #[test]
     fn a_socket_that_timed_out_is_not_reused() {
-        let (addr, ports) = fake_server(false, 0);
+        let (addr, ports, _) = fake_server(false, 0);
         let group = Group::new(&[addr], &[], Strategy::Failover);
         let m = query(5, "www.example", rtype::A, None);
         let q = parse_query(&m).unwrap();

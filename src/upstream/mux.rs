@@ -487,8 +487,17 @@ mod tests {
     use super::*;
 
     fn server(answer: bool, forge: usize) -> (Arc<Server>, Arc<std::sync::Mutex<Vec<u16>>>) {
-        let (addr, ports) = super::super::tests::fake_server(answer, forge);
-        (Arc::new(Server::new(addr)), ports)
+        let (server, ports, _) = server_counting(answer, forge);
+        (server, ports)
+    }
+
+    /// As [`server`], with the count of queries it has sent its replies for.
+    fn server_counting(
+        answer: bool,
+        forge: usize,
+    ) -> (Arc<Server>, Arc<std::sync::Mutex<Vec<u16>>>, Arc<std::sync::atomic::AtomicUsize>) {
+        let (addr, ports, replied) = super::super::tests::fake_server(answer, forge);
+        (Arc::new(Server::new(addr)), ports, replied)
     }
 
     /// A server on a port nobody listens on: its queries draw ICMP port unreachable.
@@ -558,7 +567,7 @@ mod tests {
 
     #[test]
     fn replies_left_in_a_batch_die_with_their_port() {
-        let (server, _) = server(true, 0);
+        let (server, _, replied) = server_counting(true, 0);
         let mut mux = Mux::new(8).unwrap();
         let mut q = query();
         let tries: Vec<Try> = (0..3)
@@ -568,7 +577,12 @@ mod tests {
         // All three replies queued on the port, so one recvmmsg takes them together.
         let mut events = [Event { flags: EventFlags::empty(), data: EventData::new_u64(0) }; EVENTS];
         assert_eq!(mux.wait(&mut events, Duration::from_secs(5)), 1);
-        std::thread::sleep(Duration::from_millis(200));
+        // (A reply on loopback is on the socket once its send returned.)
+        let end = Instant::now() + Duration::from_secs(30);
+        while replied.load(Relaxed) < 3 {
+            assert!(Instant::now() < end, "the server did not answer all three");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert!(matches!(mux.recv(0), Recv::Reply { .. }));
         assert_eq!((mux.inbox_port, mux.inbox_taken - mux.inbox_next), (0, 2), "two replies left in the batch");
         mux.ports[0].as_mut().unwrap().current = false;

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::{KillOnDrop, TempDir, free_port, tls_dir, tls_server_config, wait_for};
+use super::{KillOnDrop, TempDir, spawn_listening, spawn_on_free_port, tls_dir, tls_server_config};
 
 /// Unbound serving DNS over TLS on 127.0.0.1, forwarding everything to `forward`.
 pub struct Unbound {
@@ -44,13 +44,13 @@ impl Unbound {
 
     fn serve(port_option: &str, forward: SocketAddr, extra: &str, cert: &Path, key: &Path) -> Unbound {
         let dir = TempDir::new();
-        let port = free_port();
-        let conf = dir.file(
-            "unbound.conf",
-            &format!(
-                "server:\n\
-                 \tinterface: 127.0.0.1@{port}\n\
-                 \t{port_option}: {port}\n\
+        let conf = dir.0.join("unbound.conf");
+        // The port is written in when it is known (`@PORT@`).
+        let template = format!(
+            "server:\n\
+                 \tinterface: 127.0.0.1@@PORT@\n\
+                 \t{port_option}: @PORT@\n\
+                 \tso-reuseport: no\n\
                  \ttls-service-key: \"{key}\"\n\
                  \ttls-service-pem: \"{cert}\"\n\
                  \tdo-daemonize: no\n\
@@ -72,33 +72,38 @@ impl Unbound {
                  forward-zone:\n\
                  \tname: \".\"\n\
                  \tforward-addr: {ip}@{fport}\n",
-                key = key.display(),
-                cert = cert.display(),
-                dir = dir.0.display(),
-                ip = forward.ip(),
-                fport = forward.port(),
-            ),
+            key = key.display(),
+            cert = cert.display(),
+            dir = dir.0.display(),
+            ip = forward.ip(),
+            fport = forward.port(),
         );
+        // Without SO_REUSEPORT: a port another root process shares that
+        // way (a gateway's) must make the bind fail, not be joined.
+        let (child, port) = spawn_on_free_port("unbound", unbound_sockets, |port| {
+            std::fs::write(&conf, template.replace("@PORT@", &port.to_string())).unwrap();
+            unbound(&conf)
+        });
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let (cert, key) = (cert.to_path_buf(), key.to_path_buf());
-        let mut u = Unbound { child: None, addr, conf, cert, key, dir };
-        u.launch();
-        u
+        Unbound { child: Some(child), addr, conf, cert, key, dir }
     }
 
-    /// (Re)starts the process on the same port.
+    /// Starts the process again on the same port. A client's socket may
+    /// hold the port for a moment (it is an ephemeral one): tried again
+    /// until it is free, for 30 s at most.
     pub fn launch(&mut self) {
-        let child = Command::new("unbound")
-            .args(["-d", "-c"])
-            .arg(&self.conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("unbound (Debian package unbound) is needed for these tests");
-        self.child = Some(KillOnDrop(child));
-        let addr = self.addr;
-        wait_for("unbound's port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
+        let end = Instant::now() + Duration::from_secs(30);
+        let conf = self.conf.clone();
+        loop {
+            let port = self.addr.port();
+            if let Some(child) = spawn_listening("unbound", port, &unbound_sockets(port), &mut |_| unbound(&conf)) {
+                self.child = Some(child);
+                return;
+            }
+            assert!(Instant::now() < end, "unbound could not have its port {} back within 30 s", self.addr);
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Restarts it on the same port with another certificate.
@@ -117,6 +122,23 @@ impl Unbound {
     pub fn kill(&mut self) {
         self.child = None;
     }
+}
+
+/// What Unbound binds on its port: TCP for TLS or HTTPS, UDP for plain DNS.
+fn unbound_sockets(port: u16) -> Vec<(&'static str, u16)> {
+    vec![("tcp", port), ("udp", port)]
+}
+
+/// Unbound in the foreground with `conf`.
+fn unbound(conf: &Path) -> std::process::Child {
+    Command::new("unbound")
+        .args(["-d", "-c"])
+        .arg(conf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unbound (Debian package unbound) is needed for these tests")
 }
 
 /// dnsdist (Debian's) serving DNS over TLS on 127.0.0.1 in front of `backend`.
@@ -145,31 +167,36 @@ impl Dnsdist {
     /// `listen` is the Lua line of the listener, with `{port}`, `{cert}` and `{key}` filled in.
     fn serve(backend: SocketAddr, listen: &str) -> Dnsdist {
         let dir = TempDir::new();
-        let (plain, port) = (free_port(), free_port());
+        let conf = dir.0.join("dnsdist.conf");
         let listen = listen
-            .replace("{port}", &port.to_string())
             .replace("{cert}", &tls_dir().join("server.pem").to_string_lossy())
             .replace("{key}", &tls_dir().join("server.key").to_string_lossy());
-        let conf = dir.file(
-            "dnsdist.conf",
-            &format!(
+        // Its console-less plain listener (`setLocal`, which it needs) on
+        // the port after the one under test: a clash there ends the
+        // process too, and the pair is tried again elsewhere.
+        let plain = |port: u16| port.checked_add(1).unwrap_or(1024);
+        let wants = |port| vec![("tcp", port), ("tcp", plain(port)), ("udp", plain(port))];
+        let (child, port) = spawn_on_free_port("dnsdist", wants, |port| {
+            let text = format!(
                 "setLocal(\"127.0.0.1:{plain}\")\n\
                  {listen}\n\
                  newServer({{address=\"{backend}\"}})\n\
                  setSecurityPollSuffix(\"\")\n",
-            ),
-        );
-        let child = Command::new("dnsdist")
-            .args(["--supervised", "--disable-syslog", "-C"])
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("dnsdist (Debian package dnsdist) is needed for these tests");
+                plain = plain(port),
+                listen = listen.replace("{port}", &port.to_string()),
+            );
+            std::fs::write(&conf, text).unwrap();
+            Command::new("dnsdist")
+                .args(["--supervised", "--disable-syslog", "-C"])
+                .arg(&conf)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("dnsdist (Debian package dnsdist) is needed for these tests")
+        });
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        wait_for("dnsdist's port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
-        Dnsdist { _child: KillOnDrop(child), addr, dir }
+        Dnsdist { _child: child, addr, dir }
     }
 }
 

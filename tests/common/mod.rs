@@ -3,11 +3,11 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,9 +17,67 @@ pub const A: u16 = 1;
 pub const AAAA: u16 = 28;
 pub const MX: u16 = 15;
 
-/// A TCP port on 127.0.0.1 free now (released at once: the server binds it next).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// Whether process `pid` holds a socket on `port` of 127.0.0.1: for
+/// `"tcp"` listening, for `"udp"` bound. Read from /proc: a port that
+/// answers a connect may be another test's.
+pub fn holds(pid: u32, proto: &str, port: u16) -> bool {
+    let want = format!("0100007F:{port:04X}");
+    let Ok(table) = std::fs::read_to_string(format!("/proc/net/{proto}")) else { return false };
+    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() > 9 && f[1] == want && (proto == "udp" || f[3] == "0A"))
+        .map(|f| format!("socket:[{}]", f[9]))
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .any(|link| inodes.iter().any(|i| link.as_os_str() == i.as_str()))
+}
+
+/// Starts a program (`spawn` makes it, given `port`) and waits until it
+/// holds every socket of `wants` ((`"tcp"` or `"udp"`, port) on
+/// 127.0.0.1); `None` when it exits first, as a program does when one of
+/// its ports is taken.
+pub fn spawn_listening(
+    what: &str,
+    port: u16,
+    wants: &[(&str, u16)],
+    spawn: &mut dyn FnMut(u16) -> Child,
+) -> Option<KillOnDrop> {
+    let mut child = KillOnDrop(spawn(port));
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if wants.iter().all(|(proto, p)| holds(child.0.id(), proto, *p)) {
+            return Some(child);
+        }
+        if child.0.try_wait().unwrap().is_some() {
+            return None;
+        }
+        assert!(Instant::now() < end, "{what} did not bind {wants:?} within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts a server that cannot be handed a bound socket (Unbound,
+/// dnsdist, nginx) on a port of 127.0.0.1 free for TCP and UDP when
+/// picked. Another test may take it before the server binds it (the
+/// server then exits): a clash is tried again on a fresh port. `wants`
+/// gives the sockets it must hold for a port `P` (see [`spawn_listening`]).
+/// The server and `P`.
+pub fn spawn_on_free_port(
+    what: &str,
+    wants: impl Fn(u16) -> Vec<(&'static str, u16)>,
+    mut spawn: impl FnMut(u16) -> Child,
+) -> (KillOnDrop, u16) {
+    for _ in 0..20 {
+        let port = udp_and_tcp_on("127.0.0.1:0".parse().unwrap()).0.local_addr().unwrap().port();
+        if let Some(child) = spawn_listening(what, port, &wants(port), &mut spawn) {
+            return (child, port);
+        }
+    }
+    panic!("{what}: 20 ports in a row were taken before it could bind one");
 }
 
 /// The test TLS material (tests/data/tls): a CA, and a certificate for
@@ -133,6 +191,12 @@ pub struct Behaviour {
     /// When not 0, answer every query with this RCODE and no records (an
     /// NXDOMAIN carries an SOA): an upstream whose answers changed.
     pub rcode: AtomicU8,
+    /// Hold every UDP answer until this is cleared: a slow upstream whose
+    /// answer comes when the test says, not after some time.
+    pub hold: AtomicBool,
+    /// When not 0, the TTL of every answer's records, whatever the name says
+    /// (read as the answer is sent): the same name, now longer-lived.
+    pub ttl: AtomicU32,
 }
 
 /// A DNS server on 127.0.0.1 (UDP and TCP, same port) with scripted answers.
@@ -149,6 +213,8 @@ pub struct Upstream {
     pub answer_ip: Ipv4Addr,
     pub behaviour: Arc<Behaviour>,
     log: Arc<Mutex<Vec<(String, u16, bool)>>>,
+    /// Every query that arrived, answered or not (a silent upstream's too).
+    heard: Arc<Mutex<Vec<String>>>,
     client_options: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
@@ -183,11 +249,12 @@ impl Upstream {
             answer_ip,
             behaviour: Arc::new(Behaviour::default()),
             log: Arc::new(Mutex::new(Vec::new())),
+            heard: Arc::new(Mutex::new(Vec::new())),
             client_options: Arc::new(AtomicUsize::new(0)),
             stop: Arc::new(AtomicBool::new(false)),
         };
         let (b, log, stop) = (up.behaviour.clone(), up.log.clone(), up.stop.clone());
-        let client_options = up.client_options.clone();
+        let (client_options, heard) = (up.client_options.clone(), up.heard.clone());
         std::thread::spawn(move || {
             let udp = Arc::new(udp);
             let mut buf = [0u8; 4096];
@@ -199,6 +266,9 @@ impl Upstream {
                     .is_ok_and(|p| p.opt().is_some_and(|o| o.opt_codes.iter().any(|c| identifying(&c.code))))
                 {
                     client_options.fetch_add(1, SeqCst);
+                }
+                if let Some((name, _)) = question(&msg).or_else(|| raw_question(&msg)) {
+                    heard.lock().unwrap().push(name);
                 }
                 if b.silent.load(SeqCst) {
                     continue;
@@ -220,10 +290,14 @@ impl Upstream {
                 log.lock().unwrap().push((name.clone(), qtype, false));
                 let delay = b.delay_ms.load(SeqCst);
                 let force = b.rcode.load(SeqCst);
-                let udp = udp.clone();
+                let held = b.hold.load(SeqCst);
+                let (udp, b2) = (udp.clone(), b.clone());
                 let reply = move || {
                     if delay > 0 {
                         std::thread::sleep(Duration::from_millis(delay));
+                    }
+                    while b2.hold.load(SeqCst) {
+                        std::thread::sleep(Duration::from_millis(5));
                     }
                     if name.starts_with("spoof.") {
                         let mut wrong_id = answer(&msg, answer_ip, false, 0);
@@ -243,16 +317,18 @@ impl Upstream {
                             let _ = udp.send_to(&forged, peer);
                         }
                     }
-                    let _ = udp.send_to(&answer(&msg, answer_ip, false, force), peer);
+                    let mut reply = answer(&msg, answer_ip, false, force);
+                    set_ttl(&mut reply, b2.ttl.load(SeqCst));
+                    let _ = udp.send_to(&reply, peer);
                 };
-                if delay > 0 {
+                if delay > 0 || held {
                     std::thread::spawn(reply);
                 } else {
                     reply();
                 }
             }
         });
-        let (b, log, stop) = (up.behaviour.clone(), up.log.clone(), up.stop.clone());
+        let (b, log, stop, heard) = (up.behaviour.clone(), up.log.clone(), up.stop.clone(), up.heard.clone());
         std::thread::spawn(move || {
             while !stop.load(SeqCst) {
                 let Ok((mut s, _)) = tcp.accept() else {
@@ -262,12 +338,17 @@ impl Upstream {
                 let _ = s.set_nonblocking(false);
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 while let Some(msg) = read_frame(&mut s) {
+                    if let Some((name, _)) = question(&msg) {
+                        heard.lock().unwrap().push(name);
+                    }
                     if b.silent.load(SeqCst) {
                         continue;
                     }
                     let Some((name, qtype)) = question(&msg) else { break };
                     log.lock().unwrap().push((name, qtype, true));
-                    let _ = write_frame(&mut s, &answer(&msg, answer_ip, true, b.rcode.load(SeqCst)));
+                    let mut reply = answer(&msg, answer_ip, true, b.rcode.load(SeqCst));
+                    set_ttl(&mut reply, b.ttl.load(SeqCst));
+                    let _ = write_frame(&mut s, &reply);
                 }
             }
         });
@@ -291,6 +372,15 @@ impl Upstream {
     /// All queries seen.
     pub fn total(&self) -> usize {
         self.log.lock().unwrap().len()
+    }
+    /// Queries that arrived for `name`, answered or not: a silent
+    /// upstream's count shows whether the gateway asked it.
+    pub fn asked(&self, name: &str) -> usize {
+        self.heard.lock().unwrap().iter().filter(|n| *n == name).count()
+    }
+    /// Every query that arrived, answered or not.
+    pub fn asked_total(&self) -> usize {
+        self.heard.lock().unwrap().len()
     }
 }
 
@@ -351,6 +441,16 @@ fn soa(zone: &str, ttl: u32, minimum: u32) -> ResourceRecord<'static> {
             minimum,
         }),
     )
+}
+
+/// Sets every answer record's TTL in `reply` to `ttl` (0: leaves them).
+fn set_ttl(reply: &mut Vec<u8>, ttl: u32) {
+    if ttl == 0 {
+        return;
+    }
+    let Ok(mut p) = Packet::parse(reply) else { return };
+    p.answers.iter_mut().for_each(|r| r.ttl = ttl);
+    *reply = p.build_bytes_vec_compressed().unwrap();
 }
 
 /// The fake upstream's answer to `msg` (`force`: see [`Behaviour::rcode`]).
@@ -526,14 +626,15 @@ pub fn query_with_options(id: u16, name: &str, options: &[(u16, &[u8])]) -> Vec<
 
 static NEXT_ID: AtomicU16 = AtomicU16::new(1);
 
-/// One UDP query; panics if there is no answer within 5 s.
+/// One UDP query; panics if there is no answer within 10 s (a bound for
+/// a hung gateway, far above any test's upstream timeout).
 pub fn udp(server: SocketAddr, name: &str, qtype: u16) -> Reply {
     udp_edns(server, name, qtype, None)
 }
 
 pub fn udp_edns(server: SocketAddr, name: &str, qtype: u16, edns: Option<u16>) -> Reply {
     let id = NEXT_ID.fetch_add(1, SeqCst);
-    let raw = udp_raw(server, &build_query(id, name, qtype, edns), Duration::from_secs(5))
+    let raw = udp_raw(server, &build_query(id, name, qtype, edns), Duration::from_secs(10))
         .unwrap_or_else(|| panic!("no UDP answer for {name}"));
     let r = Reply::parse(raw);
     assert_eq!(r.id, id, "answer carries our ID");
@@ -555,8 +656,8 @@ pub fn write_frame(s: &mut TcpStream, msg: &[u8]) -> std::io::Result<()> {
 }
 
 pub fn tcp_connect(server: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect_timeout(&server, Duration::from_secs(5)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let s = TcpStream::connect_timeout(&server, Duration::from_secs(10)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s
 }
 
@@ -587,20 +688,75 @@ pub fn hydradns() -> Command {
     }
 }
 
+/// A process's stderr as it comes. Whoever reads the text first moves what
+/// the pipe holds into it, under one lock: a line the process wrote before
+/// it answered something is in the text once that answer is in, however
+/// late a reader thread would have got to it on a busy machine.
+pub struct LogPipe {
+    fd: rustix::fd::OwnedFd,
+    bytes: Mutex<Vec<u8>>,
+}
+
+impl LogPipe {
+    /// Takes `stderr` over; a thread of its own keeps the pipe from filling.
+    pub fn start(stderr: std::process::ChildStderr) -> Arc<LogPipe> {
+        let fd = rustix::fd::OwnedFd::from(stderr);
+        rustix::io::ioctl_fionbio(&fd, true).unwrap();
+        let pipe = Arc::new(LogPipe { fd, bytes: Mutex::new(Vec::new()) });
+        let reader = pipe.clone();
+        std::thread::spawn(move || {
+            use rustix::event::{PollFd, PollFlags, poll};
+            loop {
+                let mut fds = [PollFd::new(&reader.fd, PollFlags::IN)];
+                if poll(&mut fds, None).is_err_and(|e| e != rustix::io::Errno::INTR) {
+                    return;
+                }
+                if reader.drain(&mut reader.bytes.lock().unwrap()) {
+                    return;
+                }
+            }
+        });
+        pipe
+    }
+
+    /// Moves what the pipe holds into `bytes`; true at its end.
+    fn drain(&self, bytes: &mut Vec<u8>) -> bool {
+        let mut buf = [0u8; 16384];
+        loop {
+            match rustix::io::read(&self.fd, &mut buf) {
+                Ok(0) => return true,
+                Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => return false,
+                Err(_) => return true,
+            }
+        }
+    }
+
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        let mut bytes = self.bytes.lock().unwrap();
+        self.drain(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
 /// The real binary, started on 127.0.0.1:0 with a config written for the test.
 pub struct Gateway {
     child: Child,
     pub addr: SocketAddr,
     pub addrs: Vec<SocketAddr>,
     pub config: PathBuf,
-    pub log: Arc<Mutex<String>>,
+    pub log: Arc<LogPipe>,
     pub dir: TempDir,
 }
 
-/// A config listening on an ephemeral loopback port and forwarding to `upstreams`.
+/// A config listening on an ephemeral loopback port and forwarding to
+/// `upstreams`, with the shipped 2 s `upstream_timeout`: the fake upstream
+/// on a busy machine answers well within it. A test that waits for a
+/// timeout sets its own (`extra` comes after, and the later line wins).
 pub fn config(upstreams: &[&Upstream], extra: &str) -> String {
-    let mut c =
-        String::from("config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '500ms'\n");
+    let mut c = String::from("config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n");
     for u in upstreams {
         c.push_str(&format!("\tlist upstream '{}'\n", u.addr));
     }
@@ -662,16 +818,7 @@ impl Gateway {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut l = sink.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
+        let log = LogPipe::start(child.stderr.take().unwrap());
         let mut g = Gateway { child, addr: "0.0.0.0:0".parse().unwrap(), addrs: Vec::new(), config, log, dir };
         // Emulated binaries start slower.
         assert!(g.wait_log("ready with ", Duration::from_secs(30)), "gateway did not start:\n{}", g.log());
@@ -682,7 +829,14 @@ impl Gateway {
     }
 
     pub fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
+        self.log.text()
+    }
+
+    /// Where `metrics_listen` bound (its port 0 made concrete), from the log.
+    pub fn metrics_addr(&self) -> SocketAddr {
+        let log = self.log();
+        let addr = log.lines().find_map(|l| l.split("metrics at http://").nth(1)?.strip_suffix("/metrics"));
+        addr.and_then(|a| a.parse().ok()).unwrap_or_else(|| panic!("no metrics listener in the log:\n{log}"))
     }
 
     /// CPU time the process has used so far (user + system), from /proc.
@@ -725,7 +879,7 @@ impl Gateway {
     pub fn stats(&self) -> HashMap<String, u64> {
         let before = self.log().matches("stats: ").count();
         self.signal("USR1");
-        assert!(self.wait_log_count("stats: ", before + 1, Duration::from_secs(5)), "no stats line");
+        assert!(self.wait_log_count("stats: ", before + 1, Duration::from_secs(30)), "no stats line");
         let log = self.log();
         let line = log.lines().rev().find(|l| l.contains("stats: ")).unwrap();
         line.split_whitespace()
@@ -744,13 +898,15 @@ impl Gateway {
         hydradns::stats::Report::deserialize_json(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
     }
 
-    /// Replaces the config file and sends SIGHUP; waits for the reload to be logged.
+    /// Replaces the config file and sends SIGHUP; waits for the reload to be
+    /// logged. The lists are rebuilt on a thread at nice 15, which a busy
+    /// machine leaves little of the CPU: up to two minutes.
     pub fn reload(&self, config_text: &str) {
         let before = self.log().matches("reload").count();
         std::fs::write(&self.config, Gateway::localize(config_text, &self.dir.0)).unwrap();
         self.signal("HUP");
         assert!(
-            self.wait_log_count("reload", before + 1, Duration::from_secs(10)),
+            self.wait_log_count("reload", before + 1, Duration::from_secs(120)),
             "no reload logged:\n{}",
             self.log()
         );

@@ -6,12 +6,11 @@
 //! can read the DNS queries as they arrived.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use super::{KillOnDrop, TempDir, free_port, tls_dir, wait_for};
+use super::{KillOnDrop, TempDir, spawn_on_free_port, tls_dir};
 
 pub struct Nginx {
     _child: KillOnDrop,
@@ -34,13 +33,12 @@ pub struct Front {
 impl Nginx {
     pub fn start(backend: SocketAddr, front: Front) -> Nginx {
         let dir = TempDir::new();
-        let port = free_port();
         let d = dir.0.display();
         let access_log = dir.0.join("access.log");
-        let conf = dir.file(
-            "nginx.conf",
-            &format!(
-                "daemon off;\nmaster_process off;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+        let conf = dir.0.join("nginx.conf");
+        // The port is written in when it is known (`@PORT@`).
+        let template = format!(
+            "daemon off;\nmaster_process off;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
                  events {{ worker_connections 64; }}\n\
                  http {{\n\
                    log_format uri '$request_uri';\n\
@@ -50,7 +48,7 @@ impl Nginx {
                    keepalive_requests {requests};\n\
                    keepalive_timeout {timeout}s;\n\
                    server {{\n\
-                     listen 127.0.0.1:{port} ssl{h2};\n\
+                     listen 127.0.0.1:@PORT@ ssl{h2};\n\
                      ssl_certificate {cert};\n\
                      ssl_certificate_key {key};\n\
                      location = /dns-query {{ proxy_pass http://{backend}; proxy_http_version 1.1; }}\n\
@@ -58,27 +56,32 @@ impl Nginx {
                      location / {{ return 404; }}\n\
                    }}\n\
                  }}\n",
-                log = access_log.display(),
-                requests = front.keepalive_requests,
-                timeout = front.keepalive_timeout,
-                h2 = if front.http2 { " http2" } else { "" },
-                cert = tls_dir().join("server.pem").display(),
-                key = tls_dir().join("server.key").display(),
-            ),
+            log = access_log.display(),
+            requests = front.keepalive_requests,
+            timeout = front.keepalive_timeout,
+            h2 = if front.http2 { " http2" } else { "" },
+            cert = tls_dir().join("server.pem").display(),
+            key = tls_dir().join("server.key").display(),
         );
-        let child = Command::new("nginx")
-            .args(["-p"])
-            .arg(&dir.0)
-            .arg("-c")
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nginx (Debian package nginx-light) is needed for these tests");
+        let (child, port) = spawn_on_free_port(
+            "nginx",
+            |port| vec![("tcp", port)],
+            |port| {
+                std::fs::write(&conf, template.replace("@PORT@", &port.to_string())).unwrap();
+                Command::new("nginx")
+                    .args(["-p"])
+                    .arg(&dir.0)
+                    .arg("-c")
+                    .arg(&conf)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("nginx (Debian package nginx-light) is needed for these tests")
+            },
+        );
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        wait_for("nginx's port", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
-        Nginx { _child: KillOnDrop(child), addr, access_log, dir }
+        Nginx { _child: child, addr, access_log, dir }
     }
 
     /// The request URIs logged so far.
