@@ -5,8 +5,9 @@
 # cross builds, the tests again under qemu, packages, init script, UCI), a
 # fixed-count pass of every fuzz target (scripts/fuzz.sh), and short passes
 # of the benchmark (bench/run.sh --quick) and of the soak (bench/soak.sh --quick).
-# .ci/run calls this script; so does the README. The Rust suites run twice:
-# as usual, then with every core kept busy by another process (see under_load).
+# .ci/run calls this script; so does the README. The Rust suites run with
+# every core kept busy by another process (see under_load), and again in
+# the fresh clone without it.
 #
 #   scripts/test.sh               everything, as CI runs it
 #   scripts/test.sh --stress [N]  only the Rust suites with every core busy,
@@ -115,10 +116,10 @@ if [ "$stress_runs" -gt 0 ]; then
     done
     exit 0
 fi
-stage "cargo test"
-cargo test --locked
-# The same with every core busy: CI runners and this machine are shared,
-# and a red run must mean a broken product, not a busy neighbour.
+# With every core busy: CI runners and this machine are shared, and a red
+# run must mean a broken product, not a busy neighbour. (Once: a run on an
+# idle machine proves nothing this one does not, and the fresh clone's
+# stage below runs them again without the load.)
 stage "cargo test, every core busy"
 under_load cargo test --locked
 # The LuCI pages' views in node:vm (Node's own test runner, no npm
