@@ -120,6 +120,8 @@ fi
 # run must mean a broken product, not a busy neighbour. (Once: a run on an
 # idle machine proves nothing this one does not, and the fresh clone's
 # stage below runs them again without the load.)
+stage "build the tests"
+cargo test --locked --no-run
 stage "cargo test, every core busy"
 under_load cargo test --locked
 # The LuCI pages' views in node:vm (Node's own test runner, no npm
