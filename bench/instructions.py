@@ -217,8 +217,9 @@ def main():
     ap.add_argument("--keep", metavar="DIR",
                     help="with --by-function: keep the callgrind files in DIR, for callgrind_annotate FILE src/….rs")
     ap.add_argument("--scenarios", help="comma-separated subset of " + ",".join(s for s, _ in SCENARIOS))
-    ap.add_argument("--extra-conf", metavar="FILE",
-                    help="append FILE to HydraDNS's config (e.g. bench/parental.conf)")
+    ap.add_argument("--extra-conf", metavar="FILE", action="append",
+                    help="append FILE to HydraDNS's config (e.g. bench/parental.conf); again for more files, "
+                         "in order; @UPSTREAM@ in them is the benchmark's upstream")
     ap.add_argument("--same-answers", metavar="FILE",
                     help="ask only popular names that FILE (e.g. bench/parental.conf) answers as the default config "
                          "does for 127.0.0.1 (not blocked, no safe search): two configs compared on the same answers")

@@ -533,10 +533,12 @@ config querylog 'querylog'
                     f.write(open(os.path.join(os.path.dirname(__file__), "groups.conf")).read())
                 # Three groups with ten services and safe search each
                 # (bench/parental.conf), or ("off") the same groups without them.
-                extra = os.path.join(os.path.dirname(__file__), "parental.conf") if parental else \
-                    getattr(args, "extra_conf", None)
-                if extra:
-                    lines = open(extra).read().splitlines(keepends=True)
+                extras = [os.path.join(os.path.dirname(__file__), "parental.conf")] if parental else \
+                    (getattr(args, "extra_conf", None) or [])
+                for extra in extras:
+                    # @UPSTREAM@: the benchmark's upstream (bench/sets.conf's groups' own).
+                    text = open(extra).read().replace("@UPSTREAM@", f"127.0.0.1:{upstream_port}")
+                    lines = text.splitlines(keepends=True)
                     if parental == "off":
                         lines = [x for x in lines if not re.search("service|safe_search|youtube_restrict", x)]
                     f.write("".join(lines))

@@ -468,3 +468,46 @@ fn a_server_allowing_no_streams_is_passed_over_at_once() {
     }
     assert!(g.log().contains("allows no streams"), "{}", g.log());
 }
+
+/// A group's own encrypted upstream (issue 60): its clients' queries, many
+/// at once, go over one kept connection, one handshake in all, not one per
+/// query; a client outside the group goes to the main (plain) upstream.
+#[test]
+fn a_groups_encrypted_upstream_keeps_one_connection_for_its_clients() {
+    let main = Upstream::start(Ipv4Addr::new(192, 0, 2, 1));
+    let backend = Upstream::start(Ipv4Addr::new(192, 0, 2, 7));
+    let unbound = Unbound::start(backend.addr, "");
+    let g = gateway(
+        &main.addr.to_string(),
+        &format!(
+            "config client\n\tlist match '127.0.0.2'\n\tlist group 'kids'\n\
+             config group 'kids'\n\tlist upstream 'tls://localhost:{}#127.0.0.1'\n",
+            unbound.addr.port()
+        ),
+    );
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let addr = g.addr;
+            std::thread::spawn(move || {
+                let s = std::net::UdpSocket::bind("127.0.0.2:0").unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                for i in 0..10u16 {
+                    s.send_to(&build_query(i, &format!("k{t}-{i}.example"), A, None), addr).unwrap();
+                    let mut buf = [0u8; 1500];
+                    let n = s.recv(&mut buf).unwrap();
+                    assert_eq!(Reply::parse(buf[..n].to_vec()).ips(), ["192.0.2.7"], "k{t}-{i}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(udp(g.addr, "parent.example", A).ips(), ["192.0.2.1"]);
+    assert_eq!(backend.seen("parent.example"), 0);
+    let u = upstream_report(&g);
+    assert_eq!((u.state.as_str(), u.handshakes, u.answers, u.errors), ("connected", 1, 80, 0), "{u:?}");
+    let r = g.report();
+    let kids = r.upstream_sets.iter().find(|s| s.name == "kids").unwrap();
+    assert_eq!((kids.queries, kids.failed), (80, 0));
+}

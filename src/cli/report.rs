@@ -181,21 +181,7 @@ pub(super) fn stats_text(r: &Report) -> String {
             u.avg_latency_us
         );
     }
-    // Only with groups of their own: the main set's figures are the upstreams' above.
-    if r.upstream_sets.len() > 1 {
-        for s in &r.upstream_sets {
-            let _ = writeln!(
-                o,
-                "upstream set {}: {}{}; {} queries, {} failed, avg {} us",
-                s.name,
-                s.upstreams.join(", "),
-                if s.fallback_main { ", then main" } else { "" },
-                s.queries,
-                s.failed,
-                s.avg_latency_us
-            );
-        }
-    }
+    o.push_str(&set_lines(r));
     let q = &r.querylog;
     if q.enabled {
         let _ = writeln!(
@@ -341,6 +327,7 @@ pub(super) fn status(args: Args) -> ExitCode {
                 0 => "on".to_string(),
                 t => format!("paused until {}", crate::timetext::iso8601(t * 1000)),
             };
+            print!("{}", set_lines(r));
             println!("blocking     {blocking}, {} names blocked so far", r.counters.blocked);
             print!("{}", group_lines(r));
         }
@@ -391,4 +378,26 @@ pub(super) fn lists_cmd(args: Args) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// A line per upstream set, only with groups of their own: the main set's
+/// figures are otherwise the upstreams' own.
+fn set_lines(r: &Report) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    if r.upstream_sets.len() > 1 {
+        for s in &r.upstream_sets {
+            let _ = writeln!(
+                o,
+                "upstream set {}: {}{}; {} queries, {} failed, avg {} us",
+                s.name,
+                s.upstreams.join(", "),
+                if s.fallback_main { ", then main" } else { "" },
+                s.queries,
+                s.failed,
+                s.avg_latency_us
+            );
+        }
+    }
+    o
 }
