@@ -509,7 +509,7 @@ pub struct Report {
     pub paused_until: u64,
     /// Upstream servers.
     pub upstreams: Vec<UpstreamReport>,
-    /// Upstream sets, `main` first.
+    /// Upstream sets, `main` first; empty without a group's own upstreams.
     #[nserde(default)]
     pub upstream_sets: Vec<SetReport>,
     /// Query log.

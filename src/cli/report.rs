@@ -380,12 +380,12 @@ pub(super) fn lists_cmd(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// A line per upstream set, only with groups of their own: the main set's
-/// figures are otherwise the upstreams' own.
+/// A line per upstream set: none without a group's own upstreams, when
+/// the main set's figures are the upstreams' own.
 fn set_lines(r: &Report) -> String {
     use std::fmt::Write;
     let mut o = String::new();
-    if r.upstream_sets.len() > 1 {
+    if !r.upstream_sets.is_empty() {
         for s in &r.upstream_sets {
             let _ = writeln!(
                 o,

@@ -2,6 +2,7 @@
 //! order: who may ask, malformed queries, local names, the cache, the
 //! lists (block, safe search, pause); anything else becomes a [`Miss`].
 
+use super::memo::RuleMemo;
 use super::*;
 
 impl Engine {
@@ -88,10 +89,10 @@ impl Engine {
             wire::build::finish(out, q.edns, [0, 0, 0], true);
             return self.done(origin, Answered::of(&q, Outcome::Local), out, stats);
         }
-        let Scratch { key: key_buf, name: name_key } = scratch;
+        let Scratch { key: key_buf, name: name_key, memo } = scratch;
         // With groups that have upstreams of their own, the client's set is
         // part of the cache key: worked out before the cache is asked.
-        let early = (!snap.sets.is_empty()).then(|| self.groups_of(&snap, origin));
+        let early = (!snap.sets.is_empty()).then(|| self.groups_in(memo, &snap, origin));
         let k = cache::key(&q, early.map_or(sets::MAIN, |g| g.set), key_buf);
         let key = &key_buf[..k];
         // The owner's own names beat the lists and the cache (nothing local is cached).
@@ -134,7 +135,7 @@ impl Engine {
         }
         // The cache key starts with the name, folded already.
         let n = wire::reversed_key_folded(&key[..q.qname.len()], name_key);
-        let groups = early.unwrap_or_else(|| self.groups_of(&snap, origin));
+        let groups = early.unwrap_or_else(|| self.groups_in(memo, &snap, origin));
         let checked = snap.policy.check(&name_key[..n], groups.on);
         let mut paused = None;
         let allowed = match checked.verdict {
@@ -238,13 +239,21 @@ impl Engine {
     /// The groups whose lists apply to `origin`'s client now: its groups
     /// (`default` without `config client`) inside their schedules, and
     /// which of those are paused.
+    /// With `memo`, a receive thread's, the client's rule comes from there
+    /// when it holds it (see [`super::memo`]).
     #[inline]
-    pub(super) fn groups_of(&self, snap: &Snapshot, origin: &Origin) -> Groups {
+    pub(super) fn groups_in(&self, memo: &mut Option<Box<RuleMemo>>, snap: &Snapshot, origin: &Origin) -> Groups {
         let (rule, member) = if snap.clients.is_empty() {
             (None, DEFAULT)
         } else {
-            let learned = self.learned.load();
-            let rule = snap.clients.find(origin.client, origin.mac, &learned);
+            let find = || snap.clients.find(origin.client, origin.mac, &self.learned.load());
+            let rule = match memo {
+                Some(m) => {
+                    let learned = self.learned_version.load(Relaxed);
+                    m.rule(origin.client, origin.mac, snap.generation, learned, find)
+                }
+                None => find(),
+            };
             (rule, snap.clients.groups(rule))
         };
         let on = member & !snap.schedules.off();

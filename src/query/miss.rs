@@ -324,7 +324,9 @@ impl Engine {
         stats: &Counters,
     ) -> bool {
         let Led { miss, lead, forward, .. } = led;
-        if forward.is_none() {
+        // Without a group's upstreams the main set's figures are the
+        // forwarded and failed counters: no clock read for them.
+        if forward.is_none() && !miss.snapshot.sets.is_empty() {
             let took = u64::try_from(miss.origin.received.elapsed().as_micros()).unwrap_or(u64::MAX);
             miss.snapshot.sets.counters(miss.set()).record(reply.is_some(), took);
         }

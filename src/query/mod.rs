@@ -57,6 +57,7 @@ use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, 
 
 mod alias;
 mod handle;
+mod memo;
 mod miss;
 mod refresh;
 mod snapshot;
@@ -143,12 +144,20 @@ pub struct Scratch {
     key: [u8; cache::MAX_KEY_LEN],
     /// The name's reversed-label key ([`wire::reversed_key_folded`]).
     name: [u8; MAX_NAME_LEN],
+    /// A receive thread's recent clients' rules ([`Scratch::remembering`]).
+    memo: Option<Box<memo::RuleMemo>>,
 }
 
 impl Scratch {
     /// Zeroed room; what a query writes it reads back, and nothing else.
     pub fn new() -> Scratch {
-        Scratch { key: [0; cache::MAX_KEY_LEN], name: [0; MAX_NAME_LEN] }
+        Scratch { key: [0; cache::MAX_KEY_LEN], name: [0; MAX_NAME_LEN], memo: None }
+    }
+
+    /// Room that also remembers recent clients' `config client` rules
+    /// ([`memo`]): for a thread that keeps it across queries.
+    pub fn remembering() -> Scratch {
+        Scratch { memo: Some(Box::default()), ..Scratch::new() }
     }
 }
 
@@ -175,8 +184,11 @@ pub struct Engine {
     prefetching: Arc<std::sync::atomic::AtomicUsize>,
     /// Blocking paused until (`hydradns pause`); kept across reloads.
     pub pause: Pause,
-    /// MACs and hostnames of the devices, for `config client` rules that need them.
-    pub learned: ArcSwap<Learned>,
+    /// MACs and hostnames of the devices, for `config client` rules that
+    /// need them: replaced through [`Engine::set_learned`].
+    learned: ArcSwap<Learned>,
+    /// Raised with each new `learned`: what a [`memo::RuleMemo`] entry was found with.
+    learned_version: AtomicU64,
     /// The current rules need [`Engine::learned`] kept up to date. Read by
     /// the job that does so without loading the snapshot: a thread that
     /// loads it once joins the list every cache insert's store walks
@@ -211,6 +223,7 @@ impl Engine {
             prefetching: Arc::default(),
             pause: Pause::default(),
             learned,
+            learned_version: AtomicU64::new(1),
             learning,
             learning_bell: smol::channel::bounded(1),
             bypass: Arc::from("block_bypass"),
@@ -302,6 +315,17 @@ impl Engine {
         self.update(|old| change(&old.config).map(|cfg| Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(old))))
     }
 
+    /// The devices' MACs and hostnames now, as the client rules use them.
+    pub fn learned(&self) -> arc_swap::Guard<Arc<Learned>> {
+        self.learned.load()
+    }
+
+    /// Puts `learned` in force; remembered rules found with the one before go stale.
+    pub fn set_learned(&self, learned: Arc<Learned>) {
+        self.learned.store(learned);
+        self.learned_version.fetch_add(1, Relaxed);
+    }
+
     /// Carries what is kept per group and client over to `snapshot`'s groups and rules.
     #[inline(never)]
     fn follow_groups(&self, snapshot: &Snapshot) {
@@ -309,7 +333,7 @@ impl Engine {
         self.pause.renumber(&snapshot.policy.groups);
         // New client rules match from their first query, not the next look at the files.
         if !self.learned.load().is_for(&snapshot.clients) {
-            self.learned.store(Arc::new(learn(snapshot)));
+            self.set_learned(Arc::new(learn(snapshot)));
         }
         let needed = snapshot.clients.needs_learning();
         if needed && !self.learning.swap(needed, Relaxed) {

@@ -390,8 +390,8 @@ fn look_at_devices(engine: &Engine, book: &mut NameBook) -> Option<Duration> {
     }
     let snap = engine.snapshot.load_full();
     book.look(Instant::now());
-    if book.changed() || !engine.learned.load().is_for(&snap.clients) {
-        engine.learned.store(Arc::new(Learned::new(&snap.clients, book)));
+    if book.changed() || !engine.learned().is_for(&snap.clients) {
+        engine.set_learned(Arc::new(Learned::new(&snap.clients, book)));
     }
     Some(CHECK_EVERY)
 }
