@@ -124,6 +124,7 @@ impl Status {
                 })
                 .collect(),
             groups: self.groups(&snap),
+            exceptions: self.engine.exceptions_report().exceptions,
         }
     }
 

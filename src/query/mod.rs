@@ -42,6 +42,7 @@ use crate::config::groups::GroupLog;
 use crate::config::{BlockMode, Config};
 use crate::domain::SEP;
 use crate::policy::domainset::name_key;
+use crate::policy::exceptions::Exceptions;
 use crate::policy::pause::Pause;
 use crate::policy::records::{Alias, Local, Records};
 use crate::policy::schedule::Schedules;
@@ -55,6 +56,7 @@ use crate::upstream::{self, Failover, Group, Inflight, Join, Lead, Resolution, R
 use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
 
 mod alias;
+pub mod exceptions;
 mod handle;
 mod miss;
 mod refresh;
@@ -172,6 +174,9 @@ pub struct Engine {
     prefetching: Arc<std::sync::atomic::AtomicUsize>,
     /// Blocking paused until (`hydradns pause`); kept across reloads.
     pub pause: Pause,
+    /// Exceptions with an end (`hydradns allow`, `block`); kept across
+    /// reloads, and across restarts in a file.
+    pub exceptions: Exceptions,
     /// MACs and hostnames of the devices, for `config client` rules that need them.
     pub learned: ArcSwap<Learned>,
     /// The current rules need [`Engine::learned`] kept up to date. Read by
@@ -207,6 +212,7 @@ impl Engine {
             writer: Default::default(),
             prefetching: Arc::default(),
             pause: Pause::default(),
+            exceptions: Exceptions::new(),
             learned,
             learning,
             learning_bell: smol::channel::bounded(1),
@@ -303,6 +309,8 @@ impl Engine {
     fn follow_groups(&self, snapshot: &Snapshot) {
         // Group pauses are kept by name; this config may number them anew.
         self.pause.renumber(&snapshot.policy.groups);
+        // So are exceptions; their devices and services are looked up anew.
+        self.recompile_exceptions(snapshot);
         // New client rules match from their first query, not the next look at the files.
         if !self.learned.load().is_for(&snapshot.clients) {
             self.learned.store(Arc::new(learn(snapshot)));
