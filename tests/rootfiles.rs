@@ -389,13 +389,13 @@ fn a_check_that_became_the_gateways_user_still_ends_with_its_caller() {
 }
 
 /// rpcd's plugins (LuCI's `luci.hydradns`, the API's `hydradns`) run
-/// `stats` and `devices` as root for any logged-in reader, and rpcd ends a
+/// `stats`, `devices` and `exceptions` as root for any logged-in reader, and rpcd ends a
 /// call past its time limit by killing the plugin's shell (SIGKILL): the
 /// command goes with it, killed by the kernel, rather than wait on for
 /// nobody. Here each waits on a control socket that never answers; this
 /// test is the subreaper its orphan comes to, so how it ended is seen.
 #[test]
-fn stats_and_devices_end_with_the_plugin_shell_that_ran_them() {
+fn stats_devices_and_exceptions_end_with_the_plugin_shell_that_ran_them() {
     let dir = TempDir::new();
     let socket = dir.0.join("control.sock");
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
@@ -421,7 +421,7 @@ fn stats_and_devices_end_with_the_plugin_shell_that_ran_them() {
     dir.file("queries.db", "");
     rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
     let bin = hydradns();
-    for cmd in ["stats", "devices"] {
+    for cmd in ["stats", "devices", "exceptions"] {
         // As the plugin runs it: the shell's own child. Backgrounded, so the
         // shell can say its pid first.
         let mut shell = Command::new("sh")

@@ -261,7 +261,7 @@ pub fn main() -> ExitCode {
         // Output into a closed pipe (`| head -1`) ends the command quietly.
         crate::sys::die_on_broken_pipe();
     }
-    if matches!(cmd.as_str(), "check" | "status" | "check-config" | "stats" | "devices") {
+    if matches!(cmd.as_str(), "check" | "status" | "check-config" | "stats" | "devices" | "exceptions") {
         // rpcd's plugins (LuCI's, the API's) run these as root for any
         // logged-in reader, and end a call past its time limit by killing
         // the plugin's shell: they go with it rather than read every list
