@@ -93,11 +93,13 @@ def group_pauses(stats):
 
 def state(rig):
     """What a refused call must leave as it was: the pauses, the exceptions
-    (once the CLI has them) and the config."""
+    and the config."""
     stats = rig.json("stats")
-    exc = rig.cli("exceptions")
     return {"paused_until": stats["paused_until"], "groups": group_pauses(stats), "config": rig.cli("config"),
-            "exceptions": exc if exc.startswith("{") else None}
+            "exceptions": rig.json("exceptions")}
+
+
+ANSWERED = "93.184.215.14"  # wan.example, from the rig's stand-in for the ISP's resolver
 
 
 def api_checks(ubus, rig):
@@ -144,7 +146,37 @@ def api_checks(ubus, rig):
     expect(group_pauses(rig.json("stats")).get("default") == 0, "`hydradns stats`: the group's lists are on")
     expect(rig.cli("ask api3.ads.example").strip() == "0.0.0.0", "resumed: the group's list blocks again")
 
-    # Refused, with an error that says why, and nothing changed.
+    # Exceptions with an end, each reply the exceptions after it, as
+    # `hydradns exceptions --json` then lists them: YouTube for the default
+    # group for an hour (docs/operation.md's example is the kids'), a name
+    # under one rigads blocks allowed for the group, wan.example blocked for
+    # one device (answered before, so from the cache but for the exception).
+    expect(rig.cli("ask x.api-allowed.ads.example").strip() == "0.0.0.0", "before: a name under ads.example is blocked")
+    expect(rig.cli("ask wan.example").strip() == ANSWERED, "before: wan.example answers")
+    code, r = call("allow", {"group": "default", "service": "youtube", "for": "1h"})
+    now = time.time()
+    rows = (r or {}).get("exceptions") or []
+    expect(code == 0 and r.get("schema") == 1 and len(rows) == 1 and
+           {k: rows[0].get(k) for k in ("action", "group", "client", "service", "name")} ==
+           {"action": "allow", "group": "default", "client": None, "service": "youtube", "name": None} and
+           3590 <= rows[0]["ends"] - now <= 3601, f"allow youtube for default for 1h: {code} {r}")
+    expect(rig.json("exceptions") == r, f"`hydradns exceptions --json` lists it, the same: {rig.cli('exceptions')}")
+    code, r = call("allow", {"group": "default", "name": "api-allowed.ads.example", "for": "1h"})
+    expect(code == 0 and len(r.get("exceptions") or []) == 2, f"allow api-allowed.ads.example for default for 1h: {code} {r}")
+    expect(rig.cli("ask x.api-allowed.ads.example").strip() != "0.0.0.0", "the name and those under it are answered")
+    expect(rig.cli("ask api4.ads.example").strip() == "0.0.0.0", "the rest of ads.example is still blocked")
+    code, r = call("block", {"client": "127.0.0.10", "name": "wan.example", "for": 600})
+    rows = (r or {}).get("exceptions") or []
+    expect(code == 0 and {"action": "block", "group": None, "client": "127.0.0.10", "service": None, "name": "wan.example"} in
+           [{k: x.get(k) for k in ("action", "group", "client", "service", "name")} for x in rows],
+           f"block wan.example for 127.0.0.10 for 600 s: {code} {r}")
+    expect(rig.cli("ask wan.example").strip() == "0.0.0.0", "wan.example is blocked for the device")
+    code, r = call("exceptions")
+    expect(code == 0 and r == rig.json("exceptions") and len(r["exceptions"]) == 3,
+           f"exceptions is `hydradns exceptions --json`'s: {r} vs {rig.cli('exceptions')}")
+
+    # Refused, with an error that says why, and nothing changed (the three
+    # exceptions above kept as they are).
     before = state(rig)
     refused = [
         ("pause", {"group": "guests", "duration": "10 minutes"}),  # the plugin: not a duration's shape
@@ -170,6 +202,12 @@ def api_checks(ubus, rig):
         ("allow", {"group": "guests", "name": "ads.example", "for": "-1h"}),
         ("block", {"client": "`reboot`", "name": "x.example", "for": "1h"}),
         ("block", {"client": "127.0.0.9", "service": "you tube", "for": "1h"}),
+        ("allow", {"group": "default", "service": "nosuchservice", "for": "1h"}),  # hydradns: not in its catalogue
+        ("allow", {"group": "nosuchgroup", "service": "youtube", "for": "1h"}),  # hydradns: no such group
+        ("allow", {"group": "default", "name": "a..example", "for": "1h"}),  # hydradns: not a domain name
+        ("allow", {"group": "default", "service": "youtube", "for": "400d"}),  # hydradns: longer than it keeps
+        ("allow", {"group": "default", "service": "youtube", "for": "1x"}),  # hydradns: not a duration
+        ("block", {"client": "nosuchdevice", "name": "x.example", "for": "1h"}),  # hydradns: no such device
     ]
     for method, args in refused:
         code, r = call(method, args)
@@ -193,6 +231,16 @@ def api_checks(ubus, rig):
     code, _ = ubus.call(viewer, "hydradns", "pause", {"duration": "5m"})
     expect(code == ACCESS_DENIED, f"LuCI's read-only login may not pause through the API object: {code}")
     expect(state(rig) == before, "the calls outside the ACL changed nothing")
+
+    # `for: 0` takes each back: none left, and the names answer as before.
+    for method, args in (("allow", {"group": "default", "service": "youtube", "for": "0"}),
+                         ("allow", {"group": "default", "name": "api-allowed.ads.example", "for": 0}),
+                         ("block", {"client": "127.0.0.10", "name": "wan.example", "for": "0"})):
+        code, r = call(method, args)
+        expect(code == 0 and "error" not in r, f"{method} {json.dumps(args)}: {code} {r}")
+    expect(r["exceptions"] == [] and rig.json("exceptions") == r, f"none left: {r} {rig.cli('exceptions')}")
+    expect(rig.cli("ask wan.example").strip() == ANSWERED, "wan.example answers the device again")
+    expect(rig.cli("ask y.api-allowed.ads.example").strip() == "0.0.0.0", "the allowed name is blocked again")
 
     # A session ends after its timeout without a call (docs/operation.md):
     # refused as no session is, until the caller logs in again.
