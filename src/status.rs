@@ -125,6 +125,7 @@ impl Status {
                 })
                 .collect(),
             groups: self.groups(&snap),
+            exceptions: self.engine.exceptions_report().exceptions,
         }
     }
 

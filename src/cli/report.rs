@@ -167,6 +167,7 @@ pub(super) fn stats_text(r: &Report) -> String {
             writeln!(o, "  {} ({}): {entries}, {} unsupported, {} invalid", l.name, l.kind, l.unsupported, l.invalid);
     }
     o.push_str(&group_lines(r));
+    o.push_str(&super::exceptions::lines(&r.exceptions, crate::sys::unix_now()));
     for u in &r.upstreams {
         let _ = writeln!(
             o,
@@ -330,6 +331,7 @@ pub(super) fn status(args: Args) -> ExitCode {
             print!("{}", set_lines(r));
             println!("blocking     {blocking}, {} names blocked so far", r.counters.blocked);
             print!("{}", group_lines(r));
+            print!("{}", super::exceptions::lines(&r.exceptions, st.now));
         }
         None => println!("upstream     {} (configured)", st.upstreams.join(", ")),
     }

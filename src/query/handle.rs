@@ -2,6 +2,7 @@
 //! order: who may ask, malformed queries, local names, the cache, the
 //! lists (block, safe search, pause); anything else becomes a [`Miss`].
 
+use super::exceptions::Excepted;
 use super::memo::RuleMemo;
 use super::*;
 
@@ -114,12 +115,20 @@ impl Engine {
         if snap.config.block_bypass && BYPASS_NAMES.iter().any(|n| n.eq_ignore_ascii_case(q.qname)) {
             return self.bypass(&snap, &q, origin, out, stats);
         }
+        // An exception with an end decides before the cache and the lists.
+        let until = self.exceptions.until();
+        let excepted = until != 0
+            && match self.except(&snap, &q, &key[..q.qname.len()], name_key, origin, until, out, stats) {
+                Excepted::No => false,
+                Excepted::Allow => true,
+                Excepted::Done(step) => return step,
+            };
         let hash = snap.cache.hash(key);
         let hit = snap.cache.find(key, hash, origin.received, snap.stale_for);
         // A name these very lists passed for everyone when it was cached needs no lookup.
         if let Some(hit) = hit.as_ref().filter(|h| !h.is_stale()) {
             let checked = hit.checked();
-            if checked >> 1 == snap.generation {
+            if checked >> 1 == snap.generation && !excepted {
                 if checked & 1 != 0 {
                     Counters::bump(&stats.allowed);
                 }
@@ -136,6 +145,9 @@ impl Engine {
         // The cache key starts with the name, folded already.
         let n = wire::reversed_key_folded(&key[..q.qname.len()], name_key);
         let groups = early.unwrap_or_else(|| self.groups_in(memo, &snap, origin));
+        // An exception's allow: no group's lists apply (nor to its CNAMEs);
+        // its queries still go to the client's upstream set.
+        let groups = if excepted { Groups { on: 0, paused: 0, set: groups.set } } else { groups };
         let checked = snap.policy.check(&name_key[..n], groups.on);
         let mut paused = None;
         let allowed = match checked.verdict {
@@ -203,6 +215,9 @@ impl Engine {
                 // Answered as if unlisted; the entry stays unpassed.
                 return self.cached(hit, &q, origin, out, stats, Some(snap.policy.source_arc(source)));
             }
+            if excepted {
+                return self.cached_by_exception(hit, &q, origin, out, stats);
+            }
             // These lists pass it too; for every client, the next hit skips them.
             if checked.uniform && cnames.pass_all {
                 hit.set_checked(snap.passed(allowed));
@@ -233,6 +248,7 @@ impl Engine {
         miss.stale = stale;
         miss.quiet = quiet;
         miss.paused = paused;
+        miss.excepted = excepted;
         if miss.quiet { Step::Refresh(miss) } else { Step::Resolve(miss) }
     }
 

@@ -45,6 +45,8 @@ pub struct Miss {
     pub(super) prefetch_slot: Option<refresh::PrefetchSlot>,
     /// The list that would have blocked it, had blocking not been paused.
     pub(super) paused: Option<u16>,
+    /// An exception with an end allowed it (logged with it).
+    pub(super) excepted: bool,
     /// The local alias whose outside target this miss resolves.
     pub(super) alias: Option<Box<Alias>>,
 }
@@ -88,6 +90,7 @@ impl Miss {
             quiet: false,
             prefetch_slot: None,
             paused: None,
+            excepted: false,
             alias: None,
         }
     }
@@ -398,6 +401,8 @@ impl Engine {
                     } else if let Some(source) = miss.paused {
                         a.outcome = Outcome::Paused;
                         a.list = snap.policy.source_arc(source);
+                    } else if miss.excepted {
+                        a.list = self.exception_list();
                     }
                 }
             }

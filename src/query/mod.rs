@@ -42,6 +42,7 @@ use crate::config::groups::GroupLog;
 use crate::config::{BlockMode, Config};
 use crate::domain::SEP;
 use crate::policy::domainset::name_key;
+use crate::policy::exceptions::Exceptions;
 use crate::policy::pause::Pause;
 use crate::policy::records::{Alias, Local, Records};
 use crate::policy::schedule::Schedules;
@@ -56,6 +57,7 @@ use crate::upstream::{self, Failover, Group, Inflight, Join, Lead, Resolution, R
 use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
 
 mod alias;
+pub mod exceptions;
 mod handle;
 mod memo;
 mod miss;
@@ -184,6 +186,9 @@ pub struct Engine {
     prefetching: Arc<std::sync::atomic::AtomicUsize>,
     /// Blocking paused until (`hydradns pause`); kept across reloads.
     pub pause: Pause,
+    /// Exceptions with an end (`hydradns allow`, `block`); kept across
+    /// reloads, and across restarts in a file.
+    pub exceptions: Exceptions,
     /// MACs and hostnames of the devices, for `config client` rules that
     /// need them: replaced through [`Engine::set_learned`].
     learned: ArcSwap<Learned>,
@@ -222,6 +227,7 @@ impl Engine {
             writer: Default::default(),
             prefetching: Arc::default(),
             pause: Pause::default(),
+            exceptions: Exceptions::new(),
             learned,
             learned_version: AtomicU64::new(1),
             learning,
@@ -331,6 +337,8 @@ impl Engine {
     fn follow_groups(&self, snapshot: &Snapshot) {
         // Group pauses are kept by name; this config may number them anew.
         self.pause.renumber(&snapshot.policy.groups);
+        // So are exceptions; their devices and services are looked up anew.
+        self.recompile_exceptions(snapshot);
         // New client rules match from their first query, not the next look at the files.
         if !self.learned.load().is_for(&snapshot.clients) {
             self.set_learned(Arc::new(learn(snapshot)));
