@@ -590,8 +590,8 @@ test('every method the pages call is in the ACL and the plugin; writes need the 
 		assert.ok(listed.includes(m), `${m} is not in the plugin's list`);
 	}
 	assert.deepEqual([ ...read, ...write ].sort(), [ ...listed ].sort(), 'the ACL names exactly the plugin\'s methods');
-	assert.deepEqual(read.sort(), [ 'check', 'devices', 'history', 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
-	for (const m of [ 'service', 'revert', 'pause', 'allow', 'block', 'undo' ])
+	assert.deepEqual(read.sort(), [ 'check', 'devices', 'exceptions', 'history', 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
+	for (const m of [ 'service', 'revert', 'pause', 'allow', 'block', 'undo', 'allow_for', 'block_for' ])
 		assert.ok(write.includes(m), `${m} changes the router: write ACL`);
 	// check_config runs hydradns as root on a config the caller sends: only
 	// Save & Apply uses it, and a read-only login must not make root read
