@@ -1011,3 +1011,69 @@ test('issue 58: every view makes its nodes with api.E', () => {
 		assert.doesNotMatch(src, /innerHTML|ui\.showModal|ui\.addNotification|L\.tooltip/, `${f}: a way to markup around api.E`);
 	}
 });
+
+// Issue 60: a group's upstreams (free form, or a family resolver's preset),
+// its fallback, and the exceptions with an end (`hydradns exceptions`,
+// `allow|block --for`), on the group's page, the device's, the Overview
+// and from Queries' Allow and Block.
+
+test('issue 60: a group chooses its upstreams, free form or a family resolver\'s preset, and whether to fall back to the main ones', async () => {
+	const w = world({ 'luci.hydradns.services': () => ({ schema: 1, services: [] }) },
+		{ hydradns: [ { '.type': 'group', '.name': 'kids', '.anonymous': false } ] });
+	const v = w.load('view.hydradns.settings');
+	await v.render(await v.load());
+	const g = w.form.maps[0].sections.find((s) => s.type === 'group');
+	const opt = (name) => g.options.find((o) => o.name === name);
+	const names = g.options.map((o) => o.name);
+	assert.ok(names.indexOf('upstream') < names.indexOf('_preset') && names.indexOf('_preset') < names.indexOf('fallback_main'),
+		'the presets beside the list they fill');
+	const up = opt('upstream');
+	assert.equal(up.cls, 'DynamicList');
+	assert.match(up.description, /Empty: the main upstreams/);
+	const fb = opt('fallback_main');
+	assert.deepEqual([ fb.cls, fb.default, fb.rmempty ], [ 'Flag', '0', false ], 'off unless asked, as the daemon reads its absence');
+	assert.match(fb.description, /never an answer from resolvers the group avoids/);
+
+	// The shapes the parser takes (src/config/upstream.rs), checked in the browser.
+	for (const good of [ '', '192.0.2.53', '192.0.2.53:5353', '[2001:db8::53]:53', '2001:db8::53', 'tls://dns.quad9.net',
+		'tls://dns.example:8853#192.0.2.1,[2001:db8::1]', 'tls://1.1.1.1', 'tls://[2606:4700::1111]:853', 'https://dns.google/dns-query',
+		'https://cloudflare-dns.com#1.1.1.1', 'https://dns.example:8443/q#192.0.2.1', ' 192.0.2.53 ' ])
+		assert.equal(up.validate('kids', good), true, good);
+	for (const bad of [ 'dns.google', '192.0.2.53:0', '192.0.2.53:65536', '256.0.0.1', 'tls://', 'tls://dns example', 'tls://dns..example',
+		'tls://dns.example#', 'tls://dns.example#not-an-ip', 'tls://dns.example/path', 'quic://dns.example', 'https://dns.example:0/q',
+		'192.0.2.53; reboot', '192.0.2.53 192.0.2.54' ])
+		assert.match(up.validate('kids', bad), /IP\[:PORT\], tls:\/\/NAME/, bad);
+
+	// The presets: each operator's published addresses and names.
+	const preset = opt('_preset');
+	assert.equal(preset.cls, 'CBI.HydraDNSUpstreamPresets');
+	const widget = preset.renderWidget('kids');
+	const select = byId(widget, 'hydradns-preset-kids');
+	const offered = find(select, (n) => n.tag === 'option').slice(1).map((o) => [ o.attrs.value, o.attrs.title ]);
+	assert.deepEqual(offered, [
+		[ 'cloudflare-family', '1.1.1.3 1.0.0.3' ],
+		[ 'cloudflare-family-tls', 'tls://family.cloudflare-dns.com#1.1.1.3,1.0.0.3' ],
+		[ 'cloudflare-family-https', 'https://family.cloudflare-dns.com/dns-query#1.1.1.3,1.0.0.3' ],
+		[ 'adguard-family', '94.140.14.15 94.140.15.16' ],
+		[ 'adguard-family-tls', 'tls://family.adguard-dns.com#94.140.14.15,94.140.15.16' ],
+		[ 'adguard-family-https', 'https://family.adguard-dns.com/dns-query#94.140.14.15,94.140.15.16' ],
+		[ 'cleanbrowsing-family', '185.228.168.168 185.228.169.168' ],
+		[ 'cleanbrowsing-family-tls', 'tls://family-filter-dns.cleanbrowsing.org' ],
+		[ 'cleanbrowsing-family-https', 'https://doh.cleanbrowsing.org/doh/family-filter/' ]
+	]);
+	for (const [ , list ] of offered)
+		for (const u of list.split(' '))
+			assert.equal(up.validate('kids', u), true, `the preset ${u} passes the page's own check`);
+	// "Use" puts the preset in the group's Upstreams list (LuCI's widget), replacing it.
+	const set = [];
+	preset.section = { getUIElement: (sid, name) => (sid === 'kids' && name === 'upstream' ? { setValue: (v) => set.push([ ...v ]) } : null) };
+	const use = find(widget, (n) => n.attrs['data-preset-for'] === 'kids')[0];
+	select.value = 'cloudflare-family-tls';
+	await use.attrs.click();
+	select.value = 'adguard-family';
+	await use.attrs.click();
+	select.value = '';
+	await use.attrs.click();
+	assert.deepEqual(set, [ [ 'tls://family.cloudflare-dns.com#1.1.1.3,1.0.0.3' ], [ '94.140.14.15', '94.140.15.16' ] ],
+		'each preset replaces the list; no choice, no change');
+});
