@@ -1016,6 +1016,46 @@ test('issue 58: every view makes its nodes with api.E', () => {
 // its fallback, and the exceptions with an end (`hydradns exceptions`,
 // `allow|block --for`), on the group's page, the device's, the Overview
 // and from Queries' Allow and Block.
+const NOW = () => Math.floor(Date.now() / 1000);
+// The router an hour east of UTC (system.info's localtime).
+const routerInfo = () => ({ localtime: NOW() + 3600, uptime: 99 });
+const hm = (t) => new Date((t + 3600) * 1000).toISOString().substr(11, 5);
+
+function exceptionsFixture(now) {
+	return [
+		{ action: 'block', group: 'kids', client: null, service: null, name: 'game.example', ends: now + 7230 },
+		{ action: 'allow', group: 'kids', client: null, service: 'youtube', name: null, ends: now + 3630 },
+		{ action: 'allow', group: 'guests', client: null, service: null, name: 'ads.example', ends: now + 600 },
+		{ action: 'block', group: null, client: '02:00:5E:10:00:01', service: null, name: 'video.example', ends: now + 1830 },
+		{ action: 'allow', group: null, client: 'kids-tablet', service: null, name: 'school.example', ends: now + 900 },
+		{ action: 'allow', group: null, client: '192.0.2.9', service: null, name: 'other.example', ends: now + 900 },
+		// Its end has passed since the list was read.
+		{ action: 'allow', group: 'kids', client: null, service: null, name: 'gone.example', ends: now - 5 }
+	];
+}
+
+// The plugin's allow_for and block_for as the CLI would answer: the list
+// after the change (an exception ended with duration 0, others added).
+function timedReplies(list, calls) {
+	const reply = (action) => (a) => {
+		calls.push(Object.assign({ action }, a));
+		const same = (e) => e.action === action && e.name === (a.name || null) && e.service === (a.service || null) &&
+			(a.client ? e.client === a.client : e.group === (a.group || null));
+		if (a.duration === '0') {
+			const i = list.findIndex(same);
+			if (i >= 0) list.splice(i, 1);
+		}
+		else {
+			const groups = a.client ? [ null ] : a.group ? [ a.group ] : [ 'default', 'kids' ];
+			const secs = a.duration === '1h' ? 3600 : 30000;
+			for (const g of groups)
+				list.push({ action, group: a.client ? null : g, client: a.client || null, service: a.service || null, name: a.name || null, ends: NOW() + secs });
+		}
+		return { schema: 1, exceptions: list.slice() };
+	};
+	return { 'luci.hydradns.allow_for': reply('allow'), 'luci.hydradns.block_for': reply('block'),
+		'luci.hydradns.exceptions': () => ({ schema: 1, exceptions: list.slice() }) };
+}
 
 test('issue 60: a group chooses its upstreams, free form or a family resolver\'s preset, and whether to fall back to the main ones', async () => {
 	const w = world({ 'luci.hydradns.services': () => ({ schema: 1, services: [] }) },
@@ -1076,4 +1116,97 @@ test('issue 60: a group chooses its upstreams, free form or a family resolver\'s
 	await use.attrs.click();
 	assert.deepEqual(set, [ [ 'tls://family.cloudflare-dns.com#1.1.1.3,1.0.0.3' ], [ '94.140.14.15', '94.140.15.16' ] ],
 		'each preset replaces the list; no choice, no change');
+});
+
+test('issue 60: a group\'s page lists its exceptions with their ends on the router\'s clock; End ends one', async () => {
+	const list = exceptionsFixture(NOW()), calls = [];
+	const w = world(Object.assign({ 'luci.hydradns.services': () => ({ schema: 1, services: [] }), 'system.info': routerInfo },
+		timedReplies(list, calls)), { hydradns: [ { '.type': 'group', '.name': 'kids', '.anonymous': false } ] });
+	const v = w.load('view.hydradns.settings');
+	await v.render(await v.load());
+	const opt = w.form.maps[0].sections.find((s) => s.type === 'group').options.find((o) => o.name === '_exceptions');
+	assert.equal(opt.cls, 'CBI.HydraDNSExceptions');
+	const box = opt.renderWidget('kids');
+	assert.equal(box.attrs.id, 'hydradns-exceptions-kids');
+	const rows = () => find(box, (n) => n.tag === 'tr').slice(1).map((r) => r.children.slice(0, 4).map(text));
+	const kids = list.filter((e) => e.group === 'kids');
+	assert.deepEqual(rows(), [
+		[ 'allowed', 'group kids', 'service youtube', `${hm(kids[1].ends)} (1h 0m left)` ],
+		[ 'blocked', 'group kids', 'game.example', `${hm(kids[0].ends)} (2h 0m left)` ]
+	], 'the group\'s own, soonest end first; one whose end has passed is left out');
+	await find(box, (n) => n.attrs['data-end'] === 'allow group kids service youtube')[0].attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'allow', group: 'kids', client: '', service: 'youtube', name: '', duration: '0' });
+	assert.deepEqual(rows().map((r) => r[2]), [ 'game.example' ], 'the list as the reply has it');
+	assert.deepEqual(rows().length, 1);
+
+	// A read-only login sees them, without End; a gateway that cannot say, says so.
+	w.L.env.readonly = true;
+	assert.equal(find(opt.renderWidget('kids'), (n) => n.tag === 'button').length, 0);
+	w.L.env.readonly = false;
+	opt.list = null;
+	assert.match(text(opt.renderWidget('kids')), /cannot be read/);
+});
+
+test('issue 60: a device\'s page lists the exceptions made for it, by its address, MAC or name, with End', async () => {
+	const list = exceptionsFixture(NOW()), calls = [];
+	const w = world(Object.assign({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [] }),
+		'luci.hydradns.log': () => ({ schema: 1, entries: [] }),
+		'luci.hydradns.devices': () => DEVICES,
+		'luci.hydradns.status': () => fixture('status.json'),
+		'system.info': routerInfo
+	}, timedReplies(list, calls)));
+	w.window.location = { search: '?client=192.0.2.50' };
+	const v = w.load('view.hydradns.queries');
+	const box = byId(v.render(await v.load()), 'hydradns-device-exceptions');
+	const covers = () => find(box, (n) => n.tag === 'tr').slice(1).map((r) => [ text(r.children[1]), text(r.children[2]) ]);
+	assert.deepEqual(covers(), [ [ 'device kids-tablet', 'school.example' ], [ 'device 02:00:5E:10:00:01', 'video.example' ] ],
+		'by name and by MAC (any case); another device\'s not');
+	await find(box, (n) => n.attrs['data-end'] === 'block client 02:00:5E:10:00:01 name video.example')[0].attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'block', group: '', client: '02:00:5E:10:00:01', service: '', name: 'video.example', duration: '0' },
+		'ended for the client as it was given');
+	assert.deepEqual(covers(), [ [ 'device kids-tablet', 'school.example' ] ]);
+});
+
+test('issue 60: the Overview lists every exception in force with its end; End; none for a read-only login', async () => {
+	const list = exceptionsFixture(NOW()), calls = [];
+	const w = statusWorld(Object.assign(fixture('status.json'), { now: NOW() }), Object.assign({ 'system.info': routerInfo }, timedReplies(list, calls)));
+	const v = w.load('view.hydradns.status');
+	const page = v.render(await v.load());
+	const table = () => byId(v.box, 'hydradns-exceptions-table');
+	const rows = () => find(table(), (n) => n.tag === 'tr').slice(1).map((r) => r.children.slice(0, 3).map(text));
+	assert.equal(rows().length, 6, 'all but the one whose end has passed');
+	assert.deepEqual(rows()[0], [ 'allowed', 'group guests', 'ads.example' ], 'soonest end first');
+	assert.match(text(find(table(), (n) => n.attrs.class === 'hydradns-exception-ends')[0]), /^\d\d:\d\d \(10m 0s left\)$/);
+	assert.ok(page);
+	await find(table(), (n) => n.attrs['data-end'] === 'allow group guests name ads.example')[0].attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'allow', group: 'guests', client: '', service: '', name: 'ads.example', duration: '0' });
+	assert.equal(rows().length, 5);
+	w.L.env.readonly = true;
+	v.fill(v.st);
+	assert.equal(find(table(), (n) => n.tag === 'button').length, 0);
+});
+
+test('issue 60: exceptions, presets and the new dialogs show what comes from outside as text', async () => {
+	const now = NOW();
+	const list = [
+		{ action: 'allow', group: IMG, client: null, service: SVG, name: null, ends: now + 60 },
+		{ action: 'block', group: 'kids', client: null, service: null, name: QUOTES, ends: now + 60 },
+		{ action: 'block', group: null, client: AMP, service: null, name: IMG, ends: now + 60 }
+	];
+	const calls = [];
+	const w = statusWorld(Object.assign(fixture('status.json'), { now }), Object.assign({ 'luci.hydradns.services': () => ({ schema: 1, services: [] }) },
+		timedReplies(list, calls), { 'luci.hydradns.allow_for': () => { throw new Error(SVG); } }));
+	const v = w.load('view.hydradns.status');
+	v.render(await v.load());
+	shownAsText(byId(v.box, 'hydradns-exceptions'), [ `group ${IMG}`, `service ${SVG}`, QUOTES, `device ${AMP}`, IMG ], 'the Overview');
+	await find(v.box, (n) => (n.attrs['data-end'] || '').startsWith('allow group'))[0].attrs.click();
+	shownAsText(w.notes.pop().body, [ `Cannot end the exception: ${SVG}` ], 'a refusal');
+
+	w.uci.data.hydradns = [ { '.type': 'group', '.name': 'kids', '.anonymous': false } ];
+	const s = w.load('view.hydradns.settings');
+	await s.render(await s.load());
+	const opts = w.form.maps[0].sections.find((x) => x.type === 'group').options;
+	shownAsText(opts.find((o) => o.name === '_exceptions').renderWidget('kids'), [ QUOTES ], 'the group\'s exceptions');
+	shownAsText(opts.find((o) => o.name === '_preset').renderWidget(IMG), [ 'Cloudflare for Families' ], 'the presets');
 });

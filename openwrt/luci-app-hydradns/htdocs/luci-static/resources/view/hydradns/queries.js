@@ -18,7 +18,8 @@ var E = api.E;
 // (`hydradns check --client` for that device and name) and Allow or Block,
 // which asks whether for every group or for that device's groups and
 // offers an Undo. Read from the query log (`hydradns log --json`, `top
-// --json`).
+// --json`). Filtered to one device, the page shows its groups and the
+// exceptions made for it.
 
 var PAGE = 100;
 var OUTCOMES = [ 'blocked', 'forwarded', 'cached', 'stale', 'failed', 'local', 'record', 'paused' ];
@@ -42,7 +43,8 @@ return view.extend({
 			// Filtered to one device (the Devices page's links): its page.
 			this.filter.client ? L.resolveDefault(api.devices(), null) : null,
 			this.filter.client ? L.resolveDefault(api.status(), null) : null,
-			L.resolveDefault(uci.load('hydradns'))
+			L.resolveDefault(uci.load('hydradns')),
+			this.filter.client ? L.resolveDefault(api.exceptions(), null) : null
 		]);
 	},
 
@@ -65,7 +67,7 @@ return view.extend({
 		}, this), 5);
 		return E([], [
 			E('h2', {}, _('HydraDNS: queries')),
-			this.device(data[4], data[5]),
+			this.device(data[4], data[5], data[7]),
 			E('div', { 'class': 'cbi-section' }, [
 				E('h3', {}, _('Top blocked names, last 24 hours')),
 				this.topBlocked(data[0])
@@ -84,8 +86,9 @@ return view.extend({
 
 	// The device the page is filtered to (by address, MAC or name): who it
 	// is, its groups, whether each group's schedule applies now and whether
-	// its blocking is paused. Its queries are the log below.
-	device: function(devices, st) {
+	// its blocking is paused, and the exceptions made for it (by the
+	// address, MAC or name they were given). Its queries are the log below.
+	device: function(devices, st, exceptions) {
 		var c = this.filter.client, lc = c.toLowerCase();
 		var d = ((devices || {}).devices || []).filter(function(x) {
 			return x.ip == c || (x.mac && x.mac == lc) || (x.name && x.name.toLowerCase() == lc);
@@ -108,8 +111,32 @@ return view.extend({
 					return [ name, '–', '–' ];
 				var state = api.groupState(g, st);
 				return [ name, state.schedule, state.blocking ];
-			}), 'hydradns-device-groups')
+			}), 'hydradns-device-groups'),
+			E('h4', {}, _('Exceptions for this device')),
+			this.fillDeviceExceptions(E('div', { 'id': 'hydradns-device-exceptions' }), d, exceptions)
 		]);
+	},
+
+	// Device `d`'s exceptions in `box`, which it returns; ending one shows
+	// them as the reply has them.
+	fillDeviceExceptions: function(box, d, list) {
+		if (list == null) {
+			dom.content(box, E('em', {}, _('The exceptions cannot be read.')));
+			return box;
+		}
+		var keys = [ d.ip, d.mac, d.name ].filter(function(k) { return k; }).map(function(k) { return k.toLowerCase(); });
+		var mine = list.filter(function(e) { return e.client != null && keys.indexOf(String(e.client).toLowerCase()) >= 0; });
+		dom.content(box, api.exceptionTable(mine, this.clockState(), L.bind(function(e) {
+			return api.end(e).then(L.bind(function(after) { this.fillDeviceExceptions(box, d, after); }, this), function(err) {
+				api.notify(null, E('p', {}, _('Cannot end the exception: %s').format(err.message)), 'danger');
+			});
+		}, this), null, _('None now')));
+		return box;
+	},
+
+	// What api.clock and api.ends need: the router's offset and now.
+	clockState: function() {
+		return { utc_offset: this.utcOffset, now: Math.floor(Date.now() / 1000) };
 	},
 
 	failed: function(e) {

@@ -3,6 +3,7 @@
 'require form';
 'require uci';
 'require ui';
+'require dom';
 'require network';
 'require tools.widgets as widgets';
 'require hydradns.api as api';
@@ -12,7 +13,8 @@
 var E = api.E;
 
 // Settings: the main options, the query log, devices (client rules),
-// groups (with their own upstreams), schedules and local names. The daemon's own check-config reads
+// groups (with their own upstreams and the exceptions now in force),
+// schedules and local names. The daemon's own check-config reads
 // the staged config before Save & Apply applies it. Flags and choices keep
 // their option written (rmempty false) and their defaults are the daemon's:
 // LuCI would otherwise delete an option equal to the form's default, and
@@ -169,6 +171,33 @@ var UpstreamPresets = form.DummyValue.extend({
 	}
 });
 
+// The exceptions in force for a group (`hydradns exceptions`), with their
+// ends and an End button each. Nothing of its own is saved.
+var GroupExceptions = form.DummyValue.extend({
+	__name__: 'CBI.HydraDNSExceptions',
+
+	renderWidget: function(section_id) {
+		var box = E('div', { 'id': 'hydradns-exceptions-' + section_id });
+		this.fill(box, section_id);
+		return box;
+	},
+
+	fill: function(box, section_id) {
+		if (this.list == null)
+			return dom.content(box, E('em', {}, _('The exceptions cannot be read (is HydraDNS running?).')));
+		var st = { utc_offset: this.utcOffset, now: Math.floor(Date.now() / 1000) };
+		dom.content(box, api.exceptionTable(this.list.filter(function(e) { return e.group == section_id; }), st,
+			L.bind(function(e) {
+				return api.end(e).then(L.bind(function(list) {
+					this.list = list;
+					this.fill(box, section_id);
+				}, this), function(err) {
+					api.notify(null, E('p', {}, _('Cannot end the exception: %s').format(err.message)), 'danger');
+				});
+			}, this), null, _('None now')));
+	}
+});
+
 // A list option of `config hydradns 'main'` whose absence means `dflt`:
 // shown as such, and (its form value equal to this) not written unless
 // changed.
@@ -265,7 +294,11 @@ return view.extend({
 			// the exemptions; none where LuCI cannot tell.
 			L.resolveDefault(network.getHostHints(), null),
 			// The services a group can block; none if the gateway cannot say.
-			L.resolveDefault(api.services(), [])
+			L.resolveDefault(api.services(), []),
+			// The exceptions in force, each group's under it; null if the
+			// gateway cannot say.
+			L.resolveDefault(api.exceptions(), null),
+			api.utcOffset()
 		]);
 	},
 
@@ -467,6 +500,10 @@ return view.extend({
 			_('When every upstream of this group fails. Off: its devices get what a failure gives (an expired answer of its own, else SERVFAIL), never an answer from resolvers the group avoids.'));
 		o.rmempty = false;
 		o.default = '0';
+		o = s.option(GroupExceptions, '_exceptions', _('Exceptions now'),
+			_('Allowed or blocked for a while (Queries → Allow or Block, for 1 hour or until tomorrow); each ends by itself.'));
+		o.list = data && data[3];
+		o.utcOffset = data && data[4];
 
 		s = m.section(form.TypedSection, 'schedule', _('Schedules'));
 		s.addremove = true;
