@@ -1147,6 +1147,65 @@ test('issue 60: a group\'s page lists its exceptions with their ends on the rout
 	assert.match(text(opt.renderWidget('kids')), /cannot be read/);
 });
 
+test('issue 60: Queries\' Allow and Block: always (the lists), for 1 hour or until tomorrow (an exception), each with its way back', async () => {
+	const list = [], calls = [];
+	const w = world(Object.assign({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [ { key: 'ads.example', count: 3 } ] }),
+		'luci.hydradns.log': () => fixture('log.json'),
+		'luci.hydradns.allow': (a) => ({ allowlist: a.domain, groups: 'default', undo: 'luci_allow_default:0 luci_block_default:0' }),
+		'system.info': routerInfo
+	}, timedReplies(list, calls)));
+	const v = w.load('view.hydradns.queries');
+	const page = v.render(await v.load());
+	const rows = find(byId(page, 'hydradns-log'), (n) => n.tag === 'tr').slice(1);
+	const blockedRow = rows[fixture('log.json').entries.findIndex((e) => e.outcome === 'blocked')];
+	const ask = async (row) => {
+		await find(row, (n) => n.attrs['data-name'])[0].attrs.click();
+		return byId(w.ui.modal.node, 'hydradns-decide-for');
+	};
+
+	// For 1 hour, for this device: `allow --client 127.0.0.1 --for 1h ads.example`.
+	let howLong = await ask(blockedRow);
+	assert.deepEqual(find(howLong, (n) => n.tag === 'option').map((o) => [ o.attrs.value, text(o) ]),
+		[ [ 'always', 'always' ], [ '1h', 'for 1 hour' ], [ 'tomorrow', 'until tomorrow (midnight)' ] ]);
+	assert.equal(text(byId(w.ui.modal.node, 'hydradns-decide-device')), 'For this device\'s groups');
+	howLong.value = '1h';
+	howLong.listeners.change();
+	assert.equal(text(byId(w.ui.modal.node, 'hydradns-decide-device')), 'For this device', 'for a while: the device alone');
+	await byId(w.ui.modal.node, 'hydradns-decide-device').attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'allow', group: '', client: '127.0.0.1', service: '', name: 'ads.example', duration: '1h' });
+	assert.ok(!w.calls.some((c) => c.method === 'allow'), 'no list changed');
+	let note = w.notes.pop();
+	assert.match(note.text, /^ads\.example is allowed for 127\.0\.0\.1 until (\d\d:\d\d) \(1h 0m left\)\. End now$/);
+	assert.equal(/until (\d\d:\d\d)/.exec(note.text)[1], hm(list[0].ends), 'on the router\'s clock');
+	await byId(note.body, 'hydradns-end').attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'allow', group: '', client: '127.0.0.1', service: '', name: 'ads.example', duration: '0' });
+	assert.match(w.notes.pop().text, /ads\.example: the exception has ended/);
+	assert.deepEqual(list, []);
+
+	// Until tomorrow, for every group (no device: the top blocked names).
+	const forwardedRow = rows[fixture('log.json').entries.findIndex((e) => e.outcome !== 'blocked')];
+	const name = find(forwardedRow, (n) => n.attrs['data-name'])[0].attrs['data-name'];
+	howLong = await ask(forwardedRow);
+	howLong.value = 'tomorrow';
+	await byId(w.ui.modal.node, 'hydradns-decide-all').attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'block', group: '', client: '', service: '', name, duration: 'tomorrow' },
+		'the plugin works out the router\'s midnight');
+	note = w.notes.pop();
+	assert.match(note.text, new RegExp(`^${name.replace(/\./g, '\\.')} is blocked for every group until \\d\\d:\\d\\d \\(8h 20m left\\)\\.`));
+	await byId(note.body, 'hydradns-end').attrs.click();
+	assert.deepEqual(calls.splice(0).map((c) => [ c.action, c.group, c.duration ]), [ [ 'block', 'default', '0' ], [ 'block', 'kids', '0' ] ],
+		'End now ends the exception of each group');
+	assert.deepEqual(list, []);
+
+	// Always: today's lists, untouched by this.
+	howLong = await ask(blockedRow);
+	await byId(w.ui.modal.node, 'hydradns-decide-device').attrs.click();
+	assert.deepEqual(w.calls.filter((c) => c.method === 'allow').pop().args, { domain: 'ads.example', client: '127.0.0.1' });
+	assert.deepEqual(calls, []);
+	assert.ok(byId(w.notes.pop().body, 'hydradns-undo'));
+});
+
 test('issue 60: a device\'s page lists the exceptions made for it, by its address, MAC or name, with End', async () => {
 	const list = exceptionsFixture(NOW()), calls = [];
 	const w = world(Object.assign({
@@ -1209,4 +1268,18 @@ test('issue 60: exceptions, presets and the new dialogs show what comes from out
 	const opts = w.form.maps[0].sections.find((x) => x.type === 'group').options;
 	shownAsText(opts.find((o) => o.name === '_exceptions').renderWidget('kids'), [ QUOTES ], 'the group\'s exceptions');
 	shownAsText(opts.find((o) => o.name === '_preset').renderWidget(IMG), [ 'Cloudflare for Families' ], 'the presets');
+
+	// Queries: a refused timed allow, and a name holding markup in the note.
+	const q = world(Object.assign({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [ { key: SVG, count: 1 } ] }),
+		'luci.hydradns.log': () => ({ schema: 1, entries: [] })
+	}, timedReplies([], calls), { 'luci.hydradns.allow_for': () => { throw new Error(IMG); } }));
+	const qv = q.load('view.hydradns.queries');
+	const page = qv.render(await qv.load());
+	await find(byId(page, 'hydradns-top-blocked'), (n) => n.tag === 'button')[0].attrs.click();
+	byId(q.ui.modal.node, 'hydradns-decide-for').value = '1h';
+	await byId(q.ui.modal.node, 'hydradns-decide-all').attrs.click();
+	shownAsText(q.notes.pop().body, [ IMG ], 'the refusal');
+	await qv.handleTimed('block', SVG, QUOTES, '1h');
+	shownAsText(q.notes.pop().body, [ `${SVG} is blocked for ${QUOTES} until` ], 'the note');
 });

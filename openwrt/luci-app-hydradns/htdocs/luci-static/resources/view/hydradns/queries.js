@@ -16,10 +16,17 @@ var E = api.E;
 // outcome and list;
 // refreshed every 5 s on the first page if asked. Each row has "Why?"
 // (`hydradns check --client` for that device and name) and Allow or Block,
-// which asks whether for every group or for that device's groups and
-// offers an Undo. Read from the query log (`hydradns log --json`, `top
-// --json`). Filtered to one device, the page shows its groups and the
-// exceptions made for it.
+// which asks for how long and for whom: always (the device's groups' or
+// every group's LuCI list, with an Undo), or for 1 hour or until tomorrow
+// (an exception with an end, `hydradns allow|block --for`, for the device
+// or for every group, with End now). Filtered to one device, the page
+// shows its groups and its exceptions. Read from the query log (`hydradns
+// log --json`, `top --json`).
+
+// How long Allow and Block hold: the plugin's durations. "Until tomorrow"
+// is until the router's next local midnight: a day's exception ends with
+// the day, whenever it was made.
+var HOW_LONG = [ [ 'always', _('always') ], [ '1h', _('for 1 hour') ], [ 'tomorrow', _('until tomorrow (midnight)') ] ];
 
 var PAGE = 100;
 var OUTCOMES = [ 'blocked', 'forwarded', 'cached', 'stale', 'failed', 'local', 'record', 'paused' ];
@@ -284,21 +291,35 @@ return view.extend({
 		}, what == 'allow' ? _('Allow') : _('Block'));
 	},
 
-	// Asks: for every group, or (with a device) for that device's groups.
+	// Asks for how long, and for whom: every group, or (with a device)
+	// that device: always, its groups' lists; for a while, the device
+	// itself (what `check --client` takes).
 	handleAsk: function(what, name, client) {
 		var verb = what == 'allow' ? _('Allow') : _('Block');
+		var howLong = E('select', { 'class': 'cbi-input-select', 'id': 'hydradns-decide-for' }, HOW_LONG.map(function(h) {
+			return E('option', { 'value': h[0] }, h[1]);
+		}));
 		var go = L.bind(function(forClient) {
+			var duration = howLong.value || 'always';
 			ui.hideModal();
-			return this.handleDecide(what, name, forClient);
+			return duration == 'always' ? this.handleDecide(what, name, forClient) : this.handleTimed(what, name, forClient, duration);
 		}, this);
+		var device = client ? E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-decide-device',
+			'click': ui.createHandlerFn(this, function() { return go(client); }) }, _('For this device\'s groups')) : '';
+		// Always: the device's groups' lists; for a while: the device alone.
+		howLong.addEventListener('change', function() {
+			if (device)
+				dom.content(device, [ howLong.value == 'always' ? _('For this device\'s groups') : _('For this device') ]);
+		});
 		api.modal(_('%s %s').format(verb, name), [
 			E('p', {}, what == 'allow'
 				? _('Allowed names are answered even when a block list has them.')
 				: _('Blocked names are answered with the block answer.')),
+			E('p', {}, [ E('label', {}, [ _('How long:'), ' ', howLong ]) ]),
+			E('p', {}, _('Always: the name goes into the groups\' lists. For 1 hour or until tomorrow: an exception that ends by itself, for this device alone or for every group, and comes before the lists.')),
 			E('div', { 'class': 'right' }, [
 				E('button', { 'class': 'cbi-button', 'click': ui.hideModal }, _('Cancel')), ' ',
-				client ? E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-decide-device',
-					'click': ui.createHandlerFn(this, function() { return go(client); }) }, _('For this device\'s groups')) : '', ' ',
+				device, ' ',
 				E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-decide-all',
 					'click': ui.createHandlerFn(this, function() { return go(''); }) }, _('For every group'))
 			])
@@ -315,6 +336,39 @@ return view.extend({
 			]);
 			api.notify(null, note, 'info');
 		}, this), function(e) {
+			api.notify(null, E('p', {}, e.message), 'danger');
+		});
+	},
+
+	// An exception with an end, for device `client` or (none) every group:
+	// says until when, with End now.
+	handleTimed: function(what, name, client, duration) {
+		var who = client ? { client: client } : {};
+		return api.timed(what, who, { name: name }, duration).then(L.bind(function(list) {
+			var made = list.filter(function(e) {
+				return e.action == what && e.name == name && (client ? e.client == client : e.group != null);
+			});
+			var ends = Math.max.apply(null, made.map(function(e) { return e.ends; }).concat([ 0 ]));
+			var until = ends ? api.ends(ends, this.clockState()) : '?';
+			var said = client
+				? (what == 'allow' ? _('%s is allowed for %s until %s.') : _('%s is blocked for %s until %s.')).format(name, client, until)
+				: (what == 'allow' ? _('%s is allowed for every group until %s.') : _('%s is blocked for every group until %s.')).format(name, until);
+			var note = E('p', { 'id': 'hydradns-timed' }, [
+				said, ' ',
+				E('button', { 'class': 'cbi-button', 'id': 'hydradns-end',
+					'click': ui.createHandlerFn(this, 'handleEnd', name, made) }, _('End now'))
+			]);
+			api.notify(null, note, 'info');
+		}, this), function(e) {
+			api.notify(null, E('p', {}, e.message), 'danger');
+		});
+	},
+
+	// Ends the exceptions `made` (handleTimed's) before their time.
+	handleEnd: function(name, made) {
+		return made.reduce(function(p, e) { return p.then(function() { return api.end(e); }); }, Promise.resolve()).then(function() {
+			api.notify(null, E('p', { 'id': 'hydradns-ended' }, _('%s: the exception has ended.').format(name)), 'info');
+		}, function(e) {
 			api.notify(null, E('p', {}, e.message), 'danger');
 		});
 	},
