@@ -84,7 +84,7 @@ fn main() {
     for q in &hits {
         let pq = wire::parse_query(q).expect("query");
         let mut kb = [0u8; cache::MAX_KEY_LEN];
-        let k = cache::key(&pq, &mut kb);
+        let k = cache::key(&pq, 0, &mut kb);
         let stored = Stored::from_response(&answer(q), 0, 86400).expect("answer");
         snap.cache.insert(&kb[..k], snap.cache.hash(&kb[..k]), &stored, snap.passed(false));
     }

@@ -39,8 +39,8 @@ use crate::wire::{self, Query, flags};
 /// 95 % hit ratio on 5,000 names in a 10,000-entry cache), 16 ways about
 /// 0.1 %: close to a true LRU, for a scan of half a cache line of tags.
 const WAYS: usize = 16;
-/// Longest cache key: a 255-byte name, type, class and the DO flag.
-pub const MAX_KEY_LEN: usize = wire::MAX_NAME_LEN + 5;
+/// Longest cache key: a 255-byte name, type, class, the DO and CD flags and the upstream set.
+pub const MAX_KEY_LEN: usize = wire::MAX_NAME_LEN + 6;
 /// Extended DNS Error 3, "Stale Answer", as a whole option (RFC 8914 §4.4).
 const EDE_STALE: [u8; 6] = [0, EDE_OPTION as u8, 0, 2, 0, 3];
 
@@ -438,9 +438,11 @@ impl std::fmt::Debug for Stale {
 }
 
 /// Writes the cache key of `q` into `buf`: lowercase wire name, type, class,
-/// and the DO and CD bits (both change what upstream returns). Returns its length.
+/// the DO and CD bits (both change what upstream returns) and the upstream
+/// set that answers it (see [`crate::upstream::sets`]: one set's answers
+/// are never another's). Returns its length.
 #[inline]
-pub fn key(q: &Query, buf: &mut [u8; MAX_KEY_LEN]) -> usize {
+pub fn key(q: &Query, set: u8, buf: &mut [u8; MAX_KEY_LEN]) -> usize {
     let n = q.qname.len();
     for (dst, b) in buf[..n].iter_mut().zip(q.qname) {
         *dst = b.to_ascii_lowercase();
@@ -448,7 +450,14 @@ pub fn key(q: &Query, buf: &mut [u8; MAX_KEY_LEN]) -> usize {
     buf[n..n + 2].copy_from_slice(&q.qtype.to_be_bytes());
     buf[n + 2..n + 4].copy_from_slice(&q.qclass.to_be_bytes());
     buf[n + 4] = q.edns.is_some_and(|e| e.dnssec_ok) as u8 | (((q.flags & flags::CD) != 0) as u8) << 1;
-    n + 5
+    buf[n + 5] = set;
+    n + 6
+}
+
+/// The upstream set a cache key is for (see [`key`]).
+#[inline]
+pub fn key_set(key: &[u8]) -> u8 {
+    key.last().copied().unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -507,7 +516,7 @@ pub(crate) mod tests {
         let s = Stored::from_response(&upstream_answer(&msg, &[ttl], false), 0, 86400).unwrap();
         let cache = Cache::new(64);
         let mut kb = [0u8; MAX_KEY_LEN];
-        let k = key(&parse_query(&msg).unwrap(), &mut kb);
+        let k = key(&parse_query(&msg).unwrap(), 0, &mut kb);
         let h = cache.hash(&kb[..k]);
         cache.insert(&kb[..k], h, &s, 0);
         (cache, kb[..k].to_vec(), h, msg)
@@ -559,10 +568,10 @@ pub(crate) mod tests {
         let q2 = query(77, "WwW.ExAmple", rtype::A, Some((1232, true)));
         let q = parse_query(&q2).unwrap();
         let mut kb = [0u8; MAX_KEY_LEN];
-        let k = key(&q, &mut kb);
+        let k = key(&q, 0, &mut kb);
         let other = query(78, "www.example", rtype::AAAA, None);
         let mut ok = [0u8; MAX_KEY_LEN];
-        let ok_len = key(&parse_query(&other).unwrap(), &mut ok);
+        let ok_len = key(&parse_query(&other).unwrap(), 0, &mut ok);
         cache.insert(&kb[..k], cache.hash(&kb[..k]), &s, 0);
         let mut hit = Vec::new();
         assert!(cache.answer(&kb[..k], cache.hash(&kb[..k]), &q, &mut hit));
@@ -637,7 +646,7 @@ pub(crate) mod tests {
         let m = query(1, name, rtype::A, None);
         let q = parse_query(&m).unwrap();
         let mut kb = [0u8; MAX_KEY_LEN];
-        let k = key(&q, &mut kb);
+        let k = key(&q, 0, &mut kb);
         let s = Stored::from_response(&upstream_answer(&m, &[ttl], false), 0, 86400).unwrap();
         cache.insert(&kb[..k], cache.hash(&kb[..k]), &s, 0);
         m
@@ -646,7 +655,7 @@ pub(crate) mod tests {
     fn hit(cache: &Cache, m: &[u8]) -> bool {
         let q = parse_query(m).unwrap();
         let mut kb = [0u8; MAX_KEY_LEN];
-        let k = key(&q, &mut kb);
+        let k = key(&q, 0, &mut kb);
         cache.answer(&kb[..k], cache.hash(&kb[..k]), &q, &mut Vec::new())
     }
 
@@ -659,7 +668,7 @@ pub(crate) mod tests {
         let b = query(1, "b.example", rtype::A, None);
         let (qa, qb) = (parse_query(&a).unwrap(), parse_query(&b).unwrap());
         let (mut ka, mut kb) = ([0u8; MAX_KEY_LEN], [0u8; MAX_KEY_LEN]);
-        let (la, lb) = (key(&qa, &mut ka), key(&qb, &mut kb));
+        let (la, lb) = (key(&qa, 0, &mut ka), key(&qb, 0, &mut kb));
         let ha = cache.hash(&ka[..la]);
         assert!(cache.answer(&ka[..la], ha, &qa, &mut Vec::new()));
         assert!(!cache.answer(&kb[..lb], ha, &qb, &mut Vec::new()));

@@ -393,6 +393,24 @@ pub struct UpstreamReport {
     pub down: bool,
 }
 
+/// One upstream set's figures: the main upstreams, or a group's own
+/// (see [`crate::upstream::sets`]).
+#[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
+pub struct SetReport {
+    /// `main`, or the groups that use it, comma-separated.
+    pub name: String,
+    /// Its upstreams, as configured.
+    pub upstreams: Vec<String>,
+    /// Whether the main upstreams follow its own when they all fail.
+    pub fallback_main: bool,
+    /// Misses sent to it.
+    pub queries: u64,
+    /// Misses it gave no usable answer to.
+    pub failed: u64,
+    /// Mean time from a query's arrival to the set's answer, µs.
+    pub avg_latency_us: u64,
+}
+
 /// The query log's figures.
 #[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
 pub struct LogReport {
@@ -491,6 +509,9 @@ pub struct Report {
     pub paused_until: u64,
     /// Upstream servers.
     pub upstreams: Vec<UpstreamReport>,
+    /// Upstream sets, `main` first.
+    #[nserde(default)]
+    pub upstream_sets: Vec<SetReport>,
     /// Query log.
     pub querylog: LogReport,
     /// List sources.

@@ -104,6 +104,7 @@ impl Status {
                     }
                 })
                 .collect(),
+            upstream_sets: upstream_sets(&snap),
             querylog,
             lists: snap
                 .policy
@@ -145,4 +146,26 @@ impl Status {
             })
             .collect()
     }
+}
+
+/// Each upstream set's figures, `main` first.
+fn upstream_sets(snap: &crate::query::Snapshot) -> Vec<crate::stats::SetReport> {
+    let report = |name: &str, upstreams: Vec<String>, fallback_main, c: &crate::upstream::sets::SetCounters| {
+        let queries = c.queries.load(Relaxed);
+        crate::stats::SetReport {
+            name: name.into(),
+            upstreams,
+            fallback_main,
+            queries,
+            failed: c.failed.load(Relaxed),
+            avg_latency_us: c.latency_us.load(Relaxed).checked_div(queries).unwrap_or(0),
+        }
+    };
+    let main = snap.config.upstreams.iter().map(ToString::to_string).collect();
+    let mut all = vec![report("main", main, false, snap.sets.main_counters())];
+    for s in snap.sets.own() {
+        let ups = s.upstreams.iter().map(ToString::to_string).collect();
+        all.push(report(&s.name, ups, s.fallback_main, &s.counters));
+    }
+    all
 }

@@ -53,7 +53,7 @@ pub fn engine() -> &'static Engine {
         let stored = Stored::from_response(&reply, 0, 86_400).expect("the seed reply is valid");
         let snap = engine.snapshot.load();
         let mut key = [0u8; MAX_KEY_LEN];
-        let n = cache::key(&parsed, &mut key);
+        let n = cache::key(&parsed, 0, &mut key);
         // Checked under no generation: the first hit runs the lists, later ones skip them.
         snap.cache.insert(&key[..n], snap.cache.hash(&key[..n]), &stored, 0);
         drop(snap);

@@ -30,7 +30,7 @@ fuzz_target!(|reply: &[u8]| {
             continue;
         };
         let mut key = [0u8; MAX_KEY_LEN];
-        let n = cache::key(&q, &mut key);
+        let n = cache::key(&q, 0, &mut key);
         let hash = snap.cache.hash(&key[..n]);
         snap.cache.insert(&key[..n], hash, &r.stored, snap.generation << 1);
         r.stored.write_answer(&q, 0, &mut out);
@@ -42,7 +42,7 @@ fuzz_target!(|reply: &[u8]| {
             let Ok(aq) = wire::parse_query(&alias_q) else { continue };
             let mut chain = Vec::new();
             let mut folded = [0u8; MAX_KEY_LEN];
-            let k = cache::key(&aq, &mut folded);
+            let k = cache::key(&aq, 0, &mut folded);
             if let Local::Outside(alias) = snap.records.answer(&aq, &folded[..k - 5], &mut chain) {
                 let mut spliced = Vec::new();
                 alias.splice(&out, aq.edns, &mut spliced);

@@ -181,6 +181,21 @@ pub(super) fn stats_text(r: &Report) -> String {
             u.avg_latency_us
         );
     }
+    // Only with groups of their own: the main set's figures are the upstreams' above.
+    if r.upstream_sets.len() > 1 {
+        for s in &r.upstream_sets {
+            let _ = writeln!(
+                o,
+                "upstream set {}: {}{}; {} queries, {} failed, avg {} us",
+                s.name,
+                s.upstreams.join(", "),
+                if s.fallback_main { ", then main" } else { "" },
+                s.queries,
+                s.failed,
+                s.avg_latency_us
+            );
+        }
+    }
     let q = &r.querylog;
     if q.enabled {
         let _ = writeln!(

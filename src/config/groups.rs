@@ -13,6 +13,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use super::upstream::Upstream;
 use super::{BlockMode, Config, ConfigError, SectionReader, file_name_of, line_of_origin, parse_block_mode};
 
 /// The group every client without a `config client` is in, and every list without `list group`.
@@ -64,6 +65,12 @@ pub struct GroupConfig {
     pub youtube_strict: bool,
     /// `option querylog`: what the query log keeps of this group's clients.
     pub querylog: GroupLog,
+    /// `list upstream`: the resolvers this group's clients ask while the
+    /// group is in force; empty: the main ones.
+    pub upstreams: Vec<Upstream>,
+    /// `option fallback_main`: when all of `upstreams` fail, ask the main
+    /// ones rather than answer SERVFAIL.
+    pub fallback_main: bool,
     /// `file:line` of the section.
     pub origin: String,
 }
@@ -199,6 +206,8 @@ impl SectionReader<'_> {
             safe_search: false,
             youtube_strict: false,
             querylog: GroupLog::Full,
+            upstreams: Vec::new(),
+            fallback_main: false,
             origin: format!("{}:{line}", self.file),
         };
         let mut youtube_restrict = None;
@@ -231,6 +240,11 @@ impl SectionReader<'_> {
                         _ => return Err(self.bad(v, "moderate or strict")),
                     })
                 }
+                "upstream" => g.upstreams.push(
+                    Upstream::parse(&v.value)
+                        .map_err(|e| self.error(v.line, format!("option 'upstream': '{}': {e}", v.value)))?,
+                ),
+                "fallback_main" => g.fallback_main = self.boolean(v)?,
                 "querylog" => {
                     g.querylog = match v.value.trim() {
                         "full" => GroupLog::Full,
@@ -249,6 +263,12 @@ impl SectionReader<'_> {
             ));
         }
         g.youtube_strict = youtube_restrict.unwrap_or(false);
+        if g.fallback_main && g.upstreams.is_empty() {
+            self.warn_section(&format!(
+                "group '{}' sets fallback_main without any 'list upstream': it asks the main upstreams anyway",
+                g.name
+            ));
+        }
         Ok(g)
     }
 

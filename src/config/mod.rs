@@ -451,6 +451,20 @@ impl Config {
                 });
             }
         }
+        for g in &cfg.groups {
+            for up in g.upstreams.iter().filter_map(Upstream::plain) {
+                if cfg.listen.iter().any(|l| is_loop(l, &up)) {
+                    return Err(ConfigError {
+                        file: file_name_of(&g.origin),
+                        line: line_of_origin(&g.origin),
+                        message: format!(
+                            "group '{}': upstream {up} is one of our own listen addresses: queries would loop",
+                            g.name
+                        ),
+                    });
+                }
+            }
+        }
         Ok(cfg)
     }
 

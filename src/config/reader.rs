@@ -183,7 +183,19 @@ pub(super) const OPTIONS: &[(&str, &[&str])] = &[
     ("forward", &["domain", "server"]),
     ("record", &["name", "ip", "cname", "ttl"]),
     ("client", &["name", "match", "group"]),
-    ("group", &["schedule", "block_mode", "service", "safe_search", "youtube_restrict", "querylog"]),
+    (
+        "group",
+        &[
+            "schedule",
+            "block_mode",
+            "service",
+            "safe_search",
+            "youtube_restrict",
+            "querylog",
+            "upstream",
+            "fallback_main",
+        ],
+    ),
     ("schedule", &["day", "start", "end"]),
 ];
 

@@ -312,7 +312,7 @@ impl Config {
     /// Whether encrypted upstreams are configured (they need the TLS
     /// settings and the bootstrap resolvers).
     pub fn has_encrypted(&self) -> bool {
-        self.upstreams.iter().any(|u| u.plain().is_none())
+        self.upstreams.iter().chain(self.groups.iter().flat_map(|g| &g.upstreams)).any(|u| u.plain().is_none())
     }
 }
 

@@ -179,11 +179,27 @@ pub fn render(status: &Status) -> String {
         t.sample("hydradns_upstream_reply_seconds_total", &[("upstream", a)], &Secs(s.latency_us.load(Relaxed)));
     }
 
+    let sets = &r.upstream_sets;
+    t.each("hydradns_upstream_set_queries_total", "counter", sets, "set", |s| &s.name, |s| s.queries);
+    t.each("hydradns_upstream_set_failures_total", "counter", sets, "set", |s| &s.name, |s| s.failed);
+    t.family("hydradns_upstream_set_seconds_total", "counter");
+    for s in snapshot_sets(status).iter() {
+        t.sample("hydradns_upstream_set_seconds_total", &[("set", &s.0)], &Secs(s.1));
+    }
+
     let g = &r.groups;
     t.each("hydradns_group_blocked_total", "counter", g, "group", |g| &g.name, |g| g.blocked);
     t.each("hydradns_group_active", "gauge", g, "group", |g| &g.name, |g| u64::from(g.active));
     t.each("hydradns_group_paused_until_seconds", "gauge", g, "group", |g| &g.name, |g| g.paused_until);
     t.0
+}
+
+/// Each upstream set's name and summed latency, µs: the report's average loses the sum.
+fn snapshot_sets(status: &Status) -> Vec<(String, u64)> {
+    let snap = status.engine.snapshot.load();
+    let main = ("main".to_string(), snap.sets.main_counters().latency_us.load(Relaxed));
+    let own = snap.sets.own().iter().map(|s| (s.name.to_string(), s.counters.latency_us.load(Relaxed)));
+    std::iter::once(main).chain(own).collect()
 }
 
 #[cfg(test)]

@@ -89,7 +89,10 @@ impl Engine {
             return self.done(origin, Answered::of(&q, Outcome::Local), out, stats);
         }
         let Scratch { key: key_buf, name: name_key } = scratch;
-        let k = cache::key(&q, key_buf);
+        // With groups that have upstreams of their own, the client's set is
+        // part of the cache key: worked out before the cache is asked.
+        let early = (!snap.sets.is_empty()).then(|| self.groups_of(&snap, origin));
+        let k = cache::key(&q, early.map_or(sets::MAIN, |g| g.set), key_buf);
         let key = &key_buf[..k];
         // The owner's own names beat the lists and the cache (nothing local is cached).
         if !snap.records.is_empty() {
@@ -131,7 +134,7 @@ impl Engine {
         }
         // The cache key starts with the name, folded already.
         let n = wire::reversed_key_folded(&key[..q.qname.len()], name_key);
-        let groups = self.groups_of(&snap, origin);
+        let groups = early.unwrap_or_else(|| self.groups_of(&snap, origin));
         let checked = snap.policy.check(&name_key[..n], groups.on);
         let mut paused = None;
         let allowed = match checked.verdict {
@@ -237,14 +240,16 @@ impl Engine {
     /// which of those are paused.
     #[inline]
     pub(super) fn groups_of(&self, snap: &Snapshot, origin: &Origin) -> Groups {
-        let member = if snap.clients.is_empty() {
-            DEFAULT
+        let (rule, member) = if snap.clients.is_empty() {
+            (None, DEFAULT)
         } else {
             let learned = self.learned.load();
-            snap.clients.groups(snap.clients.find(origin.client, origin.mac, &learned))
+            let rule = snap.clients.find(origin.client, origin.mac, &learned);
+            (rule, snap.clients.groups(rule))
         };
         let on = member & !snap.schedules.off();
-        Groups { on, paused: self.pause.paused_groups() & on }
+        let set = if snap.sets.is_empty() { sets::MAIN } else { snap.sets.of(rule, on) };
+        Groups { on, paused: self.pause.paused_groups() & on, set }
     }
 
     /// Answers a name list `source` blocks for a client whose groups `active` apply.

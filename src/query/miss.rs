@@ -106,6 +106,12 @@ impl Miss {
     pub(super) fn name_key(&self) -> &[u8] {
         self.bytes.get(self.msg_len..).unwrap_or_default()
     }
+
+    /// The upstream set that resolves it: its cache key's, so that what it
+    /// brings back is cached where the same set's clients look.
+    pub(super) fn set(&self) -> u8 {
+        cache::key_set(&self.key)
+    }
 }
 
 /// What [`Engine::begin`] made of a miss.
@@ -137,7 +143,7 @@ pub struct Led {
 impl Led {
     /// The servers that resolve this miss.
     pub fn group(&self) -> &Group {
-        self.miss.snapshot.group(self.forward)
+        self.miss.snapshot.group(self.forward, self.miss.set())
     }
 
     /// How long one try may take.
@@ -157,7 +163,7 @@ impl Led {
         outcome: Result<Vec<u8>, TryError>,
         started: Instant,
     ) -> Option<(Vec<u8>, SocketAddr)> {
-        self.failover.record(self.miss.snapshot.group(self.forward), idx, outcome, started)
+        self.failover.record(self.miss.snapshot.group(self.forward, self.miss.set()), idx, outcome, started)
     }
 
     /// The best error reply seen, once every server has been tried.
@@ -167,12 +173,12 @@ impl Led {
 
     /// Server `idx`'s try lost the race to another's answer (see [`Failover::lost`]).
     pub fn lost(&self, idx: usize, started: Instant) {
-        self.failover.lost(self.miss.snapshot.group(self.forward), idx, started);
+        self.failover.lost(self.miss.snapshot.group(self.forward, self.miss.set()), idx, started);
     }
 
     /// The servers, with the failover state and query to try the next one (borrowed together).
     pub fn next_try(&mut self) -> (&Group, &mut Failover, &mut [u8]) {
-        (self.miss.snapshot.group(self.forward), &mut self.failover, &mut self.query)
+        (self.miss.snapshot.group(self.forward, self.miss.set()), &mut self.failover, &mut self.query)
     }
 }
 
@@ -212,7 +218,7 @@ impl Engine {
         let reply = match miss.query() {
             Some(q) => {
                 let snap = &miss.snapshot;
-                let upstream = snap.group(*forward).resolve_from(&q, snap.timeout, failover, truncated);
+                let upstream = snap.group(*forward, miss.set()).resolve_from(&q, snap.timeout, failover, truncated);
                 let mut upstream = std::pin::pin!(upstream);
                 let first = match stale_at {
                     Some(at) => {
@@ -269,7 +275,7 @@ impl Engine {
             Join::Lead(lead) => {
                 Counters::bump(&stats.forwarded);
                 let forward = snap.forward_for(miss.name_key());
-                let group = snap.group(forward);
+                let group = snap.group(forward, miss.set());
                 let query = upstream::build_query(&q, 0);
                 Begin::Lead(Led { failover: group.failover(), forward, query, lead, miss })
             }
@@ -317,7 +323,11 @@ impl Engine {
         out: &mut Vec<u8>,
         stats: &Counters,
     ) -> bool {
-        let Led { miss, lead, .. } = led;
+        let Led { miss, lead, forward, .. } = led;
+        if forward.is_none() {
+            let took = u64::try_from(miss.origin.received.elapsed().as_micros()).unwrap_or(u64::MAX);
+            miss.snapshot.sets.counters(miss.set()).record(reply.is_some(), took);
+        }
         let Some(q) = miss.query() else {
             lead.complete(None);
             if miss.quiet {
@@ -369,6 +379,9 @@ impl Engine {
                     self.cnames(snap, r.stored.bytes(), miss.name_key(), miss.groups).blocked
                 };
                 a.upstream = Some(r.upstream);
+                if miss.set() != sets::MAIN && snap.forward_for(miss.name_key()).is_none() {
+                    a.set = snap.sets.log_name(miss.set());
+                }
                 if let Some(source) = cname {
                     Counters::bump(&stats.cname_blocked);
                     self.count_block(snap, source, miss.groups, stats);

@@ -51,6 +51,7 @@ use crate::ratelimit::RateLimiter;
 use crate::stats::Counters;
 use crate::stats::Outcome;
 use crate::upstream::clock::ClockGate;
+use crate::upstream::sets::{self, Sets};
 use crate::upstream::{self, Failover, Group, Inflight, Join, Lead, Resolution, Resolved, Server, TryError};
 use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
 
@@ -119,15 +120,17 @@ struct Answered<'a> {
     outcome: Outcome,
     upstream: Option<SocketAddr>,
     list: Option<Arc<str>>,
+    /// The group's upstream set that answered (`None`: the main one).
+    set: Option<Arc<str>>,
 }
 
 impl<'a> Answered<'a> {
     fn of(q: &Query<'a>, outcome: Outcome) -> Answered<'a> {
-        Answered { qname: q.qname, qtype: q.qtype, outcome, upstream: None, list: None }
+        Answered { qname: q.qname, qtype: q.qtype, outcome, upstream: None, list: None, set: None }
     }
 
     fn unparsed() -> Answered<'a> {
-        Answered { qname: &[], qtype: 0, outcome: Outcome::Local, upstream: None, list: None }
+        Answered { qname: &[], qtype: 0, outcome: Outcome::Local, upstream: None, list: None, set: None }
     }
 }
 
@@ -257,6 +260,7 @@ impl Engine {
                 rcode,
                 upstream: a.upstream,
                 list: a.list,
+                upstream_set: a.set,
                 latency_us,
             });
         }
@@ -340,6 +344,8 @@ struct Groups {
     on: u64,
     /// Those of them paused.
     paused: u64,
+    /// The upstream set its misses go to ([`sets::Sets::of`]).
+    set: u8,
 }
 
 impl Groups {

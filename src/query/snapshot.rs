@@ -3,6 +3,7 @@
 //! and swapped in while queries in flight finish on the old one.
 
 use super::*;
+use crate::config::upstream::Upstream;
 
 /// Source of [`Snapshot::generation`].
 pub(super) static GENERATIONS: AtomicU64 = AtomicU64::new(1);
@@ -17,8 +18,10 @@ pub struct Snapshot {
     pub policy: Arc<Policy>,
     /// The answer cache (kept across reloads unless its size changes).
     pub cache: Arc<Cache>,
-    /// Default upstreams.
+    /// Default upstreams: the main set.
     pub upstreams: Group,
+    /// The groups' own upstreams, and which client uses which.
+    pub sets: Sets,
     /// Conditional forwarding: reversed-label domain key → its servers.
     pub forwards: Vec<(Box<[u8]>, Arc<Group>)>,
     /// `plain_domain` keys: while the clock is not known good, names under
@@ -85,6 +88,8 @@ impl Snapshot {
                 f.domains.iter().filter_map(move |d| Some((name_key(d)?.into_boxed_slice(), group.clone())))
             })
             .collect();
+        let main_fallbacks: Vec<Upstream> = config.fallbacks.iter().map(|a| Upstream::Plain(*a)).collect();
+        let sets = Sets::new(&config, &policy.groups, &known, previous.map(|p| &p.sets));
         let rebind_allow = config.rebind_allow.iter().filter_map(|d| Some(name_key(d)?.into_boxed_slice())).collect();
         let ratelimit = match previous {
             Some(p) if (p.config.ratelimit, p.config.ratelimit_burst) == (config.ratelimit, config.ratelimit_burst) => {
@@ -140,8 +145,9 @@ impl Snapshot {
             policy,
             rebind_allow,
             cache,
-            upstreams: Group::with_fallbacks(&config.upstreams, &config.fallbacks, &known, config.upstream_strategy)
+            upstreams: Group::with_fallbacks(&config.upstreams, &main_fallbacks, &known, config.upstream_strategy)
                 .trusting_plain_ad(config.trust_upstream_ad),
+            sets,
             forwards,
             timeout: config.upstream_timeout,
             stale_for: if config.serve_stale { config.stale_max_age } else { 0 },
@@ -157,7 +163,8 @@ impl Snapshot {
     pub fn servers(&self) -> Vec<Arc<Server>> {
         let mut all: Vec<Arc<Server>> = self.upstreams.servers.clone();
         let bootstrap = (!self.plain_until_synced.is_empty()).then_some(&self.bootstrap);
-        for g in self.forwards.iter().map(|(_, g)| &**g).chain(bootstrap) {
+        let sets = self.sets.own().iter().map(|s| &s.group);
+        for g in sets.chain(self.forwards.iter().map(|(_, g)| &**g)).chain(bootstrap) {
             for s in &g.servers {
                 if !all.iter().any(|a| Arc::ptr_eq(a, s)) {
                     all.push(s.clone());
@@ -193,12 +200,12 @@ impl Snapshot {
     }
 
     /// The servers of forward rule `forward`, the bootstrap resolvers one
-    /// past the rules, or the defaults.
-    pub(super) fn group(&self, forward: Option<usize>) -> &Group {
+    /// past the rules, or upstream set `set`'s.
+    pub(super) fn group(&self, forward: Option<usize>, set: u8) -> &Group {
         match forward {
             Some(i) if i == self.forwards.len() => &self.bootstrap,
             Some(i) => self.forwards.get(i).map_or(&self.upstreams, |(_, g)| g),
-            None => &self.upstreams,
+            None => self.sets.group(set).unwrap_or(&self.upstreams),
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::client::rules::{ClientRules, Learned};
 use crate::config::Config;
 use crate::config::groups::{DEFAULT, GroupTable};
 use crate::policy::{self, Policy, Verdict, domainset::name_key};
+use crate::upstream::sets::Sets;
 
 /// What the router knows of its devices now, as the daemon reads it to
 /// find a client's rule: `cfg`'s leases and ethers files, the ARP and IPv6
@@ -67,7 +68,19 @@ pub fn client(cfg: &Config, table: &GroupTable, id: &str) -> Result<(Vec<String>
         };
         lines.push(format!("  group '{name}': schedule '{}' {state}", s.name));
     }
-    Ok((lines, member & !off))
+    let on = member & !off;
+    let sets = Sets::layout(cfg, table);
+    let set = sets.of(rule, on);
+    lines.push(match sets.own().get(usize::from(set).wrapping_sub(1)) {
+        Some(s) => format!(
+            "  upstreams: set '{}': {}{} (a config forward rule still wins for its domains)",
+            s.name,
+            s.upstreams.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            if s.fallback_main { ", then the main upstreams" } else { "" }
+        ),
+        None => "  upstreams: main".to_string(),
+    });
+    Ok((lines, on))
 }
 
 /// Why `name` is answered as it is under `cfg` and `policy`, for the device

@@ -49,7 +49,8 @@ use crate::config::QueryLogConfig;
 /// The live database's columns, in the order both tables declare them: a
 /// copy an older version wrote gains the newer ones in place ([`migrate`])
 /// before any row is copied, so the lists match by name, not position.
-const COLUMNS: &str = "id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac, client_name";
+const COLUMNS: &str =
+    "id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac, client_name, upstream_set";
 
 /// Columns every version's `queries` table had: a table without them is not ours.
 const BASE_COLUMNS: [&str; 10] =

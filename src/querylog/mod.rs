@@ -59,6 +59,8 @@ pub struct Entry {
     pub upstream: Option<SocketAddr>,
     /// List that blocked it.
     pub list: Option<Arc<str>>,
+    /// The group's upstream set that answered it; `None`: the main upstreams.
+    pub upstream_set: Option<Arc<str>>,
     /// Time from arrival to answer, µs.
     pub latency_us: u32,
     /// The client's hardware address, when a trusted forwarder gave it.

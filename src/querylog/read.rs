@@ -41,6 +41,10 @@ pub struct LogRow {
     pub mac: Option<String>,
     /// The device's name from the DHCP leases or /etc/ethers, when known.
     pub client_name: Option<String>,
+    /// The group's upstream set that answered (forwarded queries); none:
+    /// the main upstreams.
+    #[nserde(default)]
+    pub upstream_set: Option<String>,
 }
 
 /// What `hydradns log` filters on.
@@ -149,9 +153,10 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
     // A database an older version wrote, not yet opened by this one's writer.
     let mac = if has_column(conn, "mac") { "mac" } else { "NULL" };
     let client_name = if has_column(conn, "client_name") { "client_name" } else { "NULL" };
+    let upstream_set = if has_column(conn, "upstream_set") { "upstream_set" } else { "NULL" };
     let mut sql = format!(
-        "SELECT ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, {mac}, {client_name}, id \
-         FROM queries WHERE 1"
+        "SELECT ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, {mac}, {client_name}, id, \
+         {upstream_set} FROM queries WHERE 1"
     );
     let mut args: Vec<Value> = Vec::new();
     if filter.blocked {
@@ -224,6 +229,7 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
                 latency_us: r.get::<_, i64>(8)? as u64,
                 mac: r.get(9)?,
                 client_name: r.get(10)?,
+                upstream_set: r.get(12)?,
             })
         })
         .map_err(|e| e.to_string())?;

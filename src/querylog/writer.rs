@@ -88,7 +88,8 @@ macro_rules! queries_columns {
     list TEXT,
     latency_us INTEGER NOT NULL,
     mac TEXT,
-    client_name TEXT
+    client_name TEXT,
+    upstream_set TEXT
 )"
     };
 }
@@ -96,7 +97,7 @@ use queries_columns;
 
 /// Columns later versions added, with their types: a database an older
 /// version wrote gains them in place and keeps its rows (they read NULL).
-const ADDED_COLUMNS: [(&str, &str); 2] = [("mac", "TEXT"), ("client_name", "TEXT")];
+const ADDED_COLUMNS: [(&str, &str); 3] = [("mac", "TEXT"), ("client_name", "TEXT"), ("upstream_set", "TEXT")];
 
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
     for (column, kind) in ADDED_COLUMNS {
@@ -422,6 +423,7 @@ impl Writer {
                 latency_us: e.latency_us,
                 mac,
                 client_name,
+                upstream_set: e.upstream_set.clone(),
             });
         }
         let Some(conn) = self.conn.as_mut() else {
@@ -493,6 +495,7 @@ struct Row {
     latency_us: u32,
     mac: Option<Range<usize>>,
     client_name: Option<Range<usize>>,
+    upstream_set: Option<Arc<str>>,
 }
 
 /// Appends `f`'s output to `text` and returns where it landed.
@@ -520,7 +523,7 @@ static INSERTS: LazyLock<Vec<String>> =
 
 /// Values per row of an INSERT ([`insert_sql`]); 64 rows stay under
 /// SQLite's 999 parameters.
-const COLUMNS: usize = 12;
+const COLUMNS: usize = 13;
 
 /// `OR FAIL`: with the default `ABORT` a statement writing many rows must be
 /// able to undo just itself, so SQLite keeps a statement journal, a copy of
@@ -529,10 +532,10 @@ const COLUMNS: usize = 12;
 /// column is given), and a failed batch rolls back its whole transaction.
 fn insert_sql(rows: usize) -> String {
     let mut sql = String::from(
-        "INSERT OR FAIL INTO queries (id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac, client_name) VALUES ",
+        "INSERT OR FAIL INTO queries (id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac, client_name, upstream_set) VALUES ",
     );
     for i in 0..rows {
-        sql.push_str(if i == 0 { "(?,?,?,?,?,?,?,?,?,?,?,?)" } else { ",(?,?,?,?,?,?,?,?,?,?,?,?)" });
+        sql.push_str(if i == 0 { "(?,?,?,?,?,?,?,?,?,?,?,?,?)" } else { ",(?,?,?,?,?,?,?,?,?,?,?,?,?)" });
     }
     sql
 }
@@ -574,6 +577,9 @@ fn insert(conn: &mut Connection, rows: &[Row], text: &str) -> rusqlite::Result<(
                 }
                 if let Some(n) = &r.client_name {
                     stmt.raw_bind_parameter(p + 12, &text[n.clone()])?;
+                }
+                if let Some(s) = r.upstream_set.as_deref() {
+                    stmt.raw_bind_parameter(p + 13, s)?;
                 }
                 if let Some(o) = Outcome::ALL.iter().position(|o| *o == r.outcome) {
                     per_outcome[o] += 1;
@@ -629,7 +635,8 @@ mod tests {
         let path = dir.join("old.db");
         {
             let old = Connection::open(&path).unwrap();
-            old.execute_batch(&SCHEMA.replace(",\n    mac TEXT,\n    client_name TEXT", "")).unwrap();
+            old.execute_batch(&SCHEMA.replace(",\n    mac TEXT,\n    client_name TEXT,\n    upstream_set TEXT", ""))
+                .unwrap();
             old.execute_batch(
                 "INSERT INTO queries VALUES (1, 1, '192.168.1.2', 'old.example', 1, 'cached', 0, NULL, NULL, 5)",
             )
@@ -672,6 +679,7 @@ mod tests {
                     rcode: 0,
                     upstream: upstreams[i % 3],
                     list: None,
+                    upstream_set: None,
                     latency_us: i as u32,
                     mac: None,
                     anonymous: false,

@@ -37,6 +37,7 @@ pub mod padding;
 mod reply;
 pub mod resolv;
 pub mod runtime;
+pub mod sets;
 pub mod tls;
 
 pub use inflight::{Inflight, Join, Lead, Resolution, Resolved};
@@ -209,14 +210,13 @@ impl Group {
     /// A group over `upstreams`, with plain `fallbacks` after them.
     pub fn with_fallbacks(
         upstreams: &[Upstream],
-        fallbacks: &[SocketAddr],
+        fallbacks: &[Upstream],
         known: &[Arc<Server>],
         strategy: Strategy,
     ) -> Group {
-        let fallbacks: Vec<Upstream> = fallbacks.iter().map(|a| Upstream::Plain(*a)).collect();
         let servers: Vec<Arc<Server>> = upstreams
             .iter()
-            .chain(&fallbacks)
+            .chain(fallbacks)
             .take(MAX_SERVERS)
             .map(|u| known.iter().find(|s| s.spec == *u).cloned().unwrap_or_else(|| Arc::new(Server::from_spec(u))))
             .collect();
