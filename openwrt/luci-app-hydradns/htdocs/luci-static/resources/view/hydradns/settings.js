@@ -154,7 +154,8 @@ var UpstreamPresets = form.DummyValue.extend({
 	__name__: 'CBI.HydraDNSUpstreamPresets',
 
 	renderWidget: function(section_id) {
-		var select = E('select', { 'class': 'cbi-input-select', 'id': 'hydradns-preset-' + section_id },
+		// As wide as its longest choice: each names its operator and its transport.
+		var select = E('select', { 'class': 'cbi-input-select', 'id': 'hydradns-preset-' + section_id, 'style': 'width:auto;max-width:100%' },
 			[ E('option', { 'value': '' }, _('A family resolver…')) ].concat(PRESETS.map(function(p) {
 				return E('option', { 'value': p.id, 'title': p.upstream.join(' ') }, p.label);
 			})));
@@ -492,7 +493,7 @@ return view.extend({
 		o.value('none', _('nothing (still counted)'));
 		o = s.option(form.DynamicList, 'upstream', _('Upstreams'),
 			_('The resolvers this group\'s devices are answered from while the group is in force (its schedule): IP[:PORT], tls://NAME[:PORT][#IP,…] or https://NAME[:PORT][/PATH][#IP,…]. Empty: the main upstreams (Gateway → Upstream and cache). A device in several groups with upstreams gets the first such group\'s.'));
-		o.placeholder = 'tls://family.cloudflare-dns.com#1.1.1.3,1.0.0.3';
+		o.placeholder = _('IP, tls://NAME or https://NAME/PATH');
 		o.validate = function(section_id, v) { return !v || upstream(v); };
 		o = s.option(UpstreamPresets, '_preset', _('Presets'),
 			_('Fills in the upstreams with a family resolver\'s, as its operator publishes them.'));
