@@ -628,11 +628,25 @@ def parental_controls(env):
     expect(c.wait_for("!!document.querySelector('[id=\"widget.cbid.hydradns.kids.youtube_restrict\"]')", 10),
            "YouTube's choice shows with safe search")
     env.shot("issue47-kids-services")
+    # Issue 60: the group's upstreams from a family resolver's preset, in
+    # the same Save & Apply (its DNS over TLS, pinned: no lookup needed on
+    # this rig without the Internet; no device of the run is in kids).
+    c.js("document.getElementById('hydradns-preset-kids').value='cloudflare-family-tls'")
+    env.click("#cbi-hydradns-kids [data-preset-for=kids]")
+    upstreams = "Array.from(document.querySelectorAll('[id=\"cbid.hydradns.kids.upstream\"] .item input')).map(function(i){return i.value})"
+    expect(c.wait_for(f"{upstreams}.length == 1", 10) and c.js(upstreams) == [FAMILY_DOT],
+           f"the preset fills the group's upstreams: {c.js(upstreams)}")
+    fallback = c.js("document.querySelector('[id=\"cbid.hydradns.kids.fallback_main\"] input[type=checkbox]').checked")
+    expect(fallback is False, f"no fallback to the main upstreams unless asked: {fallback}")
+    env.shot("issue60-kids-upstreams", "#cbi-hydradns-kids")
     env.save_apply()
     env.applied()
     env.wait_committed(lambda: (env.committed("kids") or {}).get("service") == ["tiktok"]
                        and (env.committed("kids") or {}).get("safe_search") == "1",
                        f"the group's service and safe search saved: {env.committed('kids')}")
+    kids = env.committed("kids")
+    expect(kids.get("upstream") == [FAMILY_DOT] and kids.get("fallback_main") == "0",
+           f"the group's upstreams and fallback saved: {kids}")
     env.goto("status", "#hydradns-state")
     state = env.text("#hydradns-state")
     expect("previous" not in state, f"the daemon took the config: {state}")
@@ -762,6 +776,10 @@ def queries_page(env):
     expect(c.wait_for("!!document.getElementById('hydradns-undone')", 20), "Undo says so")
     expect("tracker.example" not in allowed_default(), f"Undo: luci_allow_default as before: {allowed_default()}")
     expect("blocked by list 'rigads'" in check("127.0.0.1"), f"blocked again for the device: {check('127.0.0.1')}")
+
+
+# Cloudflare for Families' DNS over TLS, as the Settings page's preset has it.
+FAMILY_DOT = "tls://family.cloudflare-dns.com#1.1.1.3,1.0.0.3"
 
 
 def devices_page(env):
