@@ -243,6 +243,15 @@ echo "$out" | grep -q "blocked by list 'rigads'" || fail "a device without group
 out=$(hydradns check -c /etc/config/hydradns --client 02:00:5e:10:00:42 tracker.example)
 echo "$out" | grep -q "^client 02:00:5e:10:00:42: config client 'kids-tablet' (.*), groups: default,guests$" &&
 	echo "$out" | grep -q "blocked by list 'rigads'" || fail "the tablet is not in guests: $out"
+# Issue 60: kids' upstreams, chosen from a preset in the browser, are the
+# set a device of kids is answered from (a copy of the config with such a
+# device); the exceptions the browser made were all ended.
+cp /etc/config/hydradns /tmp/kids.conf
+printf "\nconfig client 'kidsdev'\n\tlist match '127.0.0.8'\n\tlist group 'kids'\n" >> /tmp/kids.conf
+out=$(hydradns check -c /tmp/kids.conf --client 127.0.0.8 x.example)
+echo "$out" | grep -q "upstreams: set 'kids': tls://family\.cloudflare-dns\.com:853" || fail "kids' upstreams: $out"
+rm -f /tmp/kids.conf
+[ -z "$(hydradns exceptions --json | jsonfilter -e '@.exceptions[*]')" ] || fail "exceptions left: $(hydradns exceptions)"
 [ ! -f /var/run/hydradns.refused ] || fail "refused: $(cat /var/run/hydradns.refused)"
 # The browser's part ends with the file gone.
 [ ! -f /var/run/hydradns.unfiltered ] || fail "/var/run/hydradns.unfiltered left"
