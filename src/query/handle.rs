@@ -257,7 +257,7 @@ impl Engine {
     /// which of those are paused.
     /// With `memo`, a receive thread's, the client's rule comes from there
     /// when it holds it (see [`super::memo`]).
-    #[inline]
+    #[inline(always)]
     pub(super) fn groups_in(&self, memo: &mut Option<Box<RuleMemo>>, snap: &Snapshot, origin: &Origin) -> Groups {
         let (rule, member) = if snap.clients.is_empty() {
             (None, DEFAULT)

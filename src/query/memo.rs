@@ -14,18 +14,31 @@
 
 use std::net::IpAddr;
 
-/// Entries: direct-mapped by the address's last byte.
+/// Entries: direct-mapped by the address's last bits.
 const SLOTS: usize = 16;
 
 #[derive(Debug, Clone, Copy)]
 struct Seen {
-    client: IpAddr,
-    mac: Option<[u8; 6]>,
+    /// The address as [`who`] packs it, with the MAC: two integer compares
+    /// where `IpAddr` and `Option<[u8; 6]>` took a `memcmp` each.
+    client: (u128, u64),
     /// [`super::Snapshot::generation`] it was found under; 0: empty.
     generation: u64,
     /// [`super::Engine`]'s learned table version it was found with.
     learned: u64,
     rule: Option<u16>,
+}
+
+/// `client` and `mac` as two integers: the address IPv4-mapped, the MAC
+/// behind a bit that says there is one.
+#[inline(always)]
+fn who(client: IpAddr, mac: Option<[u8; 6]>) -> (u128, u64) {
+    let ip = match client {
+        IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
+        IpAddr::V6(a) => u128::from(a),
+    };
+    let mac = mac.map_or(0, |m| 1 << 48 | u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]]));
+    (ip, mac)
 }
 
 /// A receive thread's recent clients and their rules.
@@ -36,7 +49,7 @@ pub(super) struct RuleMemo {
 
 impl Default for RuleMemo {
     fn default() -> RuleMemo {
-        let empty = Seen { client: IpAddr::from([0u8; 4]), mac: None, generation: 0, learned: 0, rule: None };
+        let empty = Seen { client: (0, 0), generation: 0, learned: 0, rule: None };
         RuleMemo { slots: [empty; SLOTS] }
     }
 }
@@ -44,7 +57,7 @@ impl Default for RuleMemo {
 impl RuleMemo {
     /// The rule of `client` (with `mac`) under snapshot `generation` and
     /// learned table `learned`: remembered, or `find`'s, then remembered.
-    #[inline]
+    #[inline(always)]
     pub(super) fn rule(
         &mut self,
         client: IpAddr,
@@ -53,18 +66,15 @@ impl RuleMemo {
         learned: u64,
         find: impl FnOnce() -> Option<usize>,
     ) -> Option<usize> {
-        let last = match client {
-            IpAddr::V4(a) => a.octets()[3],
-            IpAddr::V6(a) => a.octets()[15],
-        };
-        let slot = &mut self.slots[usize::from(last) % SLOTS];
-        if slot.generation == generation && slot.learned == learned && slot.client == client && slot.mac == mac {
+        let key = who(client, mac);
+        let slot = &mut self.slots[key.0 as usize % SLOTS];
+        if slot.client == key && slot.generation == generation && slot.learned == learned {
             return slot.rule.map(usize::from);
         }
         let rule = find();
         // Rules are numbered in u16 (see `ClientRules`): one that is not is never remembered.
         if let Ok(r) = rule.map(u16::try_from).transpose() {
-            *slot = Seen { client, mac, generation, learned, rule: r };
+            *slot = Seen { client: key, generation, learned, rule: r };
         }
         rule
     }
