@@ -239,6 +239,12 @@ pub(crate) fn canonical_rdata(t: u16, rdata: &[u8], out: &mut Vec<u8>) -> Option
     Some(())
 }
 
+/// Most bytes a message's records may take once their names are expanded.
+/// A pointer of two bytes can stand for a name of 255, so a 64 KiB reply
+/// made of pointers could grow to megabytes; real replies, DNSSEC records
+/// included, stay far below this.
+const MAX_EXPANDED: usize = 256 * 1024;
+
 impl Records {
     /// An empty set, to [`push`](Self::push) records into.
     pub fn new() -> Records {
@@ -299,6 +305,9 @@ impl Records {
             self.bytes.extend_from_slice(raw);
         }
         let rdata_end = self.bytes.len();
+        if rdata_end > MAX_EXPANDED {
+            return None;
+        }
         self.items.push(Item {
             section,
             owner: (owner_start as u32, rdata_start as u32),
@@ -545,6 +554,31 @@ mod tests {
         for cut in 0..m.len() {
             let _ = Records::from_message(&m[..cut]);
         }
+    }
+
+    /// Pointers to a long name expand to far more than the reply's size:
+    /// past a bound the reply is refused rather than grown.
+    #[test]
+    fn expansion_is_bounded() {
+        let reply = |count: u16| {
+            let mut m = vec![0, 1, 0x81, 0x80, 0, 1];
+            m.extend_from_slice(&count.to_be_bytes());
+            m.extend_from_slice(&[0, 0, 0, 0]);
+            for _ in 0..4 {
+                m.push(61);
+                m.extend_from_slice(&[b'a'; 61]);
+            }
+            m.push(0);
+            m.extend_from_slice(&[0, 16, 0, 1]);
+            for _ in 0..count {
+                m.extend_from_slice(&[0xc0, 12, 0, 16, 0, 1, 0, 0, 0, 60, 0, 0]);
+            }
+            m
+        };
+        assert_eq!(Records::from_message(&reply(100)).map(|r| r.len()), Some(100));
+        let big = reply(2000);
+        assert!(big.len() < 32 * 1024);
+        assert!(Records::from_message(&big).is_none());
     }
 
     #[test]

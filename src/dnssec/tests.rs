@@ -959,6 +959,42 @@ fn nsec3_hashing_is_bounded() {
     assert_eq!(tight.hashes(), 10);
 }
 
+/// A reply stuffed with thousands of NSEC3 records (each with an RRSIG that
+/// names the zone, none of them good) before the real proof: the proof is
+/// still found, and none of the stuffing is checked, as none of it covers
+/// or matches a name the proof needs.
+#[test]
+fn stuffed_denials_still_prove() {
+    let zone = "alg13.test.";
+    let mut v = validation();
+    let keys = child_keys(&mut v, zone).unwrap();
+    let z = Zone::load(zone);
+    let proof =
+        reply(&[z.nsec3_matching(zone), z.nsec3_covering("deeper.alg13.test."), z.nsec3_covering("*.alg13.test.")]);
+    let template = proof[0].clone();
+    let sig = proof[1].clone();
+    let mut rrs = Vec::new();
+    for i in 0..3000u32 {
+        // Spans of one hash each, [ff.. i] to [ff.. i+1]: they cover nothing.
+        let mut h = [0xffu8; 20];
+        h[16..].copy_from_slice(&i.to_be_bytes());
+        let mut next = h;
+        next[16..].copy_from_slice(&(i + 1).to_be_bytes());
+        let owner = [&[32u8][..], text::base32hex(&h).as_bytes(), &n(zone)].concat();
+        let mut rdata = template.rdata.clone();
+        let at = rdata.len() - template.rdata.len() + 5 + template.rdata[4] as usize + 1;
+        rdata[at..at + 20].copy_from_slice(&next);
+        rrs.push(Rr { owner: owner.clone(), rtype: NSEC3, ttl: 3600, rdata });
+        rrs.push(Rr { owner, ..sig.clone() });
+    }
+    rrs.extend(proof);
+    let before = v.verifications();
+    let r = recs(&rrs);
+    let mut d = Denial::new(&keys, &r);
+    assert_eq!(d.nxdomain(&mut v, &n("nx.deeper.alg13.test.")), Verdict::Secure);
+    assert_eq!(v.verifications() - before, 3);
+}
+
 /// Bytes of a good RRSIG, DNSKEY, NSEC and NSEC3 flipped and cut, through
 /// every entry point: no panic (the results are whatever they are).
 #[test]
