@@ -2,7 +2,8 @@
 # Resident memory of the release binary (query log on, default settings)
 # after loading synthetic lists of 100k and 1M names, and the time from
 # start to its first answer; then the 1M list shared by three groups, with
-# bench/groups.conf's 50 client rules (the list must be stored once).
+# bench/groups.conf's 50 client rules (the list must be stored once), and
+# the same with bench/sets.conf's two groups' own upstreams (issue 60).
 #   bench/rss.sh            (prints a markdown table)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ PY
 }
 echo "| list | names | groups | RSS after load | peak RSS | start to first answer |"
 echo "|---|---|---|---|---|---|"
-for run in 100000:1 1000000:1 1000000:3; do
+for run in 100000:1 1000000:1 1000000:3 1000000:3+sets; do
     n=${run%:*} groups=${run#*:}
     list="$work/list-$n.txt"
     [ -e "$list" ] || { target/release/examples/synth-list "$n" "$list"; echo "hydradns-canary.example" >> "$list"; }
@@ -47,11 +48,14 @@ config querylog 'querylog'
 	option path '$work/live/queries.db'
 	option flash_path '$work/flash/queries.db'
 CONF
-    if [ "$groups" = 3 ]; then
+    if [ "${groups%+sets}" = 3 ]; then
         printf "\tlist group 'default'\n\tlist group 'kids'\n\tlist group 'guests'\n" >"$work/shared"
         # The big list's section gets the three groups; then the rules.
         sed -i "/option path '${list//\//\\/}'/r $work/shared" "$work/conf"
         cat bench/groups.conf >>"$work/conf"
+    fi
+    if [ "$groups" = 3+sets ]; then
+        sed "s/@UPSTREAM@/127.0.0.1:9/" bench/sets.conf >>"$work/conf"
     fi
     start=$(date +%s.%N)
     "$bin" run --user root --log stderr -c "$work/conf" 2>"$work/log" &
@@ -61,6 +65,6 @@ CONF
     rss=$(awk '/VmRSS/ {print $2}' /proc/$pid/status)
     hwm=$(awk '/VmHWM/ {print $2}' /proc/$pid/status)
     awk -v n="$n" -v r="$rss" -v h="$hwm" -v s="$start" -v e="$end" \
-        -v g="$groups" 'BEGIN { printf "| synthetic | %d | %d | %.1f MiB | %.1f MiB | %.2f s |\n", n, g, r / 1024, h / 1024, e - s }'
+        -v g="$groups" 'BEGIN { printf "| synthetic | %d | %s | %.1f MiB | %.1f MiB | %.2f s |\n", n, g, r / 1024, h / 1024, e - s }'
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 done

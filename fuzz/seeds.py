@@ -206,7 +206,10 @@ def network_seeds():
     for opts in (ecs4, ecs4 + mac, ecs6 + mac_text, ecs4 + ecs4, mac + mac_text):
         put("edns_client", b"\x00" + opts)
     for line in (b"stats", b"metrics", b"commit", b"update", b"pause 300", b"pause 0", b"pause 3600 kids",
-                 b"pause 18446744073709551615", b"pause -1", b"pause 5m", b"hello"):
+                 b"pause 18446744073709551615", b"pause -1", b"pause 5m", b"hello",
+                 b"allow 3600 group kids service youtube", b"block 60 client 192.0.2.7 name games.example",
+                 b"block 0 client 02:00:5e:10:00:01 name Example.COM.", b"allow 31622400 client kids-tablet name x",
+                 b"allow 18446744073709551615 group kids name a.example", b"exceptions"):
         put("control", line + b"\n")
     for req in (b"GET /metrics HTTP/1.1\r\nHost: router\r\nAccept: text/plain\r\n\r\n",
                 b"GET /metrics?name[]=x HTTP/1.0\r\n\r\n", b"POST /metrics HTTP/1.1\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n"):

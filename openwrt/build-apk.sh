@@ -47,6 +47,9 @@ export root="${IPKG_INSTROOT}"
 export pkgname=hydradns
 add_group_and_user
 default_postinst'
+# apk has no postinst-pkg: OpenWrt appends the package's own part.
+postinst="$postinst
+$pkg_postinst_own"
 printf '#!/bin/sh\n%s\n' "$postinst" > "$scripts/post-install"
 printf '#!/bin/sh\nexport PKG_UPGRADE=1\n%s\n' "$postinst" > "$scripts/post-upgrade"
 cat > "$scripts/pre-deinstall" <<'SCRIPT'

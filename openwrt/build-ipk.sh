@@ -56,7 +56,10 @@ cat > "$ctrl/prerm" <<'SCRIPT'
 . "${IPKG_INSTROOT}/lib/functions.sh"
 default_prerm "$0" "$@"
 SCRIPT
-chmod 0755 "$ctrl/postinst" "$ctrl/prerm"
+# default_postinst sources the package's own part from opkg's info
+# directory, where opkg puts every control file.
+printf '#!/bin/sh\n%s\n' "$pkg_postinst_own" > "$ctrl/postinst-pkg"
+chmod 0755 "$ctrl/postinst" "$ctrl/prerm" "$ctrl/postinst-pkg"
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)

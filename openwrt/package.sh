@@ -33,6 +33,14 @@ pkg_conffiles="/etc/config/hydradns"
 # DNS to whichever started last.
 pkg_conflicts="https-dns-proxy adguardhome"
 
+# The package's own part of its postinst (OpenWrt's postinst-pkg), run
+# after default_postinst's user and before its start: rpcd reads its
+# plugins' methods and its ACLs when it starts, and on HUP re-executes
+# itself (sessions kept) to read the new ones, as LuCI apps' packages have
+# it do. Nothing when building an image (IPKG_INSTROOT), or without rpcd.
+# shellcheck disable=SC2016  # expanded by the router's shell, not here
+pkg_postinst_own='[ -n "${IPKG_INSTROOT}" ] || killall -HUP rpcd 2>/dev/null || true'
+
 # Installed-Size as OpenWrt's ipkg-build counts it: the bytes of the files,
 # not du's blocks or directory sizes, which differ from one file system to
 # the next (a reproducible package must not).
@@ -42,11 +50,15 @@ installed_size() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { pri
 # record them as root's), modes as installed.
 stage_files() {
 	local dir=$1
-	install -d "$dir/usr/sbin" "$dir/etc/init.d" "$dir/etc/config" "$dir/etc/hydradns/lists" "$dir/etc/hotplug.d/ntp"
+	install -d "$dir/usr/sbin" "$dir/etc/init.d" "$dir/etc/config" "$dir/etc/hydradns/lists" "$dir/etc/hotplug.d/ntp" \
+		"$dir/usr/libexec/rpcd" "$dir/usr/share/rpcd/acl.d"
 	# shellcheck disable=SC2154  # bin: set by the script that sources this
 	install -m 0755 "$bin" "$dir/usr/sbin/hydradns"
 	install -m 0755 "$here/files/hydradns.init" "$dir/etc/init.d/hydradns"
 	install -m 0755 "$here/files/hydradns.ntp-hotplug" "$dir/etc/hotplug.d/ntp/25-hydradns"
+	# The public ubus object `hydradns` and the ACL an API login is given.
+	install -m 0755 "$here/files/hydradns.rpcd" "$dir/usr/libexec/rpcd/hydradns"
+	install -m 0644 "$here/files/hydradns-api.json" "$dir/usr/share/rpcd/acl.d/hydradns-api.json"
 	# Readable by the unprivileged user the daemon becomes.
 	install -m 0644 "$here/files/hydradns.config" "$dir/etc/config/hydradns"
 }

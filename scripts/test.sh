@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the tests need and runs them all: format check, clippy, unit
-# and integration tests, the LuCI views, the fast ones again in a clone with
-# nothing beside it (scripts/test-clone.sh), then the router side (scripts/test-openwrt.sh:
+# and integration tests (in a clone with nothing beside it,
+# scripts/test-clone.sh), the LuCI views, then the router side (scripts/test-openwrt.sh:
 # cross builds, the tests again under qemu, packages, init script, UCI), a
 # fixed-count pass of every fuzz target (scripts/fuzz.sh), and short passes
 # of the benchmark (bench/run.sh --quick) and of the soak (bench/soak.sh --quick).
-# .ci/run calls this script; so does the README. The Rust suites run with
-# every core kept busy by another process (see under_load), and again in
-# the fresh clone without it.
+# .ci/run calls this script; so does the README. The Rust suites run in the
+# fresh clone with every core kept busy by another process (scripts/busy.sh).
 #
 #   scripts/test.sh               everything, as CI runs it
 #   scripts/test.sh --stress [N]  only the Rust suites with every core busy,
@@ -25,27 +24,9 @@ case "${1:-}" in
     *) echo "usage: $0 [--stress [RUNS]]" >&2; exit 2 ;;
 esac
 
-# One busy loop per core while the tests run, as the other jobs of a shared
-# machine or CI runner would be: a test that holds only on an idle machine
-# (a bound on wall-clock time, a fixed sleep waiting for something) fails
-# here. Each loop ends with the run, and after two hours whatever happens.
-busy_pids=()
-stop_busy() {
-    [ "${#busy_pids[@]}" -eq 0 ] || { kill "${busy_pids[@]}" 2>/dev/null || true; wait "${busy_pids[@]}" 2>/dev/null || true; }
-    busy_pids=()
-}
-under_load() {
-    local rc=0 _
-    for _ in $(seq "$(nproc)"); do
-        timeout 7200 sh -c 'while :; do :; done' &
-        busy_pids+=($!)
-    done
-    printf '%d busy loops; %s\n' "${#busy_pids[@]}" "$(uptime)"
-    "$@" || rc=$?
-    printf 'at the end: %s\n' "$(uptime)"
-    stop_busy
-    return "$rc"
-}
+# One busy loop per core while the Rust suites run: scripts/busy.sh.
+# shellcheck source=scripts/busy.sh
+. scripts/busy.sh
 
 # Each stage's seconds and the total, printed as the run goes and at its
 # end (also when a stage fails), so that CI's log shows which suite grew.
@@ -116,23 +97,19 @@ if [ "$stress_runs" -gt 0 ]; then
     done
     exit 0
 fi
-# With every core busy: CI runners and this machine are shared, and a red
-# run must mean a broken product, not a busy neighbour. (Once: a run on an
-# idle machine proves nothing this one does not, and the fresh clone's
-# stage below runs them again without the load.)
-stage "build the tests"
-cargo test --locked --no-run
-stage "cargo test, every core busy"
-under_load cargo test --locked
 # The LuCI pages' views in node:vm (Node's own test runner, no npm
 # packages), and their translation template up to date.
 stage "LuCI views"
 need node:nodejs
 node --test tests/luci/
 scripts/luci-pot.py --check
-# A second clone in a temporary directory, without ../shared: the fast suites.
-stage "fresh clone without ../shared"
-scripts/test-clone.sh
+# The Rust suites, in a second clone in a temporary directory without
+# ../shared (the repository tests itself), with every core busy: CI runners
+# and this machine are shared, and a red run must mean a broken product,
+# not a busy neighbour. Once: a run on an idle machine proves nothing this
+# one does not.
+stage "fresh clone without ../shared, cargo test with every core busy"
+scripts/test-clone.sh --under-load
 # Router builds, packages, init script and UCI compatibility.
 stage "router: builds, qemu, packages, rig"
 scripts/test-openwrt.sh

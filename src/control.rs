@@ -8,12 +8,14 @@
 //! (the UDP queries read so far: the watchdog's sign of life under a
 //! flood), `update` (refresh downloaded lists now,
 //! answer with each list's result), `commit` (the query log's writer commits
-//! what is queued; readers ask before they read) and `pause`. Served on the main thread, never on a
+//! what is queued; readers ask before they read), `pause`, `allow` and
+//! `block` (an exception with an end) and `exceptions` (those set). Served on the main thread, never on a
 //! worker, each connection in its own task with a time limit, so a stuck
 //! client cannot hold it.
 //!
 //! Anyone who can connect (the socket's user and group) may read (`stats`,
-//! `metrics`); acting (`update`, `commit`, `pause`) takes a peer that is
+//! `metrics`, `exceptions`); acting (`update`, `commit`, `pause`, `allow`,
+//! `block`) takes a peer that is
 //! root or the gateway's own user, by the kernel's word (SO_PEERCRED): the
 //! group may hold other services' accounts.
 
@@ -47,8 +49,9 @@ static CHECKING: AtomicBool = AtomicBool::new(false);
 /// How often `commit` looks whether the log's writer is done (it is woken
 /// at once; a batch takes milliseconds). The connection's time limit bounds the wait.
 const COMMIT_POLL: Duration = Duration::from_millis(2);
-/// Longest request line accepted.
-const MAX_REQUEST: usize = 256;
+/// Longest request line accepted: `block 31622400 client NAME name NAME`
+/// holds a 128-byte client and a 253-byte domain name.
+pub const MAX_REQUEST: usize = 512;
 /// Longest answer line a client reads: the largest report (a few hundred
 /// lists and groups) is tens of KiB. Whoever answers on the socket's path
 /// (the daemon's user can put anything there) cannot make root's
@@ -56,7 +59,7 @@ const MAX_REQUEST: usize = 256;
 pub const MAX_REPLY: u64 = 4 << 20;
 /// The answer to an action from a peer that may not act.
 const NOT_ALLOWED: &str =
-    "{\"error\":\"not allowed: only root or the gateway's own user may pause, update or commit\"}";
+    "{\"error\":\"not allowed: only root or the gateway's own user may pause, update, commit, allow or block\"}";
 
 /// Binds the socket, replacing a stale one left by a crash but never one a
 /// running gateway still answers on.
@@ -107,6 +110,26 @@ pub enum Request<'a> {
     },
     /// `pause` with anything else after it.
     BadPause,
+    /// `allow|block SECONDS group|client WHO service|name WHAT`: an
+    /// exception with an end (`crate::policy::exceptions`); 0 removes it.
+    Except {
+        /// `allow` or `block`.
+        action: &'a str,
+        /// How long from now.
+        secs: u64,
+        /// `group` or `client`.
+        kind: &'a str,
+        /// The group's name, or the client as `check --client` takes it.
+        who: &'a str,
+        /// `service` or `name`.
+        what: &'a str,
+        /// The service's id, or the domain name.
+        target: &'a str,
+    },
+    /// `allow` or `block` with anything else after it.
+    BadExcept,
+    /// `exceptions`: those set, as `hydradns exceptions --json` prints them.
+    Exceptions,
     /// `check NAME [CLIENT]`: why NAME is answered as it is (for CLIENT).
     Check {
         /// The name asked about.
@@ -126,11 +149,22 @@ pub fn parse(request: &str) -> Request<'_> {
         "received" => Request::Received,
         "commit" => Request::Commit,
         "update" => Request::Update,
+        "exceptions" => Request::Exceptions,
         pause if pause.starts_with("pause ") => {
             let mut words = pause["pause ".len()..].split_ascii_whitespace();
             match (words.next().map(str::parse::<u64>), words.next(), words.next()) {
                 (Some(Ok(secs)), group, None) => Request::Pause { secs, group },
                 _ => Request::BadPause,
+            }
+        }
+        except if except.starts_with("allow ") || except.starts_with("block ") => {
+            let (action, rest) = except.split_at(5);
+            let w: Vec<&str> = rest.split_ascii_whitespace().collect();
+            match (w.as_slice(), w.first().map(|s| s.parse::<u64>())) {
+                ([_, kind, who, what, target], Some(Ok(secs))) => {
+                    Request::Except { action, secs, kind, who, what, target }
+                }
+                _ => Request::BadExcept,
             }
         }
         check if check.starts_with("check ") => {
@@ -146,7 +180,15 @@ pub fn parse(request: &str) -> Request<'_> {
 
 /// Requests that change what the gateway does, rather than read it.
 fn is_action(request: &str) -> bool {
-    matches!(parse(request), Request::Update | Request::Commit | Request::Pause { .. } | Request::BadPause)
+    matches!(
+        parse(request),
+        Request::Update
+            | Request::Commit
+            | Request::Pause { .. }
+            | Request::BadPause
+            | Request::Except { .. }
+            | Request::BadExcept
+    )
 }
 
 /// Answers requests until the executor stops; each connection is a task on
@@ -226,6 +268,15 @@ async fn respond(request: &str, status: &Status) -> String {
             Err(_) => "{\"error\":\"the lists thread is gone\"}".into(),
         },
         Request::Check { name, client } => check(status, name, client).await,
+        Request::Exceptions => status.engine.exceptions_report().serialize_json(),
+        Request::BadExcept => {
+            "{\"error\":\"allow and block take seconds, group or client and its name, service or name and its \
+             value\"}"
+                .into()
+        }
+        Request::Except { action, secs, kind, who, what, target } => {
+            except(status, action, secs, [kind, who, what, target])
+        }
         Request::BadPause => "{\"error\":\"pause takes seconds and perhaps a group\"}".into(),
         // `pause SECONDS [GROUP]`: blocking (or that group's lists) off for that long; 0 turns it back on.
         Request::Pause { secs, group } => {
@@ -260,6 +311,41 @@ async fn respond(request: &str, status: &Status) -> String {
     }
 }
 
+/// `allow` or `block` (`words`: group or client, who, service or name,
+/// which): `{"changed":…}` and the exceptions after the change, or
+/// `{"error":…}` and nothing changed.
+fn except(status: &Status, action: &str, secs: u64, words: [&str; 4]) -> String {
+    use crate::policy::exceptions::{Changed, Exception, MAX_SECS, end_after, unix_ms};
+    let error = |e: &str| format!("{{\"error\":{}}}", e.serialize_json());
+    if secs > MAX_SECS {
+        return error(&format!("longer than {} days: what should last longer is a list entry", MAX_SECS / 86_400));
+    }
+    let ends = if secs == 0 { 0 } else { end_after(unix_ms(), Duration::from_secs(secs)) };
+    let [kind, who, what, target] = words;
+    let e = match Exception::from_words(action, kind, who, what, target, ends) {
+        Ok(e) => e,
+        Err(m) => return error(&m),
+    };
+    let told = e.describe();
+    let changed = match status.engine.set_exception(e) {
+        Ok(c) => c,
+        Err(m) => return error(&m),
+    };
+    let word = match changed {
+        Changed::Added | Changed::Replaced => {
+            log::info!("exception: {told} until {}", crate::timetext::iso8601(ends * 1000));
+            "set"
+        }
+        Changed::Removed => {
+            log::info!("exception removed: {told}");
+            "removed"
+        }
+        Changed::NotSet => "not set",
+    };
+    let json = status.engine.exceptions_report().serialize_json();
+    format!("{{\"changed\":\"{word}\",{}", json.strip_prefix('{').unwrap_or(&json))
+}
+
 /// `check NAME [CLIENT]` from the running gateway's own config and lists
 /// (see [`CHECKING`]): `{"lines":[…]}` or `{"error":…}`.
 async fn check(status: &Status, name: &str, client: Option<&str>) -> String {
@@ -269,9 +355,10 @@ async fn check(status: &Status, name: &str, client: Option<&str>) -> String {
     }
     let snap = status.engine.snapshot.load_full();
     let (name, client) = (name.to_string(), client.map(str::to_string));
+    let exceptions = status.engine.exceptions.current(crate::policy::exceptions::unix_ms());
     let (tx, rx) = smol::channel::bounded(1);
     let spawned = std::thread::Builder::new().name("hydradns-check".into()).spawn(move || {
-        let why = crate::query::why::why(&snap.config, &snap.policy, &name, client.as_deref());
+        let why = crate::query::why::why(&snap.config, &snap.policy, &name, client.as_deref(), &exceptions);
         CHECKING.store(false, Ordering::Release);
         let _ = tx.try_send(why);
     });
@@ -459,5 +546,22 @@ mod tests {
     fn requests_are_read() {
         assert_eq!(parse("received"), Request::Received);
         assert!(!is_action("received"), "the watchdog's question is a read");
+        assert_eq!(
+            parse("allow 3600 group kids service youtube"),
+            Request::Except {
+                action: "allow",
+                secs: 3600,
+                kind: "group",
+                who: "kids",
+                what: "service",
+                target: "youtube"
+            }
+        );
+        assert!(matches!(parse("block 0 client 192.0.2.1 name example.com"), Request::Except { secs: 0, .. }));
+        assert_eq!(parse("block 60 group kids service"), Request::BadExcept);
+        assert_eq!(parse("allow soon group kids service youtube"), Request::BadExcept);
+        assert_eq!(parse("allowance"), Request::Unknown("allowance"));
+        assert!(is_action("allow 3600 group kids service youtube") && is_action("block x"));
+        assert!(!is_action("exceptions"), "listing them is a read");
     }
 }

@@ -125,6 +125,7 @@ impl Status {
                 })
                 .collect(),
             groups: self.groups(&snap),
+            exceptions: self.engine.exceptions_report().exceptions,
         }
     }
 
@@ -148,8 +149,12 @@ impl Status {
     }
 }
 
-/// Each upstream set's figures, `main` first.
+/// Each upstream set's figures, `main` first; none without a group's own
+/// upstreams (the main set's are then the `forwarded` and `failed` counters).
 fn upstream_sets(snap: &crate::query::Snapshot) -> Vec<crate::stats::SetReport> {
+    if snap.sets.is_empty() {
+        return Vec::new();
+    }
     let report = |name: &str, upstreams: Vec<String>, fallback_main, c: &crate::upstream::sets::SetCounters| {
         let queries = c.queries.load(Relaxed);
         crate::stats::SetReport {

@@ -387,3 +387,69 @@ fn a_check_that_became_the_gateways_user_still_ends_with_its_caller() {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
     });
 }
+
+/// rpcd's plugins (LuCI's `luci.hydradns`, the API's `hydradns`) run
+/// `stats`, `devices` and `exceptions` as root for any logged-in reader, and rpcd ends a
+/// call past its time limit by killing the plugin's shell (SIGKILL): the
+/// command goes with it, killed by the kernel, rather than wait on for
+/// nobody. Here each waits on a control socket that never answers; this
+/// test is the subreaper its orphan comes to, so how it ended is seen.
+#[test]
+fn stats_devices_and_exceptions_end_with_the_plugin_shell_that_ran_them() {
+    let dir = TempDir::new();
+    let socket = dir.0.join("control.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let (accepted, connected) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for s in listener.incoming() {
+            kept.push(s);
+            let _ = accepted.send(());
+        }
+    });
+    let conf = dir.file(
+        "hydradns.conf",
+        &format!(
+            "config hydradns 'main'\n\toption control_socket '{}'\n\toption leases_file '{}/leases'\n\
+             config querylog\n\toption path '{}/queries.db'\n",
+            socket.display(),
+            dir.0.display(),
+            dir.0.display()
+        ),
+    );
+    // `devices` asks the gateway to commit its log when there is one.
+    dir.file("queries.db", "");
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).unwrap();
+    let bin = hydradns();
+    for cmd in ["stats", "devices", "exceptions"] {
+        // As the plugin runs it: the shell's own child. Backgrounded, so the
+        // shell can say its pid first.
+        let mut shell = Command::new("sh")
+            .arg("-c")
+            .arg(r#""$@" "$CMD" -c "$CONF" --json > /dev/null 2>&1 & echo $!; wait"#)
+            .arg("sh")
+            .arg(bin.get_program())
+            .args(bin.get_args())
+            .env("CMD", cmd)
+            .env("CONF", &conf)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(shell.stdout.take().unwrap()), &mut line).unwrap();
+        let pid = rustix::process::Pid::from_raw(line.trim().parse().unwrap()).unwrap();
+        // Asking the gateway, which does not answer: the call is under way.
+        connected
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{cmd}: no request on the control socket"));
+        shell.kill().unwrap();
+        shell.wait().unwrap();
+        let (_, status) = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()).unwrap().unwrap();
+        assert_eq!(
+            status.terminating_signal(),
+            Some(rustix::process::Signal::KILL.as_raw()),
+            "{cmd} outlived its shell (exit {:?})",
+            status.exit_status()
+        );
+    }
+}

@@ -155,12 +155,14 @@ pub(super) fn check(args: Args) -> ExitCode {
             }
             lock => lock,
         };
+        // Those the running gateway holds: its exceptions decide before its lists.
+        let exceptions = super::exceptions::running(&cfg);
         // The lists in list_dir are the gateway's user's: read as that user.
         if let Err(e) = crate::privileges::become_owner_of(&cfg.list_dir) {
             eprintln!("hydradns: {e}");
             return ExitCode::from(1);
         }
-        crate::query::why::why(&cfg, &Policy::build(&cfg), name, args.client.as_deref())
+        crate::query::why::why(&cfg, &Policy::build(&cfg), name, args.client.as_deref(), &exceptions)
     };
     match lines {
         Ok(lines) => {

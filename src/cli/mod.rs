@@ -1,7 +1,7 @@
 //! Command line: parsing, `--help`, and `run`; the other commands live in
 //! `check` (check-config, check, services), `report` (status, stats,
-//! metrics, lists), `queries` (log, top), `devices` and `act` (update,
-//! pause, resume).
+//! metrics, lists), `queries` (log, top), `devices`, `act` (update,
+//! pause, resume) and `exceptions` (allow, block, exceptions).
 //!
 //! Exit codes: 0 success, 1 runtime failure (e.g. cannot bind), 2 bad usage
 //! or bad config (with `file:line` on stderr).
@@ -26,12 +26,14 @@ use nanoserde::{DeJson, SerJson};
 mod act;
 mod check;
 pub mod devices;
+mod exceptions;
 mod queries;
 mod report;
 
 use act::{pause, update};
 use check::{check, check_config, services_cmd};
 use devices::devices_cmd;
+use exceptions::{except, exceptions_cmd};
 use queries::{open_log, show_log, top};
 use report::{lists_cmd, metrics, mode_name, stats, status};
 
@@ -56,6 +58,11 @@ usage:
   hydradns pause [-c FILE] [--group NAME] [DURATION]  blocking off for DURATION (default 5m; 0 ends it),
                                                       for one group's lists with --group
   hydradns resume [-c FILE] [--group NAME]            blocking back on
+  hydradns allow [-c FILE] (--group NAME | --client IP|MAC|NAME) (--service ID | NAME) --for DURATION [--json]
+                                                      an exception with an end: the names answer for them
+  hydradns block [-c FILE] (--group NAME | --client IP|MAC|NAME) (--service ID | NAME) --for DURATION [--json]
+                                                      an exception with an end: the names are blocked for them
+  hydradns exceptions [-c FILE] [--json]              the exceptions set in the running gateway, with their ends
   hydradns watchdog -c FILE [--log syslog|stderr] [--interval 5s] [--hook FILE] [--state FILE]
                                                       fail DNS open while the daemon does not answer (procd runs it)
   hydradns --version
@@ -63,7 +70,11 @@ usage:
 Without -c, run (and every command but check-config and watchdog) uses
 /etc/config/hydradns if it exists, else built-in defaults (listen on 127.0.0.1:5353, forward to the resolvers in /etc/resolv.conf).
 Started as root, run binds its sockets and then becomes --user (else option
-user, else hydradns, else nobody) with no privileges; --user root keeps root.";
+user, else hydradns, else nobody) with no privileges; --user root keeps root.
+
+An exception (allow, block) beats the lists, blocked services and safe search
+of the client's groups until its end; a block beats an allow, timed or
+permanent (an allowlist). Local names (config record) are answered first.";
 
 /// Options of all subcommands; each command checks it got only its own.
 #[derive(Debug, Default)]
@@ -81,6 +92,9 @@ struct Args {
     domains: bool,
     client: Option<String>,
     group: Option<String>,
+    service: Option<String>,
+    /// `--for`'s text, read by the command (its own error words).
+    for_: Option<String>,
     domain: Option<String>,
     before: Option<i64>,
     outcome: Option<String>,
@@ -169,6 +183,14 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 out.group = Some(value("a group name")?);
                 "--group"
             }
+            "--service" => {
+                out.service = Some(value("a service id")?);
+                "--service"
+            }
+            "--for" => {
+                out.for_ = Some(value("a duration")?);
+                "--for"
+            }
             "--domain" => {
                 out.domain = Some(value("a pattern")?);
                 "--domain"
@@ -239,10 +261,11 @@ pub fn main() -> ExitCode {
         // Output into a closed pipe (`| head -1`) ends the command quietly.
         crate::sys::die_on_broken_pipe();
     }
-    if matches!(cmd.as_str(), "check" | "status" | "check-config") {
-        // LuCI's rpcd runs these as root for any logged-in reader, and
-        // ends a call past its time limit by killing the plugin's shell:
-        // they go with it rather than read every list on for nobody.
+    if matches!(cmd.as_str(), "check" | "status" | "check-config" | "stats" | "devices" | "exceptions") {
+        // rpcd's plugins (LuCI's, the API's) run these as root for any
+        // logged-in reader, and end a call past its time limit by killing
+        // the plugin's shell: they go with it rather than read every list
+        // or the day's log on for nobody.
         crate::sys::die_with_parent();
     }
     if matches!(cmd.as_str(), "--version" | "-V" | "version") {
@@ -276,6 +299,9 @@ pub fn main() -> ExitCode {
         "status" => status(args),
         "pause" => pause(args, None),
         "resume" => pause(args, Some(Duration::ZERO)),
+        "allow" => except(args, "allow"),
+        "block" => except(args, "block"),
+        "exceptions" => exceptions_cmd(args),
         "watchdog" => watchdog(args),
         other => {
             eprintln!("hydradns: unknown command '{other}'\n{USAGE}");
@@ -419,6 +445,11 @@ const OPTIONS: &[(&str, &str, &str)] = &[
     ("log", "--before ID", "the page before the row ID (a row's id in --json), for paging back"),
     ("stats", "--history", "queries per 10 minutes over the last 24 h, from the query log (oldest first)"),
     ("pause resume", "--group NAME", "only that group's lists and services"),
+    ("allow block", "--group NAME", "for the clients of that group, while the group is in force"),
+    ("allow block", "--client IP|MAC|NAME", "for that device, whatever its groups (as check --client takes it)"),
+    ("allow block", "--service ID", "the names of that service (hydradns services lists them)"),
+    ("allow block", "NAME", "that domain name and every name under it"),
+    ("allow block", "--for DURATION", "until when, from now (90s, 30m, 1h, 2d; 0 removes the exception now)"),
     ("pause", "DURATION", "how long (default 5m; 0 ends the pause now)"),
     ("check", "NAME", "the domain name to look up"),
     ("check", "--live", "ask the running gateway, with its lists as loaded; exit 4 when it does not answer"),
@@ -442,7 +473,7 @@ fn help_of(cmd: &str) -> String {
         let word = opt.split_whitespace().next().unwrap_or(opt);
         let applies = cmds.is_empty() || cmds.split_whitespace().any(|c| c == cmd);
         // A word of the usage, not part of one: "-c" is not in "--client".
-        let used = usage.split(|c: char| c.is_whitespace() || "[]|".contains(c)).any(|w| w == word);
+        let used = usage.split(|c: char| c.is_whitespace() || "[]|()".contains(c)).any(|w| w == word);
         if applies && used && !seen.contains(&word) {
             seen.push(word);
             lines.push(format!("  {opt:<22} {what}"));
@@ -482,11 +513,11 @@ mod tests {
     fn help_says_what_each_option_does() {
         for cmd in ["run", "check-config", "check", "status", "stats", "metrics", "log", "top", "update", "lists"]
             .into_iter()
-            .chain(["services", "pause", "resume", "watchdog", "devices"])
+            .chain(["services", "pause", "resume", "watchdog", "devices", "allow", "block", "exceptions"])
         {
             let help = help_of(cmd);
             let usage = usage_of(cmd);
-            for word in usage.split(|c: char| c.is_whitespace() || "[]|".contains(c)).filter(|w| w.starts_with('-')) {
+            for word in usage.split(|c: char| c.is_whitespace() || "[]|()".contains(c)).filter(|w| w.starts_with('-')) {
                 let line = format!("\n  {word}");
                 assert!(help.contains(&line), "{cmd} --help does not explain {word}:\n{help}");
             }

@@ -167,6 +167,7 @@ pub(super) fn stats_text(r: &Report) -> String {
             writeln!(o, "  {} ({}): {entries}, {} unsupported, {} invalid", l.name, l.kind, l.unsupported, l.invalid);
     }
     o.push_str(&group_lines(r));
+    o.push_str(&super::exceptions::lines(&r.exceptions, crate::sys::unix_now()));
     for u in &r.upstreams {
         let _ = writeln!(
             o,
@@ -330,6 +331,7 @@ pub(super) fn status(args: Args) -> ExitCode {
             print!("{}", set_lines(r));
             println!("blocking     {blocking}, {} names blocked so far", r.counters.blocked);
             print!("{}", group_lines(r));
+            print!("{}", super::exceptions::lines(&r.exceptions, st.now));
         }
         None => println!("upstream     {} (configured)", st.upstreams.join(", ")),
     }
@@ -380,12 +382,12 @@ pub(super) fn lists_cmd(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// A line per upstream set, only with groups of their own: the main set's
-/// figures are otherwise the upstreams' own.
+/// A line per upstream set: none without a group's own upstreams, when
+/// the main set's figures are the upstreams' own.
 fn set_lines(r: &Report) -> String {
     use std::fmt::Write;
     let mut o = String::new();
-    if r.upstream_sets.len() > 1 {
+    if !r.upstream_sets.is_empty() {
         for s in &r.upstream_sets {
             let _ = writeln!(
                 o,

@@ -179,12 +179,15 @@ pub fn render(status: &Status) -> String {
         t.sample("hydradns_upstream_reply_seconds_total", &[("upstream", a)], &Secs(s.latency_us.load(Relaxed)));
     }
 
+    // Only with a group's own upstreams (see `upstream_sets` in the report).
     let sets = &r.upstream_sets;
-    t.each("hydradns_upstream_set_queries_total", "counter", sets, "set", |s| &s.name, |s| s.queries);
-    t.each("hydradns_upstream_set_failures_total", "counter", sets, "set", |s| &s.name, |s| s.failed);
-    t.family("hydradns_upstream_set_seconds_total", "counter");
-    for s in snapshot_sets(status).iter() {
-        t.sample("hydradns_upstream_set_seconds_total", &[("set", &s.0)], &Secs(s.1));
+    if !sets.is_empty() {
+        t.each("hydradns_upstream_set_queries_total", "counter", sets, "set", |s| &s.name, |s| s.queries);
+        t.each("hydradns_upstream_set_failures_total", "counter", sets, "set", |s| &s.name, |s| s.failed);
+        t.family("hydradns_upstream_set_seconds_total", "counter");
+        for s in snapshot_sets(status).iter() {
+            t.sample("hydradns_upstream_set_seconds_total", &[("set", &s.0)], &Secs(s.1));
+        }
     }
 
     let g = &r.groups;

@@ -6,6 +6,7 @@
 //! either the old lists or the new ones, never a mix.
 
 pub mod domainset;
+pub mod exceptions;
 pub mod formats;
 pub mod pause;
 pub mod records;

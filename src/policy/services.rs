@@ -124,7 +124,7 @@ fn rule_domain(rule: &str) -> Option<String> {
 }
 
 /// Whether `id` is a service id: 1 to [`MAX_ID`] of `[a-z0-9_]`.
-fn is_id(id: &str) -> bool {
+pub fn is_id(id: &str) -> bool {
     (1..=MAX_ID).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 

@@ -2,6 +2,8 @@
 //! order: who may ask, malformed queries, local names, the cache, the
 //! lists (block, safe search, pause); anything else becomes a [`Miss`].
 
+use super::exceptions::Excepted;
+use super::memo::RuleMemo;
 use super::*;
 
 impl Engine {
@@ -88,10 +90,10 @@ impl Engine {
             wire::build::finish(out, q.edns, [0, 0, 0], true);
             return self.done(origin, Answered::of(&q, Outcome::Local), out, stats);
         }
-        let Scratch { key: key_buf, name: name_key } = scratch;
+        let Scratch { key: key_buf, name: name_key, memo } = scratch;
         // With groups that have upstreams of their own, the client's set is
         // part of the cache key: worked out before the cache is asked.
-        let early = (!snap.sets.is_empty()).then(|| self.groups_of(&snap, origin));
+        let early = (!snap.sets.is_empty()).then(|| self.groups_in(memo, &snap, origin));
         let k = cache::key(&q, early.map_or(sets::MAIN, |g| g.set), key_buf);
         let key = &key_buf[..k];
         // The owner's own names beat the lists and the cache (nothing local is cached).
@@ -113,12 +115,20 @@ impl Engine {
         if snap.config.block_bypass && BYPASS_NAMES.iter().any(|n| n.eq_ignore_ascii_case(q.qname)) {
             return self.bypass(&snap, &q, origin, out, stats);
         }
+        // An exception with an end decides before the cache and the lists.
+        let until = self.exceptions.until();
+        let excepted = until != 0
+            && match self.except(&snap, &q, &key[..q.qname.len()], name_key, origin, until, out, stats) {
+                Excepted::No => false,
+                Excepted::Allow => true,
+                Excepted::Done(step) => return step,
+            };
         let hash = snap.cache.hash(key);
         let hit = snap.cache.find(key, hash, origin.received, snap.stale_for);
         // A name these very lists passed for everyone when it was cached needs no lookup.
         if let Some(hit) = hit.as_ref().filter(|h| !h.is_stale()) {
             let checked = hit.checked();
-            if checked >> 1 == snap.generation {
+            if checked >> 1 == snap.generation && !excepted {
                 if checked & 1 != 0 {
                     Counters::bump(&stats.allowed);
                 }
@@ -134,7 +144,10 @@ impl Engine {
         }
         // The cache key starts with the name, folded already.
         let n = wire::reversed_key_folded(&key[..q.qname.len()], name_key);
-        let groups = early.unwrap_or_else(|| self.groups_of(&snap, origin));
+        let groups = early.unwrap_or_else(|| self.groups_in(memo, &snap, origin));
+        // An exception's allow: no group's lists apply (nor to its CNAMEs);
+        // its queries still go to the client's upstream set.
+        let groups = if excepted { Groups { on: 0, paused: 0, set: groups.set } } else { groups };
         let checked = snap.policy.check(&name_key[..n], groups.on);
         let mut paused = None;
         let allowed = match checked.verdict {
@@ -202,6 +215,9 @@ impl Engine {
                 // Answered as if unlisted; the entry stays unpassed.
                 return self.cached(hit, &q, origin, out, stats, Some(snap.policy.source_arc(source)));
             }
+            if excepted {
+                return self.cached_by_exception(hit, &q, origin, out, stats);
+            }
             // These lists pass it too; for every client, the next hit skips them.
             if checked.uniform && cnames.pass_all {
                 hit.set_checked(snap.passed(allowed));
@@ -232,19 +248,28 @@ impl Engine {
         miss.stale = stale;
         miss.quiet = quiet;
         miss.paused = paused;
+        miss.excepted = excepted;
         if miss.quiet { Step::Refresh(miss) } else { Step::Resolve(miss) }
     }
 
     /// The groups whose lists apply to `origin`'s client now: its groups
     /// (`default` without `config client`) inside their schedules, and
     /// which of those are paused.
+    /// With `memo`, a receive thread's, the client's rule comes from there
+    /// when it holds it (see [`super::memo`]).
     #[inline]
-    pub(super) fn groups_of(&self, snap: &Snapshot, origin: &Origin) -> Groups {
+    pub(super) fn groups_in(&self, memo: &mut Option<Box<RuleMemo>>, snap: &Snapshot, origin: &Origin) -> Groups {
         let (rule, member) = if snap.clients.is_empty() {
             (None, DEFAULT)
         } else {
-            let learned = self.learned.load();
-            let rule = snap.clients.find(origin.client, origin.mac, &learned);
+            let find = || snap.clients.find(origin.client, origin.mac, &self.learned.load());
+            let rule = match memo {
+                Some(m) => {
+                    let learned = self.learned_version.load(Relaxed);
+                    m.rule(origin.client, origin.mac, snap.generation, learned, find)
+                }
+                None => find(),
+            };
             (rule, snap.clients.groups(rule))
         };
         let on = member & !snap.schedules.off();

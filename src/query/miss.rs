@@ -45,6 +45,8 @@ pub struct Miss {
     pub(super) prefetch_slot: Option<refresh::PrefetchSlot>,
     /// The list that would have blocked it, had blocking not been paused.
     pub(super) paused: Option<u16>,
+    /// An exception with an end allowed it (logged with it).
+    pub(super) excepted: bool,
     /// The local alias whose outside target this miss resolves.
     pub(super) alias: Option<Box<Alias>>,
 }
@@ -88,6 +90,7 @@ impl Miss {
             quiet: false,
             prefetch_slot: None,
             paused: None,
+            excepted: false,
             alias: None,
         }
     }
@@ -324,7 +327,9 @@ impl Engine {
         stats: &Counters,
     ) -> bool {
         let Led { miss, lead, forward, .. } = led;
-        if forward.is_none() {
+        // Without a group's upstreams the main set's figures are the
+        // forwarded and failed counters: no clock read for them.
+        if forward.is_none() && !miss.snapshot.sets.is_empty() {
             let took = u64::try_from(miss.origin.received.elapsed().as_micros()).unwrap_or(u64::MAX);
             miss.snapshot.sets.counters(miss.set()).record(reply.is_some(), took);
         }
@@ -396,6 +401,8 @@ impl Engine {
                     } else if let Some(source) = miss.paused {
                         a.outcome = Outcome::Paused;
                         a.list = snap.policy.source_arc(source);
+                    } else if miss.excepted {
+                        a.list = self.exception_list();
                     }
                 }
             }

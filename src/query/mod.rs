@@ -42,6 +42,7 @@ use crate::config::groups::GroupLog;
 use crate::config::{BlockMode, Config};
 use crate::domain::SEP;
 use crate::policy::domainset::name_key;
+use crate::policy::exceptions::Exceptions;
 use crate::policy::pause::Pause;
 use crate::policy::records::{Alias, Local, Records};
 use crate::policy::schedule::Schedules;
@@ -56,7 +57,9 @@ use crate::upstream::{self, Failover, Group, Inflight, Join, Lead, Resolution, R
 use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
 
 mod alias;
+pub mod exceptions;
 mod handle;
+mod memo;
 mod miss;
 mod refresh;
 mod snapshot;
@@ -143,12 +146,20 @@ pub struct Scratch {
     key: [u8; cache::MAX_KEY_LEN],
     /// The name's reversed-label key ([`wire::reversed_key_folded`]).
     name: [u8; MAX_NAME_LEN],
+    /// A receive thread's recent clients' rules ([`Scratch::remembering`]).
+    memo: Option<Box<memo::RuleMemo>>,
 }
 
 impl Scratch {
     /// Zeroed room; what a query writes it reads back, and nothing else.
     pub fn new() -> Scratch {
-        Scratch { key: [0; cache::MAX_KEY_LEN], name: [0; MAX_NAME_LEN] }
+        Scratch { key: [0; cache::MAX_KEY_LEN], name: [0; MAX_NAME_LEN], memo: None }
+    }
+
+    /// Room that also remembers recent clients' `config client` rules
+    /// ([`memo`]): for a thread that keeps it across queries.
+    pub fn remembering() -> Scratch {
+        Scratch { memo: Some(Box::default()), ..Scratch::new() }
     }
 }
 
@@ -175,8 +186,14 @@ pub struct Engine {
     prefetching: Arc<std::sync::atomic::AtomicUsize>,
     /// Blocking paused until (`hydradns pause`); kept across reloads.
     pub pause: Pause,
-    /// MACs and hostnames of the devices, for `config client` rules that need them.
-    pub learned: ArcSwap<Learned>,
+    /// Exceptions with an end (`hydradns allow`, `block`); kept across
+    /// reloads, and across restarts in a file.
+    pub exceptions: Exceptions,
+    /// MACs and hostnames of the devices, for `config client` rules that
+    /// need them: replaced through [`Engine::set_learned`].
+    learned: ArcSwap<Learned>,
+    /// Raised with each new `learned`: what a [`memo::RuleMemo`] entry was found with.
+    learned_version: AtomicU64,
     /// The current rules need [`Engine::learned`] kept up to date. Read by
     /// the job that does so without loading the snapshot: a thread that
     /// loads it once joins the list every cache insert's store walks
@@ -210,7 +227,9 @@ impl Engine {
             writer: Default::default(),
             prefetching: Arc::default(),
             pause: Pause::default(),
+            exceptions: Exceptions::new(),
             learned,
+            learned_version: AtomicU64::new(1),
             learning,
             learning_bell: smol::channel::bounded(1),
             bypass: Arc::from("block_bypass"),
@@ -302,14 +321,27 @@ impl Engine {
         self.update(|old| change(&old.config).map(|cfg| Snapshot::new(Arc::new(cfg), old.policy.clone(), Some(old))))
     }
 
+    /// The devices' MACs and hostnames now, as the client rules use them.
+    pub fn learned(&self) -> arc_swap::Guard<Arc<Learned>> {
+        self.learned.load()
+    }
+
+    /// Puts `learned` in force; remembered rules found with the one before go stale.
+    pub fn set_learned(&self, learned: Arc<Learned>) {
+        self.learned.store(learned);
+        self.learned_version.fetch_add(1, Relaxed);
+    }
+
     /// Carries what is kept per group and client over to `snapshot`'s groups and rules.
     #[inline(never)]
     fn follow_groups(&self, snapshot: &Snapshot) {
         // Group pauses are kept by name; this config may number them anew.
         self.pause.renumber(&snapshot.policy.groups);
+        // So are exceptions; their devices and services are looked up anew.
+        self.recompile_exceptions(snapshot);
         // New client rules match from their first query, not the next look at the files.
         if !self.learned.load().is_for(&snapshot.clients) {
-            self.learned.store(Arc::new(learn(snapshot)));
+            self.set_learned(Arc::new(learn(snapshot)));
         }
         let needed = snapshot.clients.needs_learning();
         if needed && !self.learning.swap(needed, Relaxed) {

@@ -12,6 +12,7 @@ use crate::client::names::NameBook;
 use crate::client::rules::{ClientRules, Learned};
 use crate::config::Config;
 use crate::config::groups::{DEFAULT, GroupTable};
+use crate::policy::exceptions::{Action, Exception};
 use crate::policy::{self, Policy, Verdict, domainset::name_key};
 use crate::upstream::sets::Sets;
 
@@ -24,30 +25,73 @@ pub fn router_book(cfg: &Config) -> NameBook {
     book
 }
 
+/// Who a device named on the command line is: what `check --client`,
+/// `allow --client` and `block --client` take.
+#[derive(Debug, Default)]
+pub struct Identified {
+    /// The `config client` whose rule it falls under, if any.
+    pub rule: Option<usize>,
+    /// The rule's name was what was given: every device of that rule.
+    pub by_rule: bool,
+    /// Its addresses, as given or as the leases and neighbour tables have
+    /// them now (a MAC's, a hostname's).
+    pub ips: Vec<IpAddr>,
+    /// Its hardware addresses, as given or as those files have them.
+    pub macs: Vec<[u8; 6]>,
+}
+
+/// Who `id` (an address, a MAC, a `config client` name or a hostname from
+/// the leases) is under `rules`, by what `book` knows of the devices now.
+pub fn identify(cfg: &Config, rules: &ClientRules, book: &NameBook, id: &str) -> Result<Identified, String> {
+    let learned = Learned::new(rules, book);
+    let unknown = IpAddr::from([0u8; 4]);
+    // A MAC's addresses: each a table has for it.
+    let ips_of = |macs: &[[u8; 6]], ips: &mut Vec<IpAddr>| {
+        for ip in book.devices().filter(|d| d.1.is_some_and(|m| macs.contains(&m))).filter_map(|d| d.0) {
+            if !ips.contains(&ip.to_canonical()) {
+                ips.push(ip.to_canonical());
+            }
+        }
+    };
+    if let Ok(ip) = id.parse::<IpAddr>() {
+        let ip = ip.to_canonical();
+        return Ok(Identified { rule: rules.find(ip, None, &learned), ips: vec![ip], ..Identified::default() });
+    }
+    if let Some(mac) = crate::mac::parse_mac(id.as_bytes()) {
+        let mut ips = Vec::new();
+        ips_of(&[mac], &mut ips);
+        let rule = rules.find(ips.first().copied().unwrap_or(unknown), Some(mac), &learned);
+        return Ok(Identified { rule, ips, macs: vec![mac], by_rule: false });
+    }
+    if let Some(i) = cfg.clients.iter().position(|c| c.name == id) {
+        return Ok(Identified { rule: Some(i), by_rule: true, ..Identified::default() });
+    }
+    let named = || book.devices().filter(|d| d.2.is_some_and(|n| n.eq_ignore_ascii_case(id)));
+    let Some((ip, mac, _)) = named().next() else {
+        return Err(format!(
+            "'{id}' is no address, MAC, 'config client' name or hostname in {}",
+            cfg.leases_file.display()
+        ));
+    };
+    let rule = rules.find(ip.unwrap_or(unknown), mac, &learned);
+    let mut macs: Vec<[u8; 6]> = Vec::new();
+    let mut ips: Vec<IpAddr> = Vec::new();
+    for (ip, mac, _) in named() {
+        macs.extend(mac.filter(|m| !macs.contains(m)));
+        ips.extend(ip.map(|i| i.to_canonical()).filter(|i| !ips.contains(i)));
+    }
+    ips_of(&macs, &mut ips);
+    Ok(Identified { rule, ips, macs, by_rule: false })
+}
+
 /// Which `config client` `id` (an address, a MAC, a `config client` name or
 /// a hostname from the leases) is, its groups and their schedules' state
-/// now, as lines to print; and the groups whose lists apply to it now.
-pub fn client(cfg: &Config, table: &GroupTable, id: &str) -> Result<(Vec<String>, u64), String> {
+/// now, as lines to print; the groups whose lists apply to it now; and who it is.
+pub fn client(cfg: &Config, table: &GroupTable, id: &str) -> Result<(Vec<String>, u64, Identified), String> {
     let rules = ClientRules::new(&cfg.clients, table);
     let book = router_book(cfg);
-    let learned = Learned::new(&rules, &book);
-    let rule = if let Ok(ip) = id.parse::<IpAddr>() {
-        rules.find(ip, None, &learned)
-    } else if let Some(mac) = crate::mac::parse_mac(id.as_bytes()) {
-        let ip = book.devices().find(|d| d.1 == Some(mac)).and_then(|d| d.0);
-        rules.find(ip.unwrap_or(IpAddr::from([0u8; 4])), Some(mac), &learned)
-    } else if let Some(i) = cfg.clients.iter().position(|c| c.name == id) {
-        Some(i)
-    } else {
-        let device = book.devices().find(|d| d.2.is_some_and(|n| n.eq_ignore_ascii_case(id)));
-        let Some((ip, mac, _)) = device else {
-            return Err(format!(
-                "'{id}' is no address, MAC, 'config client' name or hostname in {}",
-                cfg.leases_file.display()
-            ));
-        };
-        rules.find(ip.unwrap_or(IpAddr::from([0u8; 4])), mac, &learned)
-    };
+    let device = identify(cfg, &rules, &book, id)?;
+    let rule = device.rule;
     let member = rules.groups(rule);
     let mut lines = vec![match rule.and_then(|r| cfg.clients.get(r)) {
         Some(c) => {
@@ -80,14 +124,20 @@ pub fn client(cfg: &Config, table: &GroupTable, id: &str) -> Result<(Vec<String>
         ),
         None => "  upstreams: main".to_string(),
     });
-    Ok((lines, on))
+    Ok((lines, on, device))
 }
 
 /// Why `name` is answered as it is under `cfg` and `policy`, for the device
 /// `client` names (else the default group): the lines `hydradns check`
-/// prints. An error for a name that is not a domain name or a client that
-/// cannot be told.
-pub fn why(cfg: &Config, policy: &Policy, name: &str, client_id: Option<&str>) -> Result<Vec<String>, String> {
+/// prints, `exceptions` (the running gateway's) included. An error for a
+/// name that is not a domain name or a client that cannot be told.
+pub fn why(
+    cfg: &Config,
+    policy: &Policy,
+    name: &str,
+    client_id: Option<&str>,
+    exceptions: &[Exception],
+) -> Result<Vec<String>, String> {
     let (Some(name), Some(key)) = (crate::domain::normalize_name(name), name_key(name)) else {
         return Err(format!("'{name}' is not a domain name"));
     };
@@ -101,21 +151,35 @@ pub fn why(cfg: &Config, policy: &Policy, name: &str, client_id: Option<&str>) -
             "{name}: NXDOMAIN by block_bypass, before any list (it tells browsers and phones to keep to this resolver)"
         ));
     }
-    let active = match client_id {
+    let (active, device) = match client_id {
         Some(id) => {
-            let (told, active) = client(cfg, &policy.groups, id)?;
+            let (told, active, device) = client(cfg, &policy.groups, id)?;
             lines.extend(told);
-            active
+            (active, Some(device))
         }
-        None => DEFAULT,
+        None => (DEFAULT, None),
     };
+    let now = crate::policy::exceptions::unix_ms();
+    let decided = super::exceptions::deciding(cfg, &policy.groups, exceptions, &key, device.as_ref(), active, now);
+    if let Some(e) = decided {
+        let (done, beside) = match e.action {
+            Action::Allow => ("allowed", "the lists, services and safe search below do not apply"),
+            Action::Block => ("blocked", "the lists and allowlists below do not apply"),
+        };
+        lines.push(format!(
+            "{name}: {done} by exception ({}) until {}: {beside} until then",
+            e.describe(),
+            crate::timetext::iso8601(e.ends.saturating_mul(1000))
+        ));
+    }
+    let otherwise = if decided.is_some() { "  without it, " } else { "" };
     let (block, allow) = policy.entries(&key, active);
     let whose = |source: u16| match policy.group_of(source, active) {
         Some(g) if policy.groups.names.len() > 1 => format!(" of group '{}'", policy.groups.names[g]),
         _ => String::new(),
     };
     let service = |source: u16| policy.source_name(source).strip_prefix(policy::services::PREFIX).map(str::to_string);
-    lines.push(match policy.check(&key, active).verdict {
+    let verdict = match policy.check(&key, active).verdict {
         Verdict::Blocked { source } if service(source).is_some() => format!(
             "{name}: blocked by service '{}'{} (domain {})",
             service(source).unwrap_or_default(),
@@ -140,7 +204,8 @@ pub fn why(cfg: &Config, policy: &Policy, name: &str, client_id: Option<&str>) -
             policy::safesearch::TARGETS.get(target as usize).copied().unwrap_or("?")
         ),
         Verdict::Pass => format!("{name}: not blocked"),
-    });
+    };
+    lines.push(format!("{otherwise}{verdict}"));
     for e in policy::explain(&policy::services::with_services(cfg).0, &key) {
         let rule = match e.effect {
             "blocks" => format!("block {} and every name under it", e.name),

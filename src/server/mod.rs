@@ -195,6 +195,8 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
     let textfile = cfg.metrics_textfile.clone().filter(|p| textfile_writable(p));
     let sockets_file = cfg.sockets_file();
     let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), logger));
+    // Exceptions a previous run set, until their ends (a reboot empties the directory).
+    engine.restore_exceptions();
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();
     let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
     let udp_stop = Arc::new(AtomicBool::new(false));
@@ -390,8 +392,8 @@ fn look_at_devices(engine: &Engine, book: &mut NameBook) -> Option<Duration> {
     }
     let snap = engine.snapshot.load_full();
     book.look(Instant::now());
-    if book.changed() || !engine.learned.load().is_for(&snap.clients) {
-        engine.learned.store(Arc::new(Learned::new(&snap.clients, book)));
+    if book.changed() || !engine.learned().is_for(&snap.clients) {
+        engine.set_learned(Arc::new(Learned::new(&snap.clients, book)));
     }
     Some(CHECK_EVERY)
 }

@@ -267,7 +267,7 @@ pub fn receive_loop(
         } else {
             sys::RecvBatch::new(BATCH, RECV_BUF)
         },
-        scratch: Scratch::new(),
+        scratch: Scratch::remembering(),
         failed: Vec::new(),
         watched: false,
         held: 0,

@@ -291,10 +291,12 @@ function makeForm(uci) {
 	Map.prototype.section = function (kind, type, title) { const s = new Section(this, kind, type, title); this.sections.push(s); return s; };
 	Map.prototype.render = function () { return Promise.resolve(E('div', { 'class': 'cbi-map' }, this.title)); };
 	const form = { Map, maps };
-	for (const k of [ 'TypedSection', 'NamedSection', 'GridSection', 'Flag', 'Value', 'ListValue', 'DynamicList', 'DummyValue' ])
+	for (const k of [ 'TypedSection', 'NamedSection', 'GridSection', 'Flag', 'Value', 'ListValue', 'DynamicList' ])
 		form[k] = k;
 	// A class a view extends: its methods end up on the options made of it.
-	form.MultiValue = Object.assign(Object.create(Option), { __name__: 'MultiValue', extend(p) { return Object.assign(Object.create(this), p); } });
+	const extendable = (name) => Object.assign(Object.create(Option), { __name__: name, extend(p) { return Object.assign(Object.create(this), p); } });
+	form.MultiValue = extendable('MultiValue');
+	form.DummyValue = extendable('DummyValue');
 	return form;
 }
 

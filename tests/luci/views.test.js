@@ -590,8 +590,8 @@ test('every method the pages call is in the ACL and the plugin; writes need the 
 		assert.ok(listed.includes(m), `${m} is not in the plugin's list`);
 	}
 	assert.deepEqual([ ...read, ...write ].sort(), [ ...listed ].sort(), 'the ACL names exactly the plugin\'s methods');
-	assert.deepEqual(read.sort(), [ 'check', 'devices', 'history', 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
-	for (const m of [ 'service', 'revert', 'pause', 'allow', 'block', 'undo' ])
+	assert.deepEqual(read.sort(), [ 'check', 'devices', 'exceptions', 'history', 'log', 'services', 'status', 'top' ], 'read: the methods without side effects');
+	for (const m of [ 'service', 'revert', 'pause', 'allow', 'block', 'undo', 'allow_for', 'block_for' ])
 		assert.ok(write.includes(m), `${m} changes the router: write ACL`);
 	// check_config runs hydradns as root on a config the caller sends: only
 	// Save & Apply uses it, and a read-only login must not make root read
@@ -1010,4 +1010,276 @@ test('issue 58: every view makes its nodes with api.E', () => {
 		assert.match(src, /^var E = api\.E;$/m, `${f}: builds with LuCI's E, which makes a string child markup`);
 		assert.doesNotMatch(src, /innerHTML|ui\.showModal|ui\.addNotification|L\.tooltip/, `${f}: a way to markup around api.E`);
 	}
+});
+
+// Issue 60: a group's upstreams (free form, or a family resolver's preset),
+// its fallback, and the exceptions with an end (`hydradns exceptions`,
+// `allow|block --for`), on the group's page, the device's, the Overview
+// and from Queries' Allow and Block.
+const NOW = () => Math.floor(Date.now() / 1000);
+// The router an hour east of UTC (system.info's localtime).
+const routerInfo = () => ({ localtime: NOW() + 3600, uptime: 99 });
+const hm = (t) => new Date((t + 3600) * 1000).toISOString().substr(11, 5);
+
+function exceptionsFixture(now) {
+	return [
+		{ action: 'block', group: 'kids', client: null, service: null, name: 'game.example', ends: now + 7230 },
+		{ action: 'allow', group: 'kids', client: null, service: 'youtube', name: null, ends: now + 3630 },
+		{ action: 'allow', group: 'guests', client: null, service: null, name: 'ads.example', ends: now + 600 },
+		{ action: 'block', group: null, client: '02:00:5E:10:00:01', service: null, name: 'video.example', ends: now + 1830 },
+		{ action: 'allow', group: null, client: 'kids-tablet', service: null, name: 'school.example', ends: now + 900 },
+		{ action: 'allow', group: null, client: '192.0.2.9', service: null, name: 'other.example', ends: now + 900 },
+		// Its end has passed since the list was read.
+		{ action: 'allow', group: 'kids', client: null, service: null, name: 'gone.example', ends: now - 5 }
+	];
+}
+
+// The plugin's allow_for and block_for as the CLI would answer: the list
+// after the change (an exception ended with duration 0, others added).
+function timedReplies(list, calls) {
+	const reply = (action) => (a) => {
+		calls.push(Object.assign({ action }, a));
+		const same = (e) => e.action === action && e.name === (a.name || null) && e.service === (a.service || null) &&
+			(a.client ? e.client === a.client : e.group === (a.group || null));
+		if (a.duration === '0') {
+			const i = list.findIndex(same);
+			if (i >= 0) list.splice(i, 1);
+		}
+		else {
+			const groups = a.client ? [ null ] : a.group ? [ a.group ] : [ 'default', 'kids' ];
+			const secs = a.duration === '1h' ? 3600 : 30000;
+			for (const g of groups)
+				list.push({ action, group: a.client ? null : g, client: a.client || null, service: a.service || null, name: a.name || null, ends: NOW() + secs });
+		}
+		return { schema: 1, exceptions: list.slice() };
+	};
+	return { 'luci.hydradns.allow_for': reply('allow'), 'luci.hydradns.block_for': reply('block'),
+		'luci.hydradns.exceptions': () => ({ schema: 1, exceptions: list.slice() }) };
+}
+
+test('issue 60: a group chooses its upstreams, free form or a family resolver\'s preset, and whether to fall back to the main ones', async () => {
+	const w = world({ 'luci.hydradns.services': () => ({ schema: 1, services: [] }) },
+		{ hydradns: [ { '.type': 'group', '.name': 'kids', '.anonymous': false } ] });
+	const v = w.load('view.hydradns.settings');
+	await v.render(await v.load());
+	const g = w.form.maps[0].sections.find((s) => s.type === 'group');
+	const opt = (name) => g.options.find((o) => o.name === name);
+	const names = g.options.map((o) => o.name);
+	assert.ok(names.indexOf('upstream') < names.indexOf('_preset') && names.indexOf('_preset') < names.indexOf('fallback_main'),
+		'the presets beside the list they fill');
+	const up = opt('upstream');
+	assert.equal(up.cls, 'DynamicList');
+	assert.match(up.description, /Empty: the main upstreams/);
+	const fb = opt('fallback_main');
+	assert.deepEqual([ fb.cls, fb.default, fb.rmempty ], [ 'Flag', '0', false ], 'off unless asked, as the daemon reads its absence');
+	assert.match(fb.description, /never an answer from resolvers the group avoids/);
+
+	// The shapes the parser takes (src/config/upstream.rs), checked in the browser.
+	for (const good of [ '', '192.0.2.53', '192.0.2.53:5353', '[2001:db8::53]:53', '2001:db8::53', 'tls://dns.quad9.net',
+		'tls://dns.example:8853#192.0.2.1,[2001:db8::1]', 'tls://1.1.1.1', 'tls://[2606:4700::1111]:853', 'https://dns.google/dns-query',
+		'https://cloudflare-dns.com#1.1.1.1', 'https://dns.example:8443/q#192.0.2.1', ' 192.0.2.53 ' ])
+		assert.equal(up.validate('kids', good), true, good);
+	for (const bad of [ 'dns.google', '192.0.2.53:0', '192.0.2.53:65536', '256.0.0.1', 'tls://', 'tls://dns example', 'tls://dns..example',
+		'tls://dns.example#', 'tls://dns.example#not-an-ip', 'tls://dns.example/path', 'quic://dns.example', 'https://dns.example:0/q',
+		'192.0.2.53; reboot', '192.0.2.53 192.0.2.54' ])
+		assert.match(up.validate('kids', bad), /IP\[:PORT\], tls:\/\/NAME/, bad);
+
+	// The presets: each operator's published addresses and names.
+	const preset = opt('_preset');
+	assert.equal(preset.cls, 'CBI.HydraDNSUpstreamPresets');
+	const widget = preset.renderWidget('kids');
+	const select = byId(widget, 'hydradns-preset-kids');
+	const offered = find(select, (n) => n.tag === 'option').slice(1).map((o) => [ o.attrs.value, o.attrs.title ]);
+	assert.deepEqual(offered, [
+		[ 'cloudflare-family', '1.1.1.3 1.0.0.3' ],
+		[ 'cloudflare-family-tls', 'tls://family.cloudflare-dns.com#1.1.1.3,1.0.0.3' ],
+		[ 'cloudflare-family-https', 'https://family.cloudflare-dns.com/dns-query#1.1.1.3,1.0.0.3' ],
+		[ 'adguard-family', '94.140.14.15 94.140.15.16' ],
+		[ 'adguard-family-tls', 'tls://family.adguard-dns.com#94.140.14.15,94.140.15.16' ],
+		[ 'adguard-family-https', 'https://family.adguard-dns.com/dns-query#94.140.14.15,94.140.15.16' ],
+		[ 'cleanbrowsing-family', '185.228.168.168 185.228.169.168' ],
+		[ 'cleanbrowsing-family-tls', 'tls://family-filter-dns.cleanbrowsing.org' ],
+		[ 'cleanbrowsing-family-https', 'https://doh.cleanbrowsing.org/doh/family-filter/' ]
+	]);
+	for (const [ , list ] of offered)
+		for (const u of list.split(' '))
+			assert.equal(up.validate('kids', u), true, `the preset ${u} passes the page's own check`);
+	// "Use" puts the preset in the group's Upstreams list (LuCI's widget), replacing it.
+	const set = [];
+	preset.section = { getUIElement: (sid, name) => (sid === 'kids' && name === 'upstream' ? { setValue: (v) => set.push([ ...v ]) } : null) };
+	const use = find(widget, (n) => n.attrs['data-preset-for'] === 'kids')[0];
+	select.value = 'cloudflare-family-tls';
+	await use.attrs.click();
+	select.value = 'adguard-family';
+	await use.attrs.click();
+	select.value = '';
+	await use.attrs.click();
+	assert.deepEqual(set, [ [ 'tls://family.cloudflare-dns.com#1.1.1.3,1.0.0.3' ], [ '94.140.14.15', '94.140.15.16' ] ],
+		'each preset replaces the list; no choice, no change');
+});
+
+test('issue 60: a group\'s page lists its exceptions with their ends on the router\'s clock; End ends one', async () => {
+	const list = exceptionsFixture(NOW()), calls = [];
+	const w = world(Object.assign({ 'luci.hydradns.services': () => ({ schema: 1, services: [] }), 'system.info': routerInfo },
+		timedReplies(list, calls)), { hydradns: [ { '.type': 'group', '.name': 'kids', '.anonymous': false } ] });
+	const v = w.load('view.hydradns.settings');
+	await v.render(await v.load());
+	const opt = w.form.maps[0].sections.find((s) => s.type === 'group').options.find((o) => o.name === '_exceptions');
+	assert.equal(opt.cls, 'CBI.HydraDNSExceptions');
+	const box = opt.renderWidget('kids');
+	assert.equal(box.attrs.id, 'hydradns-exceptions-kids');
+	const rows = () => find(box, (n) => n.tag === 'tr').slice(1).map((r) => r.children.slice(0, 4).map(text));
+	const kids = list.filter((e) => e.group === 'kids');
+	assert.deepEqual(rows(), [
+		[ 'allowed', 'group kids', 'service youtube', `${hm(kids[1].ends)} (1h 0m left)` ],
+		[ 'blocked', 'group kids', 'game.example', `${hm(kids[0].ends)} (2h 0m left)` ]
+	], 'the group\'s own, soonest end first; one whose end has passed is left out');
+	await find(box, (n) => n.attrs['data-end'] === 'allow group kids service youtube')[0].attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'allow', group: 'kids', client: '', service: 'youtube', name: '', duration: '0' });
+	assert.deepEqual(rows().map((r) => r[2]), [ 'game.example' ], 'the list as the reply has it');
+	assert.deepEqual(rows().length, 1);
+
+	// A read-only login sees them, without End; a gateway that cannot say, says so.
+	w.L.env.readonly = true;
+	assert.equal(find(opt.renderWidget('kids'), (n) => n.tag === 'button').length, 0);
+	w.L.env.readonly = false;
+	opt.list = null;
+	assert.match(text(opt.renderWidget('kids')), /cannot be read/);
+});
+
+test('issue 60: Queries\' Allow and Block: always (the lists), for 1 hour or until tomorrow (an exception), each with its way back', async () => {
+	const list = [], calls = [];
+	const w = world(Object.assign({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [ { key: 'ads.example', count: 3 } ] }),
+		'luci.hydradns.log': () => fixture('log.json'),
+		'luci.hydradns.allow': (a) => ({ allowlist: a.domain, groups: 'default', undo: 'luci_allow_default:0 luci_block_default:0' }),
+		'system.info': routerInfo
+	}, timedReplies(list, calls)));
+	const v = w.load('view.hydradns.queries');
+	const page = v.render(await v.load());
+	const rows = find(byId(page, 'hydradns-log'), (n) => n.tag === 'tr').slice(1);
+	const blockedRow = rows[fixture('log.json').entries.findIndex((e) => e.outcome === 'blocked')];
+	const ask = async (row) => {
+		await find(row, (n) => n.attrs['data-name'])[0].attrs.click();
+		return byId(w.ui.modal.node, 'hydradns-decide-for');
+	};
+
+	// For 1 hour, for this device: `allow --client 127.0.0.1 --for 1h ads.example`.
+	let howLong = await ask(blockedRow);
+	assert.deepEqual(find(howLong, (n) => n.tag === 'option').map((o) => [ o.attrs.value, text(o) ]),
+		[ [ 'always', 'always' ], [ '1h', 'for 1 hour' ], [ 'tomorrow', 'until tomorrow (midnight)' ] ]);
+	assert.equal(text(byId(w.ui.modal.node, 'hydradns-decide-device')), 'For this device\'s groups');
+	howLong.value = '1h';
+	howLong.listeners.change();
+	assert.equal(text(byId(w.ui.modal.node, 'hydradns-decide-device')), 'For this device', 'for a while: the device alone');
+	await byId(w.ui.modal.node, 'hydradns-decide-device').attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'allow', group: '', client: '127.0.0.1', service: '', name: 'ads.example', duration: '1h' });
+	assert.ok(!w.calls.some((c) => c.method === 'allow'), 'no list changed');
+	let note = w.notes.pop();
+	assert.match(note.text, /^ads\.example is allowed for 127\.0\.0\.1 until (\d\d:\d\d) \(1h 0m left\)\. End now$/);
+	assert.equal(/until (\d\d:\d\d)/.exec(note.text)[1], hm(list[0].ends), 'on the router\'s clock');
+	await byId(note.body, 'hydradns-end').attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'allow', group: '', client: '127.0.0.1', service: '', name: 'ads.example', duration: '0' });
+	assert.match(w.notes.pop().text, /ads\.example: the exception has ended/);
+	assert.deepEqual(list, []);
+
+	// Until tomorrow, for every group (no device: the top blocked names).
+	const forwardedRow = rows[fixture('log.json').entries.findIndex((e) => e.outcome !== 'blocked')];
+	const name = find(forwardedRow, (n) => n.attrs['data-name'])[0].attrs['data-name'];
+	howLong = await ask(forwardedRow);
+	howLong.value = 'tomorrow';
+	await byId(w.ui.modal.node, 'hydradns-decide-all').attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'block', group: '', client: '', service: '', name, duration: 'tomorrow' },
+		'the plugin works out the router\'s midnight');
+	note = w.notes.pop();
+	assert.match(note.text, new RegExp(`^${name.replace(/\./g, '\\.')} is blocked for every group until \\d\\d:\\d\\d \\(8h 20m left\\)\\.`));
+	await byId(note.body, 'hydradns-end').attrs.click();
+	assert.deepEqual(calls.splice(0).map((c) => [ c.action, c.group, c.duration ]), [ [ 'block', 'default', '0' ], [ 'block', 'kids', '0' ] ],
+		'End now ends the exception of each group');
+	assert.deepEqual(list, []);
+
+	// Always: today's lists, untouched by this.
+	howLong = await ask(blockedRow);
+	await byId(w.ui.modal.node, 'hydradns-decide-device').attrs.click();
+	assert.deepEqual(w.calls.filter((c) => c.method === 'allow').pop().args, { domain: 'ads.example', client: '127.0.0.1' });
+	assert.deepEqual(calls, []);
+	assert.ok(byId(w.notes.pop().body, 'hydradns-undo'));
+});
+
+test('issue 60: a device\'s page lists the exceptions made for it, by its address, MAC or name, with End', async () => {
+	const list = exceptionsFixture(NOW()), calls = [];
+	const w = world(Object.assign({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [] }),
+		'luci.hydradns.log': () => ({ schema: 1, entries: [] }),
+		'luci.hydradns.devices': () => DEVICES,
+		'luci.hydradns.status': () => fixture('status.json'),
+		'system.info': routerInfo
+	}, timedReplies(list, calls)));
+	w.window.location = { search: '?client=192.0.2.50' };
+	const v = w.load('view.hydradns.queries');
+	const box = byId(v.render(await v.load()), 'hydradns-device-exceptions');
+	const covers = () => find(box, (n) => n.tag === 'tr').slice(1).map((r) => [ text(r.children[1]), text(r.children[2]) ]);
+	assert.deepEqual(covers(), [ [ 'device kids-tablet', 'school.example' ], [ 'device 02:00:5E:10:00:01', 'video.example' ] ],
+		'by name and by MAC (any case); another device\'s not');
+	await find(box, (n) => n.attrs['data-end'] === 'block client 02:00:5E:10:00:01 name video.example')[0].attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'block', group: '', client: '02:00:5E:10:00:01', service: '', name: 'video.example', duration: '0' },
+		'ended for the client as it was given');
+	assert.deepEqual(covers(), [ [ 'device kids-tablet', 'school.example' ] ]);
+});
+
+test('issue 60: the Overview lists every exception in force with its end; End; none for a read-only login', async () => {
+	const list = exceptionsFixture(NOW()), calls = [];
+	const w = statusWorld(Object.assign(fixture('status.json'), { now: NOW() }), Object.assign({ 'system.info': routerInfo }, timedReplies(list, calls)));
+	const v = w.load('view.hydradns.status');
+	const page = v.render(await v.load());
+	const table = () => byId(v.box, 'hydradns-exceptions-table');
+	const rows = () => find(table(), (n) => n.tag === 'tr').slice(1).map((r) => r.children.slice(0, 3).map(text));
+	assert.equal(rows().length, 6, 'all but the one whose end has passed');
+	assert.deepEqual(rows()[0], [ 'allowed', 'group guests', 'ads.example' ], 'soonest end first');
+	assert.match(text(find(table(), (n) => n.attrs.class === 'hydradns-exception-ends')[0]), /^\d\d:\d\d \(10m 0s left\)$/);
+	assert.ok(page);
+	await find(table(), (n) => n.attrs['data-end'] === 'allow group guests name ads.example')[0].attrs.click();
+	assert.deepEqual(calls.pop(), { action: 'allow', group: 'guests', client: '', service: '', name: 'ads.example', duration: '0' });
+	assert.equal(rows().length, 5);
+	w.L.env.readonly = true;
+	v.fill(v.st);
+	assert.equal(find(table(), (n) => n.tag === 'button').length, 0);
+});
+
+test('issue 60: exceptions, presets and the new dialogs show what comes from outside as text', async () => {
+	const now = NOW();
+	const list = [
+		{ action: 'allow', group: IMG, client: null, service: SVG, name: null, ends: now + 60 },
+		{ action: 'block', group: 'kids', client: null, service: null, name: QUOTES, ends: now + 60 },
+		{ action: 'block', group: null, client: AMP, service: null, name: IMG, ends: now + 60 }
+	];
+	const calls = [];
+	const w = statusWorld(Object.assign(fixture('status.json'), { now }), Object.assign({ 'luci.hydradns.services': () => ({ schema: 1, services: [] }) },
+		timedReplies(list, calls), { 'luci.hydradns.allow_for': () => { throw new Error(SVG); } }));
+	const v = w.load('view.hydradns.status');
+	v.render(await v.load());
+	shownAsText(byId(v.box, 'hydradns-exceptions'), [ `group ${IMG}`, `service ${SVG}`, QUOTES, `device ${AMP}`, IMG ], 'the Overview');
+	await find(v.box, (n) => (n.attrs['data-end'] || '').startsWith('allow group'))[0].attrs.click();
+	shownAsText(w.notes.pop().body, [ `Cannot end the exception: ${SVG}` ], 'a refusal');
+
+	w.uci.data.hydradns = [ { '.type': 'group', '.name': 'kids', '.anonymous': false } ];
+	const s = w.load('view.hydradns.settings');
+	await s.render(await s.load());
+	const opts = w.form.maps[0].sections.find((x) => x.type === 'group').options;
+	shownAsText(opts.find((o) => o.name === '_exceptions').renderWidget('kids'), [ QUOTES ], 'the group\'s exceptions');
+	shownAsText(opts.find((o) => o.name === '_preset').renderWidget(IMG), [ 'Cloudflare for Families' ], 'the presets');
+
+	// Queries: a refused timed allow, and a name holding markup in the note.
+	const q = world(Object.assign({
+		'luci.hydradns.top': () => ({ schema: 1, entries: [ { key: SVG, count: 1 } ] }),
+		'luci.hydradns.log': () => ({ schema: 1, entries: [] })
+	}, timedReplies([], calls), { 'luci.hydradns.allow_for': () => { throw new Error(IMG); } }));
+	const qv = q.load('view.hydradns.queries');
+	const page = qv.render(await qv.load());
+	await find(byId(page, 'hydradns-top-blocked'), (n) => n.tag === 'button')[0].attrs.click();
+	byId(q.ui.modal.node, 'hydradns-decide-for').value = '1h';
+	await byId(q.ui.modal.node, 'hydradns-decide-all').attrs.click();
+	shownAsText(q.notes.pop().body, [ IMG ], 'the refusal');
+	await qv.handleTimed('block', SVG, QUOTES, '1h');
+	shownAsText(q.notes.pop().body, [ `${SVG} is blocked for ${QUOTES} until` ], 'the note');
 });

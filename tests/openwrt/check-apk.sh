@@ -31,6 +31,9 @@ for s in post-install post-upgrade pre-deinstall; do
 done
 sed -n '/^  post-install: |/,/^  [a-z-]*: |/p' "$work/dump" | grep -q 'add_group_and_user' || fail "post-install creates no user"
 sed -n '/^  post-upgrade: |/,/^  [a-z-]*: |/p' "$work/dump" | grep -q 'PKG_UPGRADE=1' || fail "post-upgrade is not an upgrade"
+for s in post-install post-upgrade; do
+    sed -n "/^  $s: |/,/^  [a-z-]*: |/p" "$work/dump" | grep -q 'killall -HUP rpcd' || fail "$s has rpcd not read the API's plugin and ACL"
+done
 grep -q '^ *user: ' "$work/dump" || fail "no owners recorded"
 grep '^ *user: \|^ *group: ' "$work/dump" | grep -qv ': root$' && fail "files not owned by root"
 
@@ -43,6 +46,8 @@ mode() { stat -c %a "$1"; }
 [ "$(mode "$d/etc/hotplug.d/ntp/25-hydradns")" = 755 ] || fail "ntp hotplug script mode"
 [ "$(mode "$d/etc/config/hydradns")" = 644 ] || fail "config mode"
 [ -d "$d/etc/hydradns/lists" ] || fail "/etc/hydradns/lists"
+[ "$(mode "$d/usr/libexec/rpcd/hydradns")" = 755 ] || fail "rpcd plugin mode"
+[ "$(mode "$d/usr/share/rpcd/acl.d/hydradns-api.json")" = 644 ] || fail "API ACL mode"
 m="$d/lib/apk/packages"
 [ "$(cat "$m/hydradns.conffiles")" = /etc/config/hydradns ] || fail ".conffiles"
 [ "$(cat "$m/hydradns.conffiles_static")" = "/etc/config/hydradns $(sha256sum < "$d/etc/config/hydradns" | cut -d' ' -f1)" ] ||

@@ -59,7 +59,7 @@ for f in Installed-Size Description License Maintainer Section; do
 done
 [ "$(field Installed-Size)" -gt 1000000 ] || fail "Installed-Size"
 [ "$(cat "$work/control/conffiles")" = "/etc/config/hydradns" ] || fail "conffiles"
-for s in postinst prerm; do
+for s in postinst prerm postinst-pkg; do
     [ -x "$work/control/$s" ] || fail "$s not executable"
 done
 
@@ -70,6 +70,9 @@ mode() { stat -c %a "$1"; }
 [ "$(mode "$d/etc/hotplug.d/ntp/25-hydradns")" = 755 ] || fail "ntp hotplug script mode"
 [ "$(mode "$d/etc/config/hydradns")" = 644 ] || fail "config mode"
 [ -d "$d/etc/hydradns/lists" ] || fail "/etc/hydradns/lists"
+[ "$(mode "$d/usr/libexec/rpcd/hydradns")" = 755 ] || fail "rpcd plugin mode"
+[ "$(mode "$d/usr/share/rpcd/acl.d/hydradns-api.json")" = 644 ] || fail "API ACL mode"
+grep -q 'killall -HUP rpcd' "$work/control/postinst-pkg" || fail "postinst-pkg has rpcd not read the API's plugin and ACL"
 readelf -l "$d/usr/sbin/hydradns" | grep -q INTERP && fail "binary is dynamically linked"
 readelf -h "$d/usr/sbin/hydradns" | grep -q "Machine:.*$machine" || fail "binary is not for $machine"
 echo "$ipk: ok"

@@ -107,6 +107,25 @@ def plugin_checks(ubus):
         expect(code == ACCESS_DENIED, f"viewer may not {method}: {code}")
     code, _ = ubus.call(viewer, "uci", "set", {"config": "hydradns", "section": "main", "values": {"cache_size": "1"}})
     expect(code == ACCESS_DENIED, f"viewer may not write hydradns's UCI: {code}")
+
+    # Issue 60's exceptions: every word checked before hydradns runs, so a
+    # refused call makes none; read with the read ACL, made with the write one.
+    for method, args, what in (
+            ("allow_for", {"name": "--help", "duration": "1h"}, "a name that reads as an option"),
+            ("allow_for", {"name": "x.example", "duration": "1h; reboot"}, "a duration outside the pattern"),
+            ("block_for", {"name": "x.example", "group": "default", "client": "127.0.0.1", "duration": "1h"}, "a group and a client"),
+            ("block_for", {"name": "x.example", "service": "youtube", "duration": "1h"}, "a service and a name"),
+            ("allow_for", {"name": "x.example", "group": "de fault", "duration": "1h"}, "a group that is no section name"),
+            ("allow_for", {"name": "x.example", "client": "$(reboot)", "duration": "1h"}, "a client that is no address, MAC or name")):
+        code, bad = ubus.call(root, "luci.hydradns", method, args)
+        expect(code == 0 and "error" in bad, f"{method}: {what} is refused: {bad}")
+    code, ex = ubus.call(root, "luci.hydradns", "exceptions")
+    expect(code == 0 and ex.get("schema") == 1 and ex.get("exceptions") == [], f"no exception made by a refused call: {ex}")
+    code, _ = ubus.call(viewer, "luci.hydradns", "exceptions")
+    expect(code == 0, f"viewer (read ACL) sees the exceptions: {code}")
+    for method in ("allow_for", "block_for"):
+        code, _ = ubus.call(viewer, "luci.hydradns", method, {"name": "x.example", "duration": "1h"})
+        expect(code == ACCESS_DENIED, f"viewer may not {method}: {code}")
     return root
 
 
@@ -415,7 +434,7 @@ def browser_checks(base, ubus, root, prefix, rig, hostile=False):
         env = Env(c, ubus, root, base, goto, text, shot, rig)
         env.phone_shot = phone_shot
         failed = run_scenarios(env, (group_defaults, half_done_elsewhere, device_without_group, bypass_names,
-                                     parental_controls, queries_page, devices_page, device_view, queries_by_group,
+                                     parental_controls, queries_page, timed_exceptions, devices_page, device_view, queries_by_group,
                                      groups_paused,
                                      read_only_login, header_apply_refused, dashboard))
         try:
@@ -628,11 +647,25 @@ def parental_controls(env):
     expect(c.wait_for("!!document.querySelector('[id=\"widget.cbid.hydradns.kids.youtube_restrict\"]')", 10),
            "YouTube's choice shows with safe search")
     env.shot("issue47-kids-services")
+    # Issue 60: the group's upstreams from a family resolver's preset, in
+    # the same Save & Apply (its DNS over TLS, pinned: no lookup needed on
+    # this rig without the Internet; no device of the run is in kids).
+    c.js("document.getElementById('hydradns-preset-kids').value='cloudflare-family-tls'")
+    env.click("#cbi-hydradns-kids [data-preset-for=kids]")
+    upstreams = "Array.from(document.querySelectorAll('[id=\"cbid.hydradns.kids.upstream\"] .item input')).map(function(i){return i.value})"
+    expect(c.wait_for(f"{upstreams}.length == 1", 10) and c.js(upstreams) == [FAMILY_DOT],
+           f"the preset fills the group's upstreams: {c.js(upstreams)}")
+    fallback = c.js("document.querySelector('[id=\"cbid.hydradns.kids.fallback_main\"] input[type=checkbox]').checked")
+    expect(fallback is False, f"no fallback to the main upstreams unless asked: {fallback}")
+    env.shot("issue60-kids-upstreams", "#cbi-hydradns-kids")
     env.save_apply()
     env.applied()
     env.wait_committed(lambda: (env.committed("kids") or {}).get("service") == ["tiktok"]
                        and (env.committed("kids") or {}).get("safe_search") == "1",
                        f"the group's service and safe search saved: {env.committed('kids')}")
+    kids = env.committed("kids")
+    expect(kids.get("upstream") == [FAMILY_DOT] and kids.get("fallback_main") == "0",
+           f"the group's upstreams and fallback saved: {kids}")
     env.goto("status", "#hydradns-state")
     state = env.text("#hydradns-state")
     expect("previous" not in state, f"the daemon took the config: {state}")
@@ -762,6 +795,100 @@ def queries_page(env):
     expect(c.wait_for("!!document.getElementById('hydradns-undone')", 20), "Undo says so")
     expect("tracker.example" not in allowed_default(), f"Undo: luci_allow_default as before: {allowed_default()}")
     expect("blocked by list 'rigads'" in check("127.0.0.1"), f"blocked again for the device: {check('127.0.0.1')}")
+
+
+# Cloudflare for Families' DNS over TLS, as the Settings page's preset has it.
+FAMILY_DOT = "tls://family.cloudflare-dns.com#1.1.1.3,1.0.0.3"
+
+
+def timed_exceptions(env):
+    """Issue 60: Queries' Allow "for 1 hour" for this device makes an
+    exception (the CLI's `exceptions` has it, ending in an hour; `check`
+    says it decides), listed with its end on the Overview and the device's
+    page, where End ends it; "until tomorrow" for every group ends at the
+    router's midnight, each group's listed on its Settings section, where
+    End ends one."""
+    c = env.c
+
+    def exceptions(name):
+        code, r = env.ubus.call(env.root, "luci.hydradns", "exceptions")
+        expect(code == 0 and r.get("schema") == 1, f"exceptions: {code} {r}")
+        return [e for e in r["exceptions"] if e.get("name") == name]
+
+    def check(client):
+        code, r = env.ubus.call(env.root, "luci.hydradns", "check", {"name": "tracker.example", "client": client})
+        expect(code == 0 and "output" in r, f"check: {code} {r}")
+        return r["output"]
+
+    def router_clock():
+        _, info = env.ubus.call(env.root, "system", "info")
+        now = int(time.time())
+        return now, round((info["localtime"] - now) / 900) * 900
+
+    rows = "Array.from(document.querySelectorAll('#hydradns-log tr')).slice(1)"
+    env.goto("queries", "#hydradns-log")
+    c.js("document.getElementById('hydradns-filter-domain').value='tracker.example'")
+    env.click("#hydradns-filter-apply")
+    expect(c.wait_for(f"{rows}.length >= 1 && {rows}.every(function(r){{return r.children[2].innerText == 'tracker.example'}})", 15),
+           "filtered on tracker.example")
+    env.click("#hydradns-log button[data-name=\"tracker.example\"]")
+    expect(c.wait_for("!!document.getElementById('hydradns-decide-for')", 10), "Allow asks how long")
+    c.js("(function(s){s.value='1h';s.dispatchEvent(new Event('change',{bubbles:true}))})(document.getElementById('hydradns-decide-for'))")
+    expect(c.js("document.getElementById('hydradns-decide-device').innerText.trim()") == "For this device", "for a while: the device alone")
+    env.shot("issue60-ask-for")
+    env.click("#hydradns-decide-device")
+    expect(c.wait_for("!!document.getElementById('hydradns-timed')", 20), "Allow for 1 hour says until when")
+    made = exceptions("tracker.example")
+    now, offset = router_clock()
+    expect(len(made) == 1 and made[0]["action"] == "allow" and made[0]["client"] == "127.0.0.1" and made[0]["group"] is None
+           and 3590 <= made[0]["ends"] - now <= 3601, f"the CLI's exception: allow, for 127.0.0.1, an hour: {made} at {now}")
+    at = time.strftime("%H:%M", time.gmtime(made[0]["ends"] + offset))
+    said = env.text("#hydradns-timed")
+    expect(said.startswith(f"tracker.example is allowed for 127.0.0.1 until {at} ("), f"the note, on the router's clock: {said}")
+    expect("exception" in check("127.0.0.1"), f"check says the exception decides: {check('127.0.0.1')}")
+    expect("blocked by list 'rigads'" in check("127.0.0.9"), f"still blocked for another device: {check('127.0.0.9')}")
+    expect(not (env.committed("luci_allow_default") or {}).get("domain"), "no list changed")
+
+    env.goto("status", "#hydradns-exceptions-table")
+    shown = cells(env, "#hydradns-exceptions-table tr:not(.table-titles)")
+    expect(any("device 127.0.0.1" in r and "tracker.example" in r and f"{at} (" in r for r in shown),
+           f"the Overview lists it with its end: {shown}")
+    env.shot("issue60-overview-exceptions", "#hydradns-exceptions")
+    env.goto("queries?client=127.0.0.1", "#hydradns-device-exceptions")
+    end = "#hydradns-device-exceptions button[data-end='allow client 127.0.0.1 name tracker.example']"
+    expect(c.wait_for(f"!!document.querySelector({json.dumps(end)})", 15), "the device's page lists it, with End")
+    env.click(end)
+    expect(c.wait_for(f"!document.querySelector({json.dumps(end)})", 20), "End: gone from the page")
+    expect(exceptions("tracker.example") == [], f"End: the CLI has no such exception: {exceptions('tracker.example')}")
+    expect("blocked by list 'rigads'" in check("127.0.0.1"), f"blocked again for the device: {check('127.0.0.1')}")
+
+    # Until tomorrow, for every group: through the plugin, which works out
+    # the router's midnight with its date.
+    code, r = env.ubus.call(env.root, "luci.hydradns", "block_for", {"name": "game.example", "duration": "tomorrow"})
+    expect(code == 0 and "exceptions" in r, f"block_for until tomorrow: {code} {r}")
+    made = exceptions("game.example")
+    now, offset = router_clock()
+    groups = sorted(e["group"] for e in made)
+    expect({"default", "guests", "kids"} <= set(groups) and all(e["client"] is None for e in made),
+           f"one for each group: {groups}")
+    # The CLI rounds an end up to the whole second (here and above):
+    # midnight, or a second after.
+    expect(all((e["ends"] + offset) % 86400 <= 1 and 0 < e["ends"] - now <= 86400 + 3600 for e in made),
+           f"each ends at the router's next midnight: {[e['ends'] for e in made]} at {now}, offset {offset}")
+    env.goto("settings", "#hydradns-exceptions-kids")
+    end = "#hydradns-exceptions-kids button[data-end='block group kids name game.example']"
+    expect(c.wait_for(f"!!document.querySelector({json.dumps(end)})", 15), "the group's section lists its exception, with End")
+    row = c.js(f"document.querySelector({json.dumps(end)}).closest('tr').innerText")
+    expect("00:00 (" in row, f"ending at midnight on the router's clock: {row}")
+    env.shot("issue60-group-exceptions", "#cbi-hydradns-kids")
+    env.click(end)
+    expect(c.wait_for(f"!document.querySelector({json.dumps(end)})", 20), "End: gone from the group's section")
+    left = sorted(e["group"] for e in exceptions("game.example"))
+    expect("kids" not in left and "default" in left, f"End ended the group's own only: {left}")
+    # The others, ended as the plugin's End does (the rig's last checks want none).
+    for g in left:
+        env.ubus.call(env.root, "luci.hydradns", "block_for", {"group": g, "name": "game.example", "duration": "0"})
+    expect(exceptions("game.example") == [], f"all ended: {exceptions('game.example')}")
 
 
 def devices_page(env):

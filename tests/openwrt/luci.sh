@@ -3,12 +3,13 @@
 # built WITH_LUCI=1: rpcd, uhttpd, ucode, LuCI): for opkg and for apk, boots
 # a fresh image serving LuCI on the host's 127.0.0.1:PORT, installs
 # hydradns and luci-app-hydradns there (tests/openwrt/rig/luci.sh), then
-# drives it from here: the rpcd plugin through /ubus with logged-in sessions
-# (and calls outside the ACL refused), and the pages in headless Chromium
-# (tests/openwrt/luci-check.py: live numbers, pause, allow, a config the
-# daemon refuses, force DNS's settings, the warning while DNS is failed
-# open, issue 48's six broken behaviours). Screenshots go to ARTIFACTS
-# (default target/artifacts).
+# drives it from here: the public API object `hydradns` with an API-only
+# login (tests/openwrt/api-check.py, opkg only), LuCI's rpcd plugin through
+# /ubus with logged-in sessions (and calls outside the ACL refused), and
+# the pages in headless Chromium (tests/openwrt/luci-check.py: live
+# numbers, pause, allow, a config the daemon refuses, force DNS's
+# settings, the warning while DNS is failed open, issue 48's six broken
+# behaviours). Screenshots go to ARTIFACTS (default target/artifacts).
 # Mode tablet boots the image built WITH_LUCI=1 WITH_NET=1 with run.sh --net
 # (netifd, fw4, dnsmasq's DHCP to LAN devices, a WAN resolver) and runs
 # tests/openwrt/rig/luci-tablet.sh there: the owner sets up the kids'
@@ -98,8 +99,12 @@ for mode in $modes; do
 		sleep 0.5
 	done
 	verdict=fail
-	if [ $ready = 1 ] && python3 tests/openwrt/luci-check.py --port "$port" --prefix "$artifacts/luci-$mode" --rig "$image/root/rig" \
-		"${check[@]}" > "$work/$mode.check" 2>&1; then
+	# The public API object first (once, with opkg: apk's package has the
+	# same files), as Home Assistant calls it, before the pages change things.
+	if [ $ready = 1 ] && { [ "$mode" != opkg ] || python3 tests/openwrt/api-check.py --port "$port" --rig "$image/root/rig"; } \
+		> "$work/$mode.check" 2>&1 &&
+		python3 tests/openwrt/luci-check.py --port "$port" --prefix "$artifacts/luci-$mode" --rig "$image/root/rig" \
+			"${check[@]}" >> "$work/$mode.check" 2>&1; then
 		verdict=pass
 	fi
 	echo "$verdict" > "$image/root/rig/stop" 2> /dev/null || true

@@ -13,15 +13,27 @@ mode=$1
 router_with_wan
 # The rig lays out luci-base without registering it with a package manager;
 # an empty package of that name registers it, so our Depends resolves.
-step "$mode: install hydradns and luci-app-hydradns"
+step "$mode: install hydradns, then luci-app-hydradns"
+# hydradns alone first: its own postinst has rpcd read the API's object.
 case "$mode" in
 opkg)
-	opkg install "$PKGS"/luci-base_*_all.ipk "$PKGS"/hydradns_*-3_x86_64.ipk "$PKGS"/luci-app-hydradns_*_all.ipk \
+	opkg install "$PKGS"/hydradns_*-3_x86_64.ipk > /tmp/install.out 2>&1 || fail "opkg install: $(cat /tmp/install.out)"
+	;;
+apk)
+	apk add --initdb --allow-untrusted "$PKGS"/hydradns-*-r3_x86_64.apk > /tmp/install.out 2>&1 ||
+		fail "apk add: $(cat /tmp/install.out)"
+	;;
+esac
+[ -x /usr/libexec/rpcd/hydradns ] && [ -f /usr/share/rpcd/acl.d/hydradns-api.json ] || fail "no API plugin or ACL"
+wait_until 10 sh -c 'ubus list hydradns' || fail "rpcd has no hydradns object: $(ubus list)"
+case "$mode" in
+opkg)
+	opkg install "$PKGS"/luci-base_*_all.ipk "$PKGS"/luci-app-hydradns_*_all.ipk \
 		> /tmp/install.out 2>&1 || fail "opkg install: $(cat /tmp/install.out)"
 	;;
 apk)
-	apk add --initdb --allow-untrusted "$PKGS"/luci-base-*_noarch.apk "$PKGS"/hydradns-*-r3_x86_64.apk \
-		"$PKGS"/luci-app-hydradns-*_noarch.apk > /tmp/install.out 2>&1 || fail "apk add: $(cat /tmp/install.out)"
+	apk add --allow-untrusted "$PKGS"/luci-base-*_noarch.apk "$PKGS"/luci-app-hydradns-*_noarch.apk \
+		> /tmp/install.out 2>&1 || fail "apk add: $(cat /tmp/install.out)"
 	apk info -e luci-app-hydradns > /dev/null || fail "not installed: $(apk info)"
 	;;
 esac
@@ -74,6 +86,14 @@ uci set 'rpcd.@login[-1].password=$1$hydrarig$upJgt07L.LJTkLmpplhyU0'
 uci add_list 'rpcd.@login[-1].read=luci-app-hydradns'
 # And LuCI's own pages, to look at ours in a browser (still no write).
 uci add_list 'rpcd.@login[-1].read=*'
+# And Home Assistant's, for the API alone (docs/operation.md): the
+# hydradns object's reading and acting methods, nothing else.
+uci add rpcd login > /dev/null
+uci set 'rpcd.@login[-1].username=homeassistant'
+# `openssl passwd -1 -salt hydraapi apisecret`
+uci set 'rpcd.@login[-1].password=$1$hydraapi$RZ91alA25C.9mkm5D1Le/0'
+uci add_list 'rpcd.@login[-1].read=hydradns-api'
+uci add_list 'rpcd.@login[-1].write=hydradns-api'
 uci commit rpcd
 killall -HUP rpcd
 wait_until 10 sh -c 'ubus list luci.hydradns' || fail "rpcd did not come back"
@@ -168,9 +188,33 @@ hostile_on_request() {
 	cat /tmp/hostile.out >> /rig/.hostile.done
 	mv /rig/.hostile.done /rig/hostile.done
 }
+# The host's question about the gateway's state, to set beside what the
+# API answered: /rig/cli holds one of a fixed set of requests, answered in
+# /rig/cli.out with what the command line printed.
+cli_on_request() {
+	[ -f /rig/cli ] || return 0
+	req=$(cat /rig/cli)
+	rm -f /rig/cli
+	case "$req" in
+	stats | devices | exceptions) hydradns "$req" --json ;;
+	status) hydradns status --live --json ;;
+	config) uci export hydradns ;;
+	# A name asked by a device of group default alone that LuCI's checks
+	# never meet (127.0.0.10), straight to the gateway.
+	"ask "*)
+		case "${req#ask }" in
+		*[!a-z0-9.-]*) echo "not a name" ;;
+		*) dig +short +time=2 +tries=1 -b 127.0.0.10 -p 5353 @127.0.0.1 "${req#ask }" A | head -n 1 ;;
+		esac
+		;;
+	*) echo "unknown request" ;;
+	esac > /rig/.cli.out 2>&1
+	mv /rig/.cli.out /rig/cli.out
+}
 host_drives() {
 	stand_in
 	hostile_on_request
+	cli_on_request
 }
 host_drives_luci host_drives
 
@@ -199,6 +243,15 @@ echo "$out" | grep -q "blocked by list 'rigads'" || fail "a device without group
 out=$(hydradns check -c /etc/config/hydradns --client 02:00:5e:10:00:42 tracker.example)
 echo "$out" | grep -q "^client 02:00:5e:10:00:42: config client 'kids-tablet' (.*), groups: default,guests$" &&
 	echo "$out" | grep -q "blocked by list 'rigads'" || fail "the tablet is not in guests: $out"
+# Issue 60: kids' upstreams, chosen from a preset in the browser, are the
+# set a device of kids is answered from (a copy of the config with such a
+# device); the exceptions the browser made were all ended.
+cp /etc/config/hydradns /tmp/kids.conf
+printf "\nconfig client 'kidsdev'\n\tlist match '127.0.0.8'\n\tlist group 'kids'\n" >> /tmp/kids.conf
+out=$(hydradns check -c /tmp/kids.conf --client 127.0.0.8 x.example)
+echo "$out" | grep -q "upstreams: set 'kids': tls://family\.cloudflare-dns\.com:853" || fail "kids' upstreams: $out"
+rm -f /tmp/kids.conf
+[ -z "$(hydradns exceptions --json | jsonfilter -e '@.exceptions[*]')" ] || fail "exceptions left: $(hydradns exceptions)"
 [ ! -f /var/run/hydradns.refused ] || fail "refused: $(cat /var/run/hydradns.refused)"
 # The browser's part ends with the file gone.
 [ ! -f /var/run/hydradns.unfiltered ] || fail "/var/run/hydradns.unfiltered left"

@@ -31,6 +31,9 @@ var callRevert = rpc.declare({ object: 'luci.hydradns', method: 'revert' });
 var callHistory = rpc.declare({ object: 'luci.hydradns', method: 'history' });
 var callService = rpc.declare({ object: 'luci.hydradns', method: 'service', params: [ 'action' ] });
 var callDevices = rpc.declare({ object: 'luci.hydradns', method: 'devices' });
+var callExceptions = rpc.declare({ object: 'luci.hydradns', method: 'exceptions' });
+var callAllowFor = rpc.declare({ object: 'luci.hydradns', method: 'allow_for', params: [ 'group', 'client', 'service', 'name', 'duration' ] });
+var callBlockFor = rpc.declare({ object: 'luci.hydradns', method: 'block_for', params: [ 'group', 'client', 'service', 'name', 'duration' ] });
 // procd's clock in the router's time zone: what LuCI's System box shows as
 // Local Time. Asked only while a time of day is to be shown.
 var callSystemInfo = rpc.declare({ object: 'system', method: 'info' });
@@ -181,6 +184,22 @@ return baseclass.extend({
 	// `hydradns devices --json`: every device known, with its groups and
 	// its queries since the router's midnight.
 	devices: function() { return callDevices().then(checked); },
+	// `hydradns exceptions --json`: the allow and block exceptions whose
+	// end has not passed.
+	exceptions: function() { return callExceptions().then(checked).then(function(r) { return r.exceptions || []; }); },
+	// An exception with an end (`hydradns allow|block … --for`): `action`
+	// allow or block, `who` { group } or { client } (neither: one for
+	// every group), `what` { service } or { name }, `duration` as the CLI
+	// reads it, 'tomorrow' (until the router's next midnight) or '0' (ends
+	// it). Answers the exceptions as they are after it.
+	timed: function(action, who, what, duration) {
+		return (action == 'block' ? callBlockFor : callAllowFor)(who.group || '', who.client || '', what.service || '', what.name || '', duration)
+			.then(checked).then(function(r) { return r.exceptions || []; });
+	},
+	// Ends exception `e` (of exceptions()) before its time.
+	end: function(e) {
+		return this.timed(e.action, { group: e.group, client: e.client }, { service: e.service, name: e.name }, '0');
+	},
 
 	// What group `g` (of `hydradns status --json`'s stats.groups) does now:
 	// its schedule's state and its blocking, a global pause first (it
@@ -267,6 +286,33 @@ return baseclass.extend({
 		var day = function(x) { return '%d-%s-%s'.format(x.getUTCFullYear(), two(x.getUTCMonth() + 1), two(x.getUTCDate())); };
 		var hm = two(d.getUTCHours()) + ':' + two(d.getUTCMinutes());
 		return day(d) == day(today) ? hm : day(d) + ' ' + hm;
+	},
+
+	// When Unix seconds `t` comes, on the router's clock where known, and
+	// how long is left until it at `st.now`.
+	ends: function(t, st) {
+		var at = this.clock(t, st), left = this.duration(t - st.now);
+		return at ? _('%s (%s left)').format(at, left) : _('in %s').format(left);
+	},
+
+	// Exceptions (of exceptions()) that have not ended at `st.now`, as a
+	// table: what each does, for whom, over what, when it ends, and (for a
+	// login that may write) End, which calls `onEnd(e)`. The rows carry
+	// their exception's fields as data-* attributes (what the tests find).
+	exceptionTable: function(list, st, onEnd, id, empty) {
+		var rows = (list || []).filter(function(e) { return e.ends > st.now; }).sort(function(a, b) { return a.ends - b.ends; });
+		return this.table([ _('Exception'), _('For'), _('Covers'), _('Ends'), '' ], rows.map(L.bind(function(e) {
+			return [
+				e.action == 'block' ? _('blocked') : _('allowed'),
+				e.group != null ? _('group %s').format(e.group) : _('device %s').format(e.client),
+				e.service != null ? _('service %s').format(e.service) : e.name,
+				E('span', { 'class': 'hydradns-exception-ends' }, this.ends(e.ends, st)),
+				!this.canWrite() || !onEnd ? '' : E('button', { 'class': 'cbi-button cbi-button-negative',
+					'data-end': [ e.action, e.group != null ? 'group' : 'client', e.group != null ? e.group : e.client,
+						e.service != null ? 'service' : 'name', e.service != null ? e.service : e.name ].join(' '),
+					'click': ui.createHandlerFn(this, function() { return onEnd(e); }) }, _('End now'))
+			];
+		}, this)), id, empty);
 	},
 
 	// The warning the pages show while the watchdog has failed DNS open

@@ -16,9 +16,17 @@ var E = api.E;
 // outcome and list;
 // refreshed every 5 s on the first page if asked. Each row has "Why?"
 // (`hydradns check --client` for that device and name) and Allow or Block,
-// which asks whether for every group or for that device's groups and
-// offers an Undo. Read from the query log (`hydradns log --json`, `top
-// --json`).
+// which asks for how long and for whom: always (the device's groups' or
+// every group's LuCI list, with an Undo), or for 1 hour or until tomorrow
+// (an exception with an end, `hydradns allow|block --for`, for the device
+// or for every group, with End now). Filtered to one device, the page
+// shows its groups and its exceptions. Read from the query log (`hydradns
+// log --json`, `top --json`).
+
+// How long Allow and Block hold: the plugin's durations. "Until tomorrow"
+// is until the router's next local midnight: a day's exception ends with
+// the day, whenever it was made.
+var HOW_LONG = [ [ 'always', _('always') ], [ '1h', _('for 1 hour') ], [ 'tomorrow', _('until tomorrow (midnight)') ] ];
 
 var PAGE = 100;
 var OUTCOMES = [ 'blocked', 'forwarded', 'cached', 'stale', 'failed', 'local', 'record', 'paused' ];
@@ -42,7 +50,8 @@ return view.extend({
 			// Filtered to one device (the Devices page's links): its page.
 			this.filter.client ? L.resolveDefault(api.devices(), null) : null,
 			this.filter.client ? L.resolveDefault(api.status(), null) : null,
-			L.resolveDefault(uci.load('hydradns'))
+			L.resolveDefault(uci.load('hydradns')),
+			this.filter.client ? L.resolveDefault(api.exceptions(), null) : null
 		]);
 	},
 
@@ -65,7 +74,7 @@ return view.extend({
 		}, this), 5);
 		return E([], [
 			E('h2', {}, _('HydraDNS: queries')),
-			this.device(data[4], data[5]),
+			this.device(data[4], data[5], data[7]),
 			E('div', { 'class': 'cbi-section' }, [
 				E('h3', {}, _('Top blocked names, last 24 hours')),
 				this.topBlocked(data[0])
@@ -84,8 +93,9 @@ return view.extend({
 
 	// The device the page is filtered to (by address, MAC or name): who it
 	// is, its groups, whether each group's schedule applies now and whether
-	// its blocking is paused. Its queries are the log below.
-	device: function(devices, st) {
+	// its blocking is paused, and the exceptions made for it (by the
+	// address, MAC or name they were given). Its queries are the log below.
+	device: function(devices, st, exceptions) {
 		var c = this.filter.client, lc = c.toLowerCase();
 		var d = ((devices || {}).devices || []).filter(function(x) {
 			return x.ip == c || (x.mac && x.mac == lc) || (x.name && x.name.toLowerCase() == lc);
@@ -108,8 +118,32 @@ return view.extend({
 					return [ name, '–', '–' ];
 				var state = api.groupState(g, st);
 				return [ name, state.schedule, state.blocking ];
-			}), 'hydradns-device-groups')
+			}), 'hydradns-device-groups'),
+			E('h4', {}, _('Exceptions for this device')),
+			this.fillDeviceExceptions(E('div', { 'id': 'hydradns-device-exceptions' }), d, exceptions)
 		]);
+	},
+
+	// Device `d`'s exceptions in `box`, which it returns; ending one shows
+	// them as the reply has them.
+	fillDeviceExceptions: function(box, d, list) {
+		if (list == null) {
+			dom.content(box, E('em', {}, _('The exceptions cannot be read.')));
+			return box;
+		}
+		var keys = [ d.ip, d.mac, d.name ].filter(function(k) { return k; }).map(function(k) { return k.toLowerCase(); });
+		var mine = list.filter(function(e) { return e.client != null && keys.indexOf(String(e.client).toLowerCase()) >= 0; });
+		dom.content(box, api.exceptionTable(mine, this.clockState(), L.bind(function(e) {
+			return api.end(e).then(L.bind(function(after) { this.fillDeviceExceptions(box, d, after); }, this), function(err) {
+				api.notify(null, E('p', {}, _('Cannot end the exception: %s').format(err.message)), 'danger');
+			});
+		}, this), null, _('None now')));
+		return box;
+	},
+
+	// What api.clock and api.ends need: the router's offset and now.
+	clockState: function() {
+		return { utc_offset: this.utcOffset, now: Math.floor(Date.now() / 1000) };
 	},
 
 	failed: function(e) {
@@ -257,21 +291,35 @@ return view.extend({
 		}, what == 'allow' ? _('Allow') : _('Block'));
 	},
 
-	// Asks: for every group, or (with a device) for that device's groups.
+	// Asks for how long, and for whom: every group, or (with a device)
+	// that device: always, its groups' lists; for a while, the device
+	// itself (what `check --client` takes).
 	handleAsk: function(what, name, client) {
 		var verb = what == 'allow' ? _('Allow') : _('Block');
+		var howLong = E('select', { 'class': 'cbi-input-select', 'id': 'hydradns-decide-for' }, HOW_LONG.map(function(h) {
+			return E('option', { 'value': h[0] }, h[1]);
+		}));
 		var go = L.bind(function(forClient) {
+			var duration = howLong.value || 'always';
 			ui.hideModal();
-			return this.handleDecide(what, name, forClient);
+			return duration == 'always' ? this.handleDecide(what, name, forClient) : this.handleTimed(what, name, forClient, duration);
 		}, this);
+		var device = client ? E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-decide-device',
+			'click': ui.createHandlerFn(this, function() { return go(client); }) }, _('For this device\'s groups')) : '';
+		// Always: the device's groups' lists; for a while: the device alone.
+		howLong.addEventListener('change', function() {
+			if (device)
+				dom.content(device, [ howLong.value == 'always' ? _('For this device\'s groups') : _('For this device') ]);
+		});
 		api.modal(_('%s %s').format(verb, name), [
 			E('p', {}, what == 'allow'
 				? _('Allowed names are answered even when a block list has them.')
 				: _('Blocked names are answered with the block answer.')),
+			E('p', {}, [ E('label', {}, [ _('How long:'), ' ', howLong ]) ]),
+			E('p', {}, _('Always: the name goes into the groups\' lists. For 1 hour or until tomorrow: an exception that ends by itself, for this device alone or for every group, and comes before the lists.')),
 			E('div', { 'class': 'right' }, [
 				E('button', { 'class': 'cbi-button', 'click': ui.hideModal }, _('Cancel')), ' ',
-				client ? E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-decide-device',
-					'click': ui.createHandlerFn(this, function() { return go(client); }) }, _('For this device\'s groups')) : '', ' ',
+				device, ' ',
 				E('button', { 'class': 'cbi-button cbi-button-action', 'id': 'hydradns-decide-all',
 					'click': ui.createHandlerFn(this, function() { return go(''); }) }, _('For every group'))
 			])
@@ -288,6 +336,39 @@ return view.extend({
 			]);
 			api.notify(null, note, 'info');
 		}, this), function(e) {
+			api.notify(null, E('p', {}, e.message), 'danger');
+		});
+	},
+
+	// An exception with an end, for device `client` or (none) every group:
+	// says until when, with End now.
+	handleTimed: function(what, name, client, duration) {
+		var who = client ? { client: client } : {};
+		return api.timed(what, who, { name: name }, duration).then(L.bind(function(list) {
+			var made = list.filter(function(e) {
+				return e.action == what && e.name == name && (client ? e.client == client : e.group != null);
+			});
+			var ends = Math.max.apply(null, made.map(function(e) { return e.ends; }).concat([ 0 ]));
+			var until = ends ? api.ends(ends, this.clockState()) : '?';
+			var said = client
+				? (what == 'allow' ? _('%s is allowed for %s until %s.') : _('%s is blocked for %s until %s.')).format(name, client, until)
+				: (what == 'allow' ? _('%s is allowed for every group until %s.') : _('%s is blocked for every group until %s.')).format(name, until);
+			var note = E('p', { 'id': 'hydradns-timed' }, [
+				said, ' ',
+				E('button', { 'class': 'cbi-button', 'id': 'hydradns-end',
+					'click': ui.createHandlerFn(this, 'handleEnd', name, made) }, _('End now'))
+			]);
+			api.notify(null, note, 'info');
+		}, this), function(e) {
+			api.notify(null, E('p', {}, e.message), 'danger');
+		});
+	},
+
+	// Ends the exceptions `made` (handleTimed's) before their time.
+	handleEnd: function(name, made) {
+		return made.reduce(function(p, e) { return p.then(function() { return api.end(e); }); }, Promise.resolve()).then(function() {
+			api.notify(null, E('p', { 'id': 'hydradns-ended' }, _('%s: the exception has ended.').format(name)), 'info');
+		}, function(e) {
 			api.notify(null, E('p', {}, e.message), 'danger');
 		});
 	},

@@ -2,6 +2,8 @@
 'require view';
 'require form';
 'require uci';
+'require ui';
+'require dom';
 'require network';
 'require tools.widgets as widgets';
 'require hydradns.api as api';
@@ -11,7 +13,8 @@
 var E = api.E;
 
 // Settings: the main options, the query log, devices (client rules),
-// groups, schedules and local names. The daemon's own check-config reads
+// groups (with their own upstreams and the exceptions now in force),
+// schedules and local names. The daemon's own check-config reads
 // the staged config before Save & Apply applies it. Flags and choices keep
 // their option written (rmempty false) and their defaults are the daemon's:
 // LuCI would otherwise delete an option equal to the form's default, and
@@ -68,6 +71,133 @@ function exempt(v) {
 		return true;
 	return _('an IPv4 or IPv6 address, a network (CIDR such as 192.168.1.0/28) or a MAC address');
 }
+
+// An upstream's shape as the parser takes it (src/config/upstream.rs):
+// IP[:PORT] ([IPv6]:PORT), tls://NAME[:PORT][#IP,…] or
+// https://NAME[:PORT][/PATH][#IP,…]. Only the shape: check-config judges
+// the rest on Save & Apply.
+function upstream(v) {
+	v = String(v).trim();
+	var bad = _('IP[:PORT], tls://NAME[:PORT][#IP,…] or https://NAME[:PORT][/PATH][#IP,…]');
+	var bare = function(a) { return a.replace(/^\[(.*)\]$/, '$1'); };
+	var m = /^(tls|https):\/\/([^\/#\s]+)([^#\s]*)(?:#(\S+))?$/.exec(v);
+	if (m) {
+		var host = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+)(?::(\d{1,5}))?$/.exec(m[2]);
+		if (!host && !ipv6(m[2]))
+			return bad;
+		if (host && (host[1].charAt(0) == '[' ? !ipv6(bare(host[1])) : /^\.|\.\.|^-/.test(host[1])))
+			return bad;
+		if (host && host[2] != null && !(+host[2] >= 1 && +host[2] <= 65535))
+			return bad;
+		if (m[1] == 'tls' && m[3])
+			return bad;
+		if (m[4] != null && !m[4].split(',').every(function(a) { a = bare(a.trim()); return ipv4(a) || ipv6(a); }))
+			return bad;
+		return true;
+	}
+	var p = /^(.*?)(?::(\d{1,5}))?$/.exec(v);
+	if (ipv4(v) || ipv6(v) || ipv6(bare(v)) && /^\[/.test(v))
+		return true;
+	if (p[2] != null && +p[2] >= 1 && +p[2] <= 65535 && (ipv4(p[1]) || /^\[.*\]$/.test(p[1]) && ipv6(bare(p[1]))))
+		return true;
+	return bad;
+}
+
+// Family resolvers, with the addresses and host names their operators
+// publish, as plain DNS and as DNS over TLS and over HTTPS in the upstream
+// syntax (docs/configuration.md). Addresses after '#' are the operator's
+// for that host name: no bootstrap lookup before the first query, and
+// nothing on the way to misdirect it. IPv4 only: an IPv6 upstream on a
+// router without IPv6 fails its first tries before it is skipped (each
+// source has the IPv6 ones).
+var PRESETS = [
+	// Cloudflare, 1.1.1.1 for Families, "Adult Content + Malware": the
+	// addresses, DoH endpoint and DoT host name in one row of
+	// https://developers.cloudflare.com/1.1.1.1/infrastructure/network-operators/
+	// (cloudflare/cloudflare-docs, src/content/docs/1.1.1.1/infrastructure/network-operators.mdx;
+	// the addresses also in .../1.1.1.1/ip-addresses.mdx, "Block malware and adult content").
+	{ id: 'cloudflare-family', label: _('Cloudflare for Families (adult content and malware): plain DNS'),
+		upstream: [ '1.1.1.3', '1.0.0.3' ] },
+	{ id: 'cloudflare-family-tls', label: _('Cloudflare for Families (adult content and malware): DNS over TLS'),
+		upstream: [ 'tls://family.cloudflare-dns.com#1.1.1.3,1.0.0.3' ] },
+	{ id: 'cloudflare-family-https', label: _('Cloudflare for Families (adult content and malware): DNS over HTTPS'),
+		upstream: [ 'https://family.cloudflare-dns.com/dns-query#1.1.1.3,1.0.0.3' ] },
+	// AdGuard DNS, "Family Protection" (blocks adult websites, enforces
+	// safe search): addresses, DoT and DoH in one table of AdGuard's
+	// knowledge base, https://adguard-dns.io/kb/general/dns-providers/
+	// (AdguardTeam/KnowledgeBaseDNS, docs/general/dns-providers.md).
+	{ id: 'adguard-family', label: _('AdGuard DNS Family Protection: plain DNS'),
+		upstream: [ '94.140.14.15', '94.140.15.16' ] },
+	{ id: 'adguard-family-tls', label: _('AdGuard DNS Family Protection: DNS over TLS'),
+		upstream: [ 'tls://family.adguard-dns.com#94.140.14.15,94.140.15.16' ] },
+	{ id: 'adguard-family-https', label: _('AdGuard DNS Family Protection: DNS over HTTPS'),
+		upstream: [ 'https://family.adguard-dns.com/dns-query#94.140.14.15,94.140.15.16' ] },
+	// CleanBrowsing, "Family Filter": the addresses (and DoT on 853, DoH
+	// on 443) from CleanBrowsing's
+	// https://cleanbrowsing.org/support/troubleshooting/firewall-dns-requirements;
+	// the DoT host name and DoH URL as AdGuard's knowledge base (above)
+	// lists them for https://cleanbrowsing.org/filters/. Not pinned: no
+	// source of CleanBrowsing's says which addresses serve those names,
+	// so the bootstrap resolvers look them up.
+	{ id: 'cleanbrowsing-family', label: _('CleanBrowsing Family Filter: plain DNS'),
+		upstream: [ '185.228.168.168', '185.228.169.168' ] },
+	{ id: 'cleanbrowsing-family-tls', label: _('CleanBrowsing Family Filter: DNS over TLS'),
+		upstream: [ 'tls://family-filter-dns.cleanbrowsing.org' ] },
+	{ id: 'cleanbrowsing-family-https', label: _('CleanBrowsing Family Filter: DNS over HTTPS'),
+		upstream: [ 'https://doh.cleanbrowsing.org/doh/family-filter/' ] }
+];
+
+// A group's upstream presets: a choice and a button that puts the
+// preset's upstreams in the group's Upstreams list (replacing what it
+// held: a preset is a whole set). Nothing of its own is saved.
+var UpstreamPresets = form.DummyValue.extend({
+	__name__: 'CBI.HydraDNSUpstreamPresets',
+
+	renderWidget: function(section_id) {
+		// As wide as its longest choice: each names its operator and its transport.
+		var select = E('select', { 'class': 'cbi-input-select', 'id': 'hydradns-preset-' + section_id, 'style': 'width:auto;max-width:100%' },
+			[ E('option', { 'value': '' }, _('A family resolver…')) ].concat(PRESETS.map(function(p) {
+				return E('option', { 'value': p.id, 'title': p.upstream.join(' ') }, p.label);
+			})));
+		return E('div', {}, [ select, ' ',
+			E('button', { 'class': 'cbi-button cbi-button-action', 'type': 'button', 'data-preset-for': section_id,
+				'click': ui.createHandlerFn(this, 'handleUse', section_id, select) }, _('Use as the upstreams')) ]);
+	},
+
+	handleUse: function(section_id, select) {
+		var p = PRESETS.filter(function(x) { return x.id == select.value; })[0];
+		var list = this.section.getUIElement(section_id, 'upstream');
+		if (p && list)
+			list.setValue(p.upstream.slice());
+	}
+});
+
+// The exceptions in force for a group (`hydradns exceptions`), with their
+// ends and an End button each. Nothing of its own is saved.
+var GroupExceptions = form.DummyValue.extend({
+	__name__: 'CBI.HydraDNSExceptions',
+
+	renderWidget: function(section_id) {
+		var box = E('div', { 'id': 'hydradns-exceptions-' + section_id });
+		this.fill(box, section_id);
+		return box;
+	},
+
+	fill: function(box, section_id) {
+		if (this.list == null)
+			return dom.content(box, E('em', {}, _('The exceptions cannot be read (is HydraDNS running?).')));
+		var st = { utc_offset: this.utcOffset, now: Math.floor(Date.now() / 1000) };
+		dom.content(box, api.exceptionTable(this.list.filter(function(e) { return e.group == section_id; }), st,
+			L.bind(function(e) {
+				return api.end(e).then(L.bind(function(list) {
+					this.list = list;
+					this.fill(box, section_id);
+				}, this), function(err) {
+					api.notify(null, E('p', {}, _('Cannot end the exception: %s').format(err.message)), 'danger');
+				});
+			}, this), null, _('None now')));
+	}
+});
 
 // A list option of `config hydradns 'main'` whose absence means `dflt`:
 // shown as such, and (its form value equal to this) not written unless
@@ -165,7 +295,11 @@ return view.extend({
 			// the exemptions; none where LuCI cannot tell.
 			L.resolveDefault(network.getHostHints(), null),
 			// The services a group can block; none if the gateway cannot say.
-			L.resolveDefault(api.services(), [])
+			L.resolveDefault(api.services(), []),
+			// The exceptions in force, each group's under it; null if the
+			// gateway cannot say.
+			L.resolveDefault(api.exceptions(), null),
+			api.utcOffset()
 		]);
 	},
 
@@ -357,6 +491,20 @@ return view.extend({
 		o.value('full', _('everything'));
 		o.value('anonymous', _('no address, MAC or name'));
 		o.value('none', _('nothing (still counted)'));
+		o = s.option(form.DynamicList, 'upstream', _('Upstreams'),
+			_('The resolvers this group\'s devices are answered from while the group is in force (its schedule): IP[:PORT], tls://NAME[:PORT][#IP,…] or https://NAME[:PORT][/PATH][#IP,…]. Empty: the main upstreams (Gateway → Upstream and cache). A device in several groups with upstreams gets the first such group\'s.'));
+		o.placeholder = _('IP, tls://NAME or https://NAME/PATH');
+		o.validate = function(section_id, v) { return !v || upstream(v); };
+		o = s.option(UpstreamPresets, '_preset', _('Presets'),
+			_('Fills in the upstreams with a family resolver\'s, as its operator publishes them.'));
+		o = s.option(form.Flag, 'fallback_main', _('Fall back to the main upstreams'),
+			_('When every upstream of this group fails. Off: its devices get what a failure gives (an expired answer of its own, else SERVFAIL), never an answer from resolvers the group avoids.'));
+		o.rmempty = false;
+		o.default = '0';
+		o = s.option(GroupExceptions, '_exceptions', _('Exceptions now'),
+			_('Allowed or blocked for a while (Queries → Allow or Block, for 1 hour or until tomorrow); each ends by itself.'));
+		o.list = data && data[3];
+		o.utcOffset = data && data[4];
 
 		s = m.section(form.TypedSection, 'schedule', _('Schedules'));
 		s.addremove = true;

@@ -16,7 +16,9 @@ var E = api.E;
 // upstreams and lists, the pause buttons and the service's. Refreshed every
 // 5 seconds from `hydradns status --json` (cheap while it runs: the counts
 // come from the gateway, not from reading the lists); the chart and the
-// tops, which read the log, every minute. While the watchdog has failed
+// tops, which read the log, and the exceptions in force (allowed or
+// blocked for a while, `hydradns exceptions`), every minute, the
+// exceptions again when one is ended. While the watchdog has failed
 // DNS open, a warning that says since when and why comes first; force DNS
 // and fail-open are read from UCI once, at load.
 
@@ -32,16 +34,26 @@ return view.extend({
 		]).then(function(r) { return r[0]; });
 	},
 
+	// The exceptions in force, or null where the gateway cannot say; with
+	// any, the router's clock is learnt, to show their ends on it.
+	readExceptions: function() {
+		return L.resolveDefault(api.exceptions(), null).then(L.bind(function(list) {
+			this.exceptions = list;
+			return list && list.length ? api.utcOffset().then(L.bind(function(o) { this.utcOffset = o; }, this)) : null;
+		}, this));
+	},
+
 	// The chart's buckets and the tops, or null each where the log cannot
 	// be read (off, not written yet).
 	readLog: function() {
 		return Promise.all([
+			this.readExceptions(),
 			L.resolveDefault(api.history(), null),
 			L.resolveDefault(api.top('domains', 5), null),
 			L.resolveDefault(api.top('blocked', 5), null),
 			L.resolveDefault(api.top('clients', 5), null)
 		]).then(L.bind(function(r) {
-			this.logged = { history: r[0], domains: r[1], blocked: r[2], clients: r[3] };
+			this.logged = { history: r[1], domains: r[2], blocked: r[3], clients: r[4] };
 		}, this));
 	},
 
@@ -66,7 +78,7 @@ return view.extend({
 	fill: function(st) {
 		this.st = st;
 		dom.content(this.box, [ api.unfiltered(st, 'hydradns-unfiltered'), this.health(st), this.refused(st) ].concat(st.running && st.stats
-			? [ this.summary(st), this.chart(st), this.tops(), this.blocking(st), this.upstreams(st), this.lists(st) ]
+			? [ this.summary(st), this.chart(st), this.tops(), this.blocking(st), this.exceptionsSection(st), this.upstreams(st), this.lists(st) ]
 			: [ this.stopped(st), this.chart(st), this.lists(st) ]));
 	},
 
@@ -304,6 +316,27 @@ return view.extend({
 				]);
 			}, this))));
 		return section;
+	},
+
+	// Every exception in force, each group's and each device's, with when
+	// it ends; those past their end (between two readings) are left out.
+	exceptionsSection: function(st) {
+		st = Object.assign({}, st, { utc_offset: st.utc_offset != null ? st.utc_offset : this.utcOffset });
+		return E('div', { 'class': 'cbi-section', 'id': 'hydradns-exceptions' }, [
+			E('h3', {}, _('Exceptions')),
+			E('p', {}, _('Names or services allowed or blocked for a while (Queries → Allow or Block, for 1 hour or until tomorrow), before any list; each ends by itself.')),
+			this.exceptions == null ? E('em', {}, _('The exceptions cannot be read.'))
+				: api.exceptionTable(this.exceptions, st, L.bind(this.handleEnd, this), 'hydradns-exceptions-table', _('None now'))
+		]);
+	},
+
+	handleEnd: function(e) {
+		return api.end(e).then(L.bind(function(list) {
+			this.exceptions = list;
+			this.fill(this.st);
+		}, this), function(err) {
+			api.notify(null, E('p', {}, _('Cannot end the exception: %s').format(err.message)), 'danger');
+		});
 	},
 
 	// A global pause stops every group's lists: the Blocking column says

@@ -1,0 +1,440 @@
+//! Exceptions with an end in the engine (`hydradns allow`, `block`; the
+//! table and its matching are `policy::exceptions`): who a device is and
+//! which names a service has, worked out for the table; the query's step
+//! that lets an exception decide before the cache and the lists; the file
+//! beside the control socket that keeps them across a restart.
+//!
+//! While any is set, every query looks at them before the cache's fast
+//! path, so a cached answer never hides a block; an answer allowed by one
+//! is cached as passed by no list, so the first query after the end looks
+//! at the lists again. The file is in RAM on a router (/var/run): a
+//! reload and a restart keep them, a reboot ends them.
+
+use super::*;
+
+use crate::client::names::NameBook;
+use crate::config::groups::GroupTable;
+use crate::policy::exceptions::{
+    Action, Asker, Changed, Compiled, Device, Exception, Rule, Subject, Target, Who, unix_ms,
+};
+use crate::policy::services;
+use crate::stats::{ExceptionReport, ExceptionsReport};
+use nanoserde::SerJson;
+
+/// Largest exceptions file read back: [`crate::policy::exceptions::MAX_EXCEPTIONS`]
+/// of them at their longest (a 253-byte name, a 128-byte client) take
+/// about 120 KiB.
+const MAX_FILE: u64 = 256 << 10;
+/// The file's name, in the control socket's directory.
+const FILE_NAME: &str = "exceptions.json";
+
+/// What an exception made of a query.
+pub(super) enum Excepted {
+    /// None applies.
+    No,
+    /// An allow: answered as if no list had the name.
+    Allow,
+    /// A block, answered.
+    Done(Step),
+}
+
+impl Engine {
+    /// The exception that decides `q` for `origin`'s client, if one does;
+    /// a block is answered here. `name` is the query's name as the cache
+    /// key starts with it, `scratch` room for its reversed-label key.
+    /// Only while some exception is set (`until`, their latest end).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn except(
+        &self,
+        snap: &Snapshot,
+        q: &Query,
+        name: &[u8],
+        scratch: &mut [u8; MAX_NAME_LEN],
+        origin: &Origin,
+        until: u64,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) -> Excepted {
+        let now = unix_ms();
+        if self.exceptions.over(until, now) {
+            return Excepted::No;
+        }
+        let n = wire::reversed_key_folded(name, scratch);
+        let rule = if snap.clients.is_empty() {
+            None
+        } else {
+            snap.clients.find(origin.client, origin.mac, &self.learned.load())
+        };
+        let on = snap.clients.groups(rule) & !snap.schedules.off();
+        let asker = Asker {
+            ip: origin.client,
+            mac: origin.mac,
+            rule: rule.and_then(|r| snap.clients.name(r)).map(|r| &**r),
+            groups: on,
+        };
+        let compiled = self.exceptions.compiled();
+        match compiled.decide(&scratch[..n], &asker, now) {
+            None => Excepted::No,
+            Some(Rule { action: Action::Allow, .. }) => Excepted::Allow,
+            Some(r) => {
+                let groups = match r.who {
+                    Who::Groups(g) => g & on,
+                    Who::Device(_) => on,
+                };
+                Excepted::Done(self.block_by_exception(snap, q, groups, origin, out, stats))
+            }
+        }
+    }
+
+    /// Answers a name an exception blocks for a client whose groups
+    /// `groups` it applies through: in the first such group's block mode.
+    fn block_by_exception(
+        &self,
+        snap: &Snapshot,
+        q: &Query,
+        groups: u64,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) -> Step {
+        Counters::bump(&stats.blocked);
+        if let Some(g) = GroupTable::first(groups) {
+            Counters::bump(&stats.groups.blocked[g]);
+        }
+        let table = &snap.policy.groups;
+        let mut left = groups;
+        let mut mode = snap.config.block_mode;
+        while let Some(g) = GroupTable::first(left) {
+            if let Some(Some(m)) = table.modes.get(g) {
+                mode = *m;
+                break;
+            }
+            left &= left - 1;
+        }
+        snap.policy.write_block_answer_as(mode, q, out);
+        fit(out, q, origin.transport, stats);
+        let mut a = Answered::of(q, Outcome::Blocked);
+        a.list = Some(self.exceptions.list().clone());
+        self.done(origin, a, out, stats)
+    }
+
+    /// Answers from the cache a name an exception allows: logged with it.
+    pub(super) fn cached_by_exception(
+        &self,
+        hit: &cache::Hit,
+        q: &Query,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        stats: &Counters,
+    ) -> Step {
+        Counters::bump(&stats.cached);
+        hit.write_answer(q, out);
+        fit(out, q, origin.transport, stats);
+        let mut a = Answered::of(q, Outcome::Cached);
+        a.list = Some(self.exceptions.list().clone());
+        self.done(origin, a, out, stats)
+    }
+
+    /// The list name a forwarded answer an exception allowed is logged with.
+    pub(super) fn exception_list(&self) -> Option<Arc<str>> {
+        Some(self.exceptions.list().clone())
+    }
+
+    /// Sets, replaces or (an end of 0) removes an exception, checked
+    /// against the running config first: `allow` and `block` over the
+    /// control socket. The file is written after the change.
+    pub fn set_exception(&self, e: Exception) -> Result<Changed, String> {
+        let snap = self.snapshot.load_full();
+        let now = unix_ms();
+        let changed = self
+            .exceptions
+            .change(e, now, |e| valid(&snap, e), |set| compile(&snap.config, &snap.policy.groups, &snap.clients, set))
+            .map_err(|r| r.0)?;
+        if let Some(path) = file_of(&snap.config) {
+            let text = report(&self.exceptions.current(now)).serialize_json();
+            if let Err(e) = write_private(&path, text.as_bytes()) {
+                log::warn!("{}: {e}; the exceptions hold until a restart", path.display());
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Those not ended, as `exceptions --json` and `status` show them.
+    pub fn exceptions_report(&self) -> ExceptionsReport {
+        report(&self.exceptions.current(unix_ms()))
+    }
+
+    /// Reads back the file a previous run left (at start): those not
+    /// ended are in force again. A file over its cap or unreadable is
+    /// ignored with a log line.
+    pub fn restore_exceptions(&self) {
+        let snap = self.snapshot.load_full();
+        let Some(path) = file_of(&snap.config) else { return };
+        let text = match crate::sys::read_unlinked_text(&path, MAX_FILE) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                log::warn!("{}: {e}; no exceptions restored", path.display());
+                return;
+            }
+        };
+        let rows = match read(&text) {
+            Ok(rows) => rows,
+            Err(e) => {
+                log::warn!("{}: {e}; no exceptions restored", path.display());
+                return;
+            }
+        };
+        let (mut all, mut bad) = (Vec::new(), 0);
+        for row in &rows {
+            match from_row(row) {
+                Ok(e) => all.push(e),
+                Err(_) => bad += 1,
+            }
+        }
+        let compile = |set: &[Exception]| compile(&snap.config, &snap.policy.groups, &snap.clients, set);
+        let kept = self.exceptions.restore(all, unix_ms(), compile);
+        if kept > 0 || bad > 0 {
+            log::info!(
+                "{}: {kept} exceptions restored{}",
+                path.display(),
+                if bad > 0 { format!(", {bad} unreadable ones left out") } else { String::new() }
+            );
+        }
+    }
+
+    /// Compiles the exceptions for `snapshot`'s groups, clients and catalogue.
+    pub(super) fn recompile_exceptions(&self, snapshot: &Snapshot) {
+        self.exceptions.recompile(|set| compile(&snapshot.config, &snapshot.policy.groups, &snapshot.clients, set));
+    }
+}
+
+/// Where the exceptions are kept: beside the control socket (none while
+/// it is off: nothing could set one then).
+pub fn file_of(cfg: &Config) -> Option<std::path::PathBuf> {
+    let socket = &cfg.control_socket;
+    if socket.as_os_str().is_empty() {
+        return None;
+    }
+    Some(socket.parent()?.join(FILE_NAME))
+}
+
+/// Writes `bytes` to `path` whole or not at all, readable by the daemon's
+/// user alone (the devices and names of a household's rules): a fresh
+/// temporary file beside it (never through a link), then a rename.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut f = crate::sys::create_fresh(&tmp)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(bytes)?;
+    // RAM: no fsync needed for a crash to leave the old file or the new.
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+/// Is `e` one the running config can hold: its group exists, its service
+/// is in the catalogue, its device can be told?
+fn valid(snap: &Snapshot, e: &Exception) -> Result<(), String> {
+    let cfg = &snap.config;
+    match &e.subject {
+        Subject::Group(g) if snap.policy.groups.bit(g).is_none() => {
+            let known: Vec<&str> = snap.policy.groups.names.iter().map(|n| &**n).collect();
+            return Err(format!("no group '{g}' (groups: {})", known.join(", ")));
+        }
+        Subject::Group(_) => {}
+        Subject::Client(c) => {
+            why::identify(cfg, &snap.clients, &why::router_book(cfg), c)?;
+        }
+    }
+    if let Target::Service(id) = &e.target
+        && services::in_use(cfg).0.find(id).is_none()
+    {
+        return Err(format!("no service '{id}' in the catalogue (see 'hydradns services')"));
+    }
+    Ok(())
+}
+
+/// The exceptions `set` as queries match them under `cfg`, its groups
+/// `groups` and client rules `rules`: group names become bits, devices
+/// their addresses and MACs as the router's tables have them now,
+/// services their domains. What the config no longer has (a group, a
+/// service, a hostname not in the leases) matches nobody, and stays set.
+pub fn compile(cfg: &Config, groups: &GroupTable, rules: &ClientRules, set: &[Exception]) -> Compiled {
+    // The router's tables only for a MAC or a hostname.
+    let looked_up = |c: &str| c.parse::<IpAddr>().is_err() && !cfg.clients.iter().any(|r| r.name == c);
+    let book = if set.iter().any(|e| matches!(&e.subject, Subject::Client(c) if looked_up(c))) {
+        why::router_book(cfg)
+    } else {
+        NameBook::router(&cfg.leases_file, &cfg.ethers_file)
+    };
+    let catalogue = set.iter().any(|e| matches!(e.target, Target::Service(_))).then(|| services::in_use(cfg).0);
+    let keys = |names: &mut dyn Iterator<Item = &String>| -> Vec<Box<[u8]>> {
+        names.filter_map(|n| name_key(n)).map(Vec::into_boxed_slice).collect()
+    };
+    let compiled = set
+        .iter()
+        .enumerate()
+        .map(|(index, e)| Rule {
+            action: e.action,
+            ends: e.ends,
+            who: match &e.subject {
+                Subject::Group(g) => Who::Groups(groups.bit(g).map_or(0, |b| 1 << b)),
+                Subject::Client(c) => Who::Device(match why::identify(cfg, rules, &book, c) {
+                    Ok(id) => Device {
+                        ips: id.ips,
+                        macs: id.macs,
+                        rule: id.rule.filter(|_| id.by_rule).and_then(|r| rules.name(r).cloned()),
+                    },
+                    Err(_) => Device::default(),
+                }),
+            },
+            names: match &e.target {
+                Target::Name(n) => keys(&mut std::iter::once(n)),
+                Target::Service(id) => {
+                    catalogue.as_ref().and_then(|c| c.find(id)).map_or(Vec::new(), |s| keys(&mut s.domains.iter()))
+                }
+            },
+            index,
+        })
+        .collect();
+    Compiled::new(compiled)
+}
+
+/// `exceptions --json`'s object for `set`.
+pub fn report(set: &[Exception]) -> ExceptionsReport {
+    ExceptionsReport { schema: crate::stats::SCHEMA, exceptions: set.iter().map(row).collect() }
+}
+
+/// One exception as JSON shows it.
+pub fn row(e: &Exception) -> ExceptionReport {
+    let (group, client) = match &e.subject {
+        Subject::Group(g) => (Some(g.clone()), None),
+        Subject::Client(c) => (None, Some(c.clone())),
+    };
+    let (service, name) = match &e.target {
+        Target::Service(s) => (Some(s.clone()), None),
+        Target::Name(n) => (None, Some(n.clone())),
+    };
+    ExceptionReport { action: e.action.word().into(), group, client, service, name, ends: e.ends }
+}
+
+/// An exception from its JSON row, checked as a request is.
+pub fn from_row(r: &ExceptionReport) -> Result<Exception, String> {
+    let (kind, who) = match (&r.group, &r.client) {
+        (Some(g), None) => ("group", g),
+        (None, Some(c)) => ("client", c),
+        _ => return Err("not one of group and client".into()),
+    };
+    let (what, target) = match (&r.service, &r.name) {
+        (Some(s), None) => ("service", s),
+        (None, Some(n)) => ("name", n),
+        _ => return Err("not one of service and name".into()),
+    };
+    Exception::from_words(&r.action, kind, who, what, target, r.ends)
+}
+
+/// The rows of an `exceptions --json` object (the file, or the gateway's
+/// answer). Whole JSON only: nanoserde's reader panics on a cut one.
+pub fn read(text: &str) -> Result<Vec<ExceptionReport>, String> {
+    use nanoserde::DeJson;
+    if !crate::json::is_whole(text) {
+        return Err("not whole JSON".into());
+    }
+    ExceptionsReport::deserialize_json(text).map(|r| r.exceptions).map_err(|e| format!("not a list of exceptions: {e}"))
+}
+
+/// For `check`: the exception among `set` that decides `key` for the
+/// device `device` (else a client of `default`) whose groups in force are
+/// `on`, at `now_ms`, by the table `cfg` compiles.
+pub fn deciding<'a>(
+    cfg: &Config,
+    groups: &GroupTable,
+    set: &'a [Exception],
+    key: &[u8],
+    device: Option<&why::Identified>,
+    on: u64,
+    now_ms: u64,
+) -> Option<&'a Exception> {
+    if set.is_empty() {
+        return None;
+    }
+    let rules = ClientRules::new(&cfg.clients, groups);
+    let compiled = compile(cfg, groups, &rules, set);
+    let unknown = IpAddr::from([0u8; 4]);
+    let rule = device.and_then(|d| d.rule).and_then(|r| rules.name(r));
+    let ips: Vec<IpAddr> = device.map_or(Vec::new(), |d| d.ips.clone());
+    let macs: Vec<Option<[u8; 6]>> = device.map_or(Vec::new(), |d| d.macs.iter().copied().map(Some).collect());
+    let mut found: Option<&Rule> = None;
+    for ip in if ips.is_empty() { vec![unknown] } else { ips } {
+        for &mac in if macs.is_empty() { &[None][..] } else { &macs[..] } {
+            let asker = Asker { ip, mac, rule: rule.map(|r| &**r), groups: on };
+            if let Some(r) = compiled.decide(key, &asker, now_ms)
+                && found.is_none_or(|f| f.action == Action::Allow)
+            {
+                found = Some(r);
+            }
+        }
+    }
+    found.and_then(|r| set.get(r.index))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn rows_go_both_ways_and_odd_ones_are_refused() {
+        let e = Exception::from_words("block", "client", "192.0.2.7", "service", "youtube", 1_800_000_000).unwrap();
+        let text = report(std::slice::from_ref(&e)).serialize_json();
+        assert_eq!(
+            text,
+            "{\"schema\":1,\"exceptions\":[{\"action\":\"block\",\"group\":null,\"client\":\"192.0.2.7\",\
+             \"service\":\"youtube\",\"name\":null,\"ends\":1800000000}]}"
+        );
+        let rows = read(&text).unwrap();
+        assert_eq!(from_row(&rows[0]).unwrap(), e);
+        assert!(read(&text[..text.len() - 3]).is_err(), "cut short");
+        assert!(read("{\"schema\":1,\"exceptions\":7}").is_err());
+        let both = ExceptionReport { group: Some("kids".into()), ..rows[0].clone() };
+        assert!(from_row(&both).is_err());
+        let neither = ExceptionReport { service: None, ..rows[0].clone() };
+        assert!(from_row(&neither).is_err());
+    }
+
+    #[test]
+    fn a_service_is_its_catalogue_domains_and_a_missing_group_matches_nobody() {
+        let cfg = Config::parse(
+            "t",
+            "config group 'kids'\nconfig client\n\toption name 'tablet'\n\tlist match '192.0.2.5'\n\tlist group 'kids'\n",
+        )
+        .unwrap();
+        let groups = GroupTable::new(&cfg);
+        let rules = ClientRules::new(&cfg.clients, &groups);
+        let set = [
+            Exception::from_words("allow", "group", "kids", "service", "youtube", u64::MAX / 2000).unwrap(),
+            Exception::from_words("block", "group", "gone", "name", "example.org", u64::MAX / 2000).unwrap(),
+            Exception::from_words("block", "client", "tablet", "name", "games.example", u64::MAX / 2000).unwrap(),
+        ];
+        let c = compile(&cfg, &groups, &rules, &set);
+        let kids = 1 << groups.bit("kids").unwrap();
+        let ask = |name: &str, rule: Option<&'static str>, g: u64| {
+            let a = Asker { ip: "192.0.2.99".parse().unwrap(), mac: None, rule, groups: g };
+            c.decide(&name_key(name).unwrap(), &a, 0).map(|r| r.index)
+        };
+        assert_eq!(ask("www.youtube.com", None, kids), Some(0));
+        assert_eq!(ask("i.ytimg.com", None, kids), Some(0), "another of the service's domains");
+        assert_eq!(ask("www.youtube.com", None, DEFAULT), None);
+        assert_eq!(ask("example.org", None, u64::MAX), None, "no such group in this config");
+        assert_eq!(ask("games.example", Some("tablet"), kids), Some(2), "by its config client");
+        let tablet = why::identify(&cfg, &rules, &NameBook::router(&cfg.leases_file, &cfg.ethers_file), "192.0.2.5");
+        let found = deciding(&cfg, &groups, &set, &name_key("games.example").unwrap(), tablet.ok().as_ref(), kids, 0);
+        assert_eq!(found, Some(&set[2]), "check finds it by the device's rule");
+    }
+}
