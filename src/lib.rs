@@ -14,6 +14,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod control;
+pub mod dnssec;
 pub mod domain;
 pub mod json;
 pub mod lists;

@@ -32,7 +32,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("config", &["config"]),
-    ("stages", &["stats", "cache", "client", "policy", "upstream", "querylog", "lists", "localnet", "privileges"]),
+    (
+        "stages",
+        &["stats", "cache", "client", "policy", "upstream", "querylog", "lists", "localnet", "privileges", "dnssec"],
+    ),
     ("engine", &["query"]),
     ("service", &["rebuild", "status", "metrics", "control", "watchdog", "server"]),
     ("cli", &["cli"]),
