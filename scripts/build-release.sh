@@ -117,7 +117,20 @@ targets=("$@")
 # one was 7.6 KB, a sort of indices 11.7 KB), the check's answer read with
 # our JSON reader. aarch64: 3,703,000 bytes. A security fix does not wait
 # for a trim elsewhere: the budget is 3.5 MiB + 40 KiB, 7.8 KiB under.
-budget_aarch64=$((3 * 1024 * 1024 + 512 * 1024 + 40 * 1024))
+# Issue 60 (a household's policy; 2026-12-06, aarch64 builds of each step
+# on this machine, from 3,705,304 bytes at 9b8f78a): upstreams per group
+# (the sets, their counters in stats, JSON and metrics, the query log's
+# upstream_set column, check's set line, the receive threads' rule memo)
+# +23.6 KiB (3,729,496 at bd10fc6); exceptions with an end (the table
+# and its matching, allow/block/exceptions on the command line and the
+# control socket, the file that keeps them, check and status naming them)
+# +57.0 KiB: 3,787,864 bytes. The DNSSEC validator's core (issue 61) is in
+# the tree but not called yet, so it costs nothing until it is wired in
+# (its helper measured +82.9 KiB on x86_64 with every entry point used).
+# What a household compares us on is worth 80 KiB of flash on a router
+# that gives a package megabytes; the budget is 3.5 MiB + 128 KiB, 12.9
+# KiB under. Issue 61's wiring pays for itself or says why, as this did.
+budget_aarch64=$((3 * 1024 * 1024 + 512 * 1024 + 128 * 1024))
 version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
 
 command -v cargo-zigbuild >/dev/null || pip install --quiet ziglang cargo-zigbuild

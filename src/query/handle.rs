@@ -3,7 +3,7 @@
 //! lists (block, safe search, pause); anything else becomes a [`Miss`].
 
 use super::exceptions::Excepted;
-use super::memo::RuleMemo;
+use super::memo::{Known, RuleMemo};
 use super::*;
 
 impl Engine {
@@ -93,7 +93,7 @@ impl Engine {
         let Scratch { key: key_buf, name: name_key, memo } = scratch;
         // With groups that have upstreams of their own, the client's set is
         // part of the cache key: worked out before the cache is asked.
-        let early = (!snap.sets.is_empty()).then(|| self.groups_in(memo, &snap, origin));
+        let early = if snap.sets.is_empty() { None } else { Some(self.groups_early(memo, &snap, origin)) };
         let k = cache::key(&q, early.map_or(sets::MAIN, |g| g.set), key_buf);
         let key = &key_buf[..k];
         // The owner's own names beat the lists and the cache (nothing local is cached).
@@ -252,29 +252,41 @@ impl Engine {
         if miss.quiet { Step::Refresh(miss) } else { Step::Resolve(miss) }
     }
 
+    /// [`Engine::groups_in`] before the cache, with a group's own upstreams:
+    /// out of line, so the path without them stays as short as it was.
+    #[inline(never)]
+    fn groups_early(&self, memo: &mut Option<Box<RuleMemo>>, snap: &Snapshot, origin: &Origin) -> Groups {
+        self.groups_in(memo, snap, origin)
+    }
+
     /// The groups whose lists apply to `origin`'s client now: its groups
     /// (`default` without `config client`) inside their schedules, and
     /// which of those are paused.
     /// With `memo`, a receive thread's, the client's rule comes from there
     /// when it holds it (see [`super::memo`]).
-    #[inline(always)]
+    #[inline]
     pub(super) fn groups_in(&self, memo: &mut Option<Box<RuleMemo>>, snap: &Snapshot, origin: &Origin) -> Groups {
-        let (rule, member) = if snap.clients.is_empty() {
-            (None, DEFAULT)
+        let off = snap.schedules.off();
+        let set_of =
+            |rule, member: u64| if snap.sets.is_empty() { sets::MAIN } else { snap.sets.of(rule, member & !off) };
+        let known = if snap.clients.is_empty() {
+            Known { rule: None, member: DEFAULT, set: set_of(None, DEFAULT) }
         } else {
-            let find = || snap.clients.find(origin.client, origin.mac, &self.learned.load());
-            let rule = match memo {
+            let work_out = || {
+                let rule = snap.clients.find(origin.client, origin.mac, &self.learned.load());
+                let member = snap.clients.groups(rule);
+                Known { rule, member, set: set_of(rule, member) }
+            };
+            match memo {
                 Some(m) => {
                     let learned = self.learned_version.load(Relaxed);
-                    m.rule(origin.client, origin.mac, snap.generation, learned, find)
+                    m.known((origin.client, origin.mac), snap.generation, learned, off, work_out)
                 }
-                None => find(),
-            };
-            (rule, snap.clients.groups(rule))
+                None => work_out(),
+            }
         };
-        let on = member & !snap.schedules.off();
-        let set = if snap.sets.is_empty() { sets::MAIN } else { snap.sets.of(rule, on) };
-        Groups { on, paused: self.pause.paused_groups() & on, set }
+        let on = known.member & !off;
+        Groups { on, paused: self.pause.paused_groups() & on, set: known.set }
     }
 
     /// Answers a name list `source` blocks for a client whose groups `active` apply.

@@ -17,6 +17,16 @@ use std::net::IpAddr;
 /// Entries: direct-mapped by the address's last bits.
 const SLOTS: usize = 16;
 
+/// What is known of a client: its rule, that rule's groups, and its
+/// upstream set while the scheduled groups outside their window are those
+/// it was worked out with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Known {
+    pub rule: Option<usize>,
+    pub member: u64,
+    pub set: u8,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Seen {
     /// The address as [`who`] packs it, with the MAC: two integer compares
@@ -26,15 +36,19 @@ struct Seen {
     generation: u64,
     /// [`super::Engine`]'s learned table version it was found with.
     learned: u64,
+    /// The scheduled groups outside their window when its set was worked out.
+    off: u64,
     rule: Option<u16>,
+    member: u64,
+    set: u8,
 }
 
-/// `client` and `mac` as two integers: the address IPv4-mapped, the MAC
-/// behind a bit that says there is one.
+/// `client` and `mac` as two integers: the address (IPv4 marked by a bit
+/// no IPv6 address in use has), the MAC behind a bit that says there is one.
 #[inline(always)]
 fn who(client: IpAddr, mac: Option<[u8; 6]>) -> (u128, u64) {
     let ip = match client {
-        IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
+        IpAddr::V4(a) => 1 << 127 | u128::from(u32::from(a)),
         IpAddr::V6(a) => u128::from(a),
     };
     let mac = mac.map_or(0, |m| 1 << 48 | u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]]));
@@ -49,34 +63,35 @@ pub(super) struct RuleMemo {
 
 impl Default for RuleMemo {
     fn default() -> RuleMemo {
-        let empty = Seen { client: (0, 0), generation: 0, learned: 0, rule: None };
+        let empty = Seen { client: (0, 0), generation: 0, learned: 0, off: 0, rule: None, member: 0, set: 0 };
         RuleMemo { slots: [empty; SLOTS] }
     }
 }
 
 impl RuleMemo {
-    /// The rule of `client` (with `mac`) under snapshot `generation` and
-    /// learned table `learned`: remembered, or `find`'s, then remembered.
+    /// What is known of `client` (with `mac`) under snapshot `generation`,
+    /// learned table `learned` and the schedules' `off`: remembered, or
+    /// `work_out`'s, then remembered.
     #[inline(always)]
-    pub(super) fn rule(
+    pub(super) fn known(
         &mut self,
-        client: IpAddr,
-        mac: Option<[u8; 6]>,
+        (client, mac): (IpAddr, Option<[u8; 6]>),
         generation: u64,
         learned: u64,
-        find: impl FnOnce() -> Option<usize>,
-    ) -> Option<usize> {
+        off: u64,
+        work_out: impl FnOnce() -> Known,
+    ) -> Known {
         let key = who(client, mac);
         let slot = &mut self.slots[key.0 as usize % SLOTS];
-        if slot.client == key && slot.generation == generation && slot.learned == learned {
-            return slot.rule.map(usize::from);
+        if slot.client == key && slot.generation == generation && slot.learned == learned && slot.off == off {
+            return Known { rule: slot.rule.map(usize::from), member: slot.member, set: slot.set };
         }
-        let rule = find();
+        let known = work_out();
         // Rules are numbered in u16 (see `ClientRules`): one that is not is never remembered.
-        if let Ok(r) = rule.map(u16::try_from).transpose() {
-            *slot = Seen { client: key, generation, learned, rule: r };
+        if let Ok(rule) = known.rule.map(u16::try_from).transpose() {
+            *slot = Seen { client: key, generation, learned, off, rule, member: known.member, set: known.set };
         }
-        rule
+        known
     }
 }
 
@@ -85,23 +100,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_rule_is_remembered_for_its_snapshot_and_learned_table_only() {
+    fn what_is_known_holds_for_its_snapshot_learned_table_and_schedules_only() {
         let mut memo = RuleMemo::default();
         let a: IpAddr = "192.168.1.20".parse().unwrap();
-        let mut finds = 0;
-        let mut find = |r| {
-            finds += 1;
-            r
+        let mut works = 0;
+        let mut work = |rule| {
+            works += 1;
+            Known { rule, member: 3, set: 1 }
         };
-        assert_eq!(memo.rule(a, None, 7, 1, || find(Some(3))), Some(3));
-        assert_eq!(memo.rule(a, None, 7, 1, || find(Some(9))), Some(3), "remembered");
-        assert_eq!(memo.rule(a, None, 8, 1, || find(Some(4))), Some(4), "a new snapshot");
-        assert_eq!(memo.rule(a, None, 8, 2, || find(None)), None, "a new learned table");
-        assert_eq!(memo.rule(a, Some([1; 6]), 8, 2, || find(Some(5))), Some(5), "another MAC");
+        let k = |r| Known { rule: r, member: 3, set: 1 };
+        assert_eq!(memo.known((a, None), 7, 1, 0, || work(Some(3))), k(Some(3)));
+        assert_eq!(memo.known((a, None), 7, 1, 0, || work(Some(9))), k(Some(3)), "remembered");
+        assert_eq!(memo.known((a, None), 8, 1, 0, || work(Some(4))), k(Some(4)), "a new snapshot");
+        assert_eq!(memo.known((a, None), 8, 2, 0, || work(None)), k(None), "a new learned table");
+        assert_eq!(memo.known((a, None), 8, 2, 2, || work(Some(7))), k(Some(7)), "a schedule changed");
+        assert_eq!(memo.known((a, Some([1; 6])), 8, 2, 2, || work(Some(5))), k(Some(5)), "another MAC");
         // 192.168.2.20 shares the slot: it replaces the entry, never reads it.
         let b: IpAddr = "192.168.2.20".parse().unwrap();
-        assert_eq!(memo.rule(b, None, 8, 2, || find(Some(6))), Some(6));
-        assert_eq!(memo.rule(a, Some([1; 6]), 8, 2, || find(Some(5))), Some(5));
-        assert_eq!(finds, 6);
+        assert_eq!(memo.known((b, None), 8, 2, 2, || work(Some(6))), k(Some(6)));
+        assert_eq!(memo.known((a, Some([1; 6])), 8, 2, 2, || work(Some(5))), k(Some(5)));
+        // The same address in its IPv6-mapped form is another key, found anew.
+        let mapped: IpAddr = "::ffff:192.168.1.20".parse().unwrap();
+        assert_eq!(memo.known((mapped, None), 8, 2, 2, || work(Some(8))), k(Some(8)));
+        assert_eq!(works, 8);
     }
 }
