@@ -124,7 +124,6 @@ impl Status {
                 })
                 .collect(),
             groups: self.groups(&snap),
-            exceptions: self.engine.exceptions_report().exceptions,
         }
     }
 

@@ -425,13 +425,15 @@ impl Exceptions {
         set.len()
     }
 
-    /// Compiles the list again: after a reload, whose config may number
-    /// the groups, name the clients and list the services differently.
-    pub fn recompile(&self, compile: impl FnOnce(&[Exception]) -> Compiled) {
-        let set = self.lock();
-        if set.is_empty() && self.until() == 0 {
+    /// Compiles the list again (those ended at `now_ms` dropped): after a
+    /// reload, whose config may number the groups, name the clients and
+    /// list the services differently.
+    pub fn recompile(&self, now_ms: u64, compile: impl FnOnce(&[Exception]) -> Compiled) {
+        let mut set = self.lock();
+        if set.is_empty() {
             return;
         }
+        set.retain(|x| x.ends.saturating_mul(1000) > now_ms);
         self.install(&set, compile(&set));
     }
 
@@ -583,6 +585,9 @@ mod tests {
         t.change(ex("allow", "group", "kids", "name", "c.example", 40), 20_000, |_| Ok(()), compile).unwrap();
         assert!(t.over(20, 20_000));
         assert_eq!(t.until(), 40);
+        // A reload after the end drops what has ended: no clock read for it.
+        t.recompile(40_000, compile);
+        assert_eq!((t.until(), t.current(0).len()), (0, 0));
     }
 
     #[test]
