@@ -16,7 +16,7 @@ use crate::client::names::NameBook;
 use crate::config::groups::GroupTable;
 use crate::json::Json;
 use crate::policy::exceptions::{
-    Action, Asker, Changed, Compiled, Device, Exception, Rule, Subject, Target, Who, unix_ms,
+    Action, Asker, Changed, Compiled, Device, Exception, Exceptions, Rule, Subject, Target, Who, unix_ms,
 };
 use crate::policy::services;
 use nanoserde::SerJson;
@@ -150,37 +150,10 @@ impl Engine {
         to_json(&self.exceptions.current(unix_ms()))
     }
 
-    /// Reads back the file a previous run left (at start): those not
-    /// ended are in force again. A file over its cap or unreadable is
-    /// ignored with a log line.
-    #[inline(never)]
-    pub fn restore_exceptions(&self) {
-        let snap = self.snapshot.load_full();
-        let Some(path) = file_of(&snap.config) else { return };
-        let text = match crate::sys::read_unlinked_text(&path, MAX_FILE) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) => {
-                log::warn!("{}: {e}; no exceptions restored", path.display());
-                return;
-            }
-        };
-        let (all, bad) = match read(&text) {
-            Ok(l) => (l.exceptions, l.unreadable),
-            Err(e) => {
-                log::warn!("{}: {e}; no exceptions restored", path.display());
-                return;
-            }
-        };
-        let compile = |set: &[Exception]| compile(&snap.config, &snap.policy.groups, &snap.clients, set);
-        let kept = self.exceptions.restore(all, unix_ms(), compile);
-        if kept > 0 || bad > 0 {
-            log::info!(
-                "{}: {kept} exceptions restored{}",
-                path.display(),
-                if bad > 0 { format!(", {bad} unreadable ones left out") } else { String::new() }
-            );
-        }
+    /// This engine with `exceptions` ([`restore`]), before it serves.
+    pub fn with_exceptions(mut self, exceptions: Exceptions) -> Engine {
+        self.exceptions = exceptions;
+        self
     }
 
     /// Compiles the exceptions for `snapshot`'s groups, clients and catalogue.
@@ -188,6 +161,41 @@ impl Engine {
         self.exceptions
             .recompile(unix_ms(), |set| compile(&snapshot.config, &snapshot.policy.groups, &snapshot.clients, set));
     }
+}
+
+/// The exceptions a previous run left in the file, for the engine that
+/// serves `snapshot` ([`Engine::with_exceptions`]): those not ended are in
+/// force again. A file over its cap or unreadable is ignored with a log line.
+#[inline(never)]
+pub fn restore(snapshot: &Snapshot) -> Exceptions {
+    let cfg = &snapshot.config;
+    let Some(path) = file_of(cfg) else { return Exceptions::new() };
+    let text = match crate::sys::read_unlinked_text(&path, MAX_FILE) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Exceptions::new(),
+        Err(e) => {
+            log::warn!("{}: {e}; no exceptions restored", path.display());
+            return Exceptions::new();
+        }
+    };
+    let (all, bad) = match read(&text) {
+        Ok(l) => (l.exceptions, l.unreadable),
+        Err(e) => {
+            log::warn!("{}: {e}; no exceptions restored", path.display());
+            return Exceptions::new();
+        }
+    };
+    let compile = |set: &[Exception]| compile(cfg, &snapshot.policy.groups, &snapshot.clients, set);
+    let restored = Exceptions::restored(all, unix_ms(), compile);
+    let kept = restored.len();
+    if kept > 0 || bad > 0 {
+        log::info!(
+            "{}: {kept} exceptions restored{}",
+            path.display(),
+            if bad > 0 { format!(", {bad} unreadable ones left out") } else { String::new() }
+        );
+    }
+    restored
 }
 
 /// Where the exceptions are kept: beside the control socket (none while
