@@ -410,9 +410,10 @@ impl Exceptions {
 
     /// A table of `all` (the file read back at start): the first
     /// [`MAX_EXCEPTIONS`] of those not ended at `now_ms`. Made whole, not
-    /// stored into: a thread that stores into (or loads) an `ArcSwap` joins
-    /// the list of threads every cache insert walks (`arc_swap`'s debts),
-    /// +143 instructions a miss for the main thread that starts the gateway.
+    /// stored into: a thread that stores into, loads or drops an `ArcSwap`
+    /// joins the list of threads every cache insert walks (`arc_swap`'s
+    /// debts), +141 instructions a miss for the main thread that starts
+    /// the gateway.
     pub fn restored(
         mut all: Vec<Exception>,
         now_ms: u64,

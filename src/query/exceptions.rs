@@ -150,12 +150,6 @@ impl Engine {
         to_json(&self.exceptions.current(unix_ms()))
     }
 
-    /// This engine with `exceptions` ([`restore`]), before it serves.
-    pub fn with_exceptions(mut self, exceptions: Exceptions) -> Engine {
-        self.exceptions = exceptions;
-        self
-    }
-
     /// Compiles the exceptions for `snapshot`'s groups, clients and catalogue.
     pub(super) fn recompile_exceptions(&self, snapshot: &Snapshot) {
         self.exceptions

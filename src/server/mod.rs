@@ -197,7 +197,7 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
     let snapshot = Snapshot::new(Arc::new(cfg), Arc::new(policy), None);
     // Exceptions a previous run set, until their ends (a reboot empties the directory).
     let exceptions = crate::query::exceptions::restore(&snapshot);
-    let engine = Arc::new(Engine::new(snapshot, logger).with_exceptions(exceptions));
+    let engine = Arc::new(Engine::with_exceptions(snapshot, logger, exceptions));
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();
     let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
     let udp_stop = Arc::new(AtomicBool::new(false));
