@@ -268,7 +268,7 @@ async fn respond(request: &str, status: &Status) -> String {
             Err(_) => "{\"error\":\"the lists thread is gone\"}".into(),
         },
         Request::Check { name, client } => check(status, name, client).await,
-        Request::Exceptions => status.engine.exceptions_report().serialize_json(),
+        Request::Exceptions => status.engine.exceptions_json(),
         Request::BadExcept => {
             "{\"error\":\"allow and block take seconds, group or client and its name, service or name and its \
              value\"}"
@@ -342,7 +342,7 @@ fn except(status: &Status, action: &str, secs: u64, words: [&str; 4]) -> String 
         }
         Changed::NotSet => "not set",
     };
-    let json = status.engine.exceptions_report().serialize_json();
+    let json = status.engine.exceptions_json();
     format!("{{\"changed\":\"{word}\",{}", json.strip_prefix('{').unwrap_or(&json))
 }
 

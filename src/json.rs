@@ -85,6 +85,26 @@ impl<'a> Json<'a> {
         }
     }
 
+    /// A whole number that fits a `u64`.
+    pub fn number(&mut self) -> Option<u64> {
+        self.ws();
+        let start = self.i;
+        while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+            self.i += 1;
+        }
+        std::str::from_utf8(self.b.get(start..self.i)?).ok()?.parse().ok()
+    }
+
+    /// A string, or `null` (`Some(None)`).
+    pub fn string_or_null(&mut self) -> Option<Option<String>> {
+        self.ws();
+        if self.b.get(self.i..).is_some_and(|rest| rest.starts_with(b"null")) {
+            self.i += 4;
+            return Some(None);
+        }
+        self.string().map(Some)
+    }
+
     /// Skips one value of any type.
     pub fn skip(&mut self, depth: u32) -> Option<()> {
         self.ws();
@@ -159,6 +179,18 @@ pub fn is_whole(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_and_nulls() {
+        let mut j = Json::new(" 1800000000 , null \"x\" 18446744073709551616 nul");
+        assert_eq!(j.number(), Some(1_800_000_000));
+        assert!(j.eat(b','));
+        assert_eq!(j.string_or_null(), Some(None));
+        assert_eq!(j.string_or_null(), Some(Some("x".into())));
+        assert_eq!(j.number(), None, "past u64");
+        assert_eq!(Json::new("nul").string_or_null(), None);
+        assert_eq!(Json::new("-1").number(), None);
+    }
 
     #[test]
     fn whole_values_only() {

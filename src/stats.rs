@@ -4,9 +4,6 @@
 //! counting never bounces a cache line between cores; readers sum all
 //! workers' counters with relaxed loads. [`Report`] is the snapshot the
 //! control socket serves and the periodic log line prints.
-// nanoserde's DeJson derive expands to code clippy would write with `?`
-// (for `ExceptionReport`'s `Option` members).
-#![allow(clippy::question_mark)]
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -522,38 +519,6 @@ pub struct Report {
     /// Groups of devices, `default` first.
     #[nserde(default)]
     pub groups: Vec<GroupReport>,
-    /// Exceptions with an end (`hydradns allow`, `block`) not ended yet.
-    #[nserde(default)]
-    pub exceptions: Vec<ExceptionReport>,
-}
-
-/// One exception with an end, as `hydradns exceptions --json` lists it
-/// (a stable interface: the rpcd API answers with it).
-#[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
-#[nserde(serialize_none_as_null)]
-pub struct ExceptionReport {
-    /// `allow` or `block`.
-    pub action: String,
-    /// The group it applies to, or `null` for one device.
-    pub group: Option<String>,
-    /// The device it applies to, as given (an address or a MAC written
-    /// the one way), or `null` for a group.
-    pub client: Option<String>,
-    /// The service whose names it covers, or `null` for a name.
-    pub service: Option<String>,
-    /// The name it covers, and every name under it, or `null` for a service.
-    pub name: Option<String>,
-    /// When it ends, Unix seconds.
-    pub ends: u64,
-}
-
-/// `hydradns exceptions --json`, and the file the daemon keeps them in.
-#[derive(Debug, Default, Clone, PartialEq, SerJson, DeJson)]
-pub struct ExceptionsReport {
-    /// [`SCHEMA`].
-    pub schema: u64,
-    /// In the order they were set.
-    pub exceptions: Vec<ExceptionReport>,
 }
 
 /// The layout version of the JSON `stats` and `status` print: raised when

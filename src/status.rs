@@ -125,7 +125,6 @@ impl Status {
                 })
                 .collect(),
             groups: self.groups(&snap),
-            exceptions: self.engine.exceptions_report().exceptions,
         }
     }
 

@@ -599,11 +599,19 @@ fn only_root_or_the_gateways_own_user_may_act_on_the_control_socket() {
     // Another account in the gateway's group: it reads, it does not act.
     let other = ask_as(12345, 65534, &sock, "stats");
     assert!(other.contains("\"counters\""), "{other}");
-    for request in ["pause 60", "update", "commit"] {
+    for request in ["pause 60", "update", "commit", "allow 60 group default name x.example", "block 60 x"] {
         let answer = ask_as(12345, 65534, &sock, request);
         assert!(answer.contains("not allowed"), "{request}: {answer}");
     }
     assert_eq!(g.report().paused_until, 0, "not paused");
+    // Exceptions with an end: read by anyone there, set by the gateway's
+    // own user, who keeps them in a file of its own beside the socket.
+    assert_eq!(ask_as(12345, 65534, &sock, "exceptions"), "{\"schema\":1,\"exceptions\":[]}");
+    let own = ask_as(65534, 65534, &sock, "block 60 group default name x.example");
+    assert!(own.contains("\"changed\":\"set\"") && own.contains("\"name\":\"x.example\""), "{own}");
+    let kept = std::fs::symlink_metadata(sock.with_file_name("exceptions.json")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((kept.uid(), kept.mode() & 0o777), (65534, 0o600), "the gateway's, private");
     let own = ask_as(65534, 65534, &sock, "pause 60");
     assert!(own.contains("\"paused_until\":") && !own.contains("error"), "{own}");
     assert!(g.report().paused_until > 0);

@@ -4,20 +4,8 @@
 
 use super::*;
 
-use crate::policy::exceptions::{Exception, MAX_SECS};
-use crate::stats::{ExceptionReport, ExceptionsReport};
-
-/// The gateway's answer to `allow` or `block`: what changed and the
-/// exceptions after it, or why nothing did.
-#[derive(DeJson)]
-struct Changed {
-    #[nserde(default)]
-    changed: String,
-    #[nserde(default)]
-    error: String,
-    #[nserde(default)]
-    exceptions: Vec<ExceptionReport>,
-}
+use crate::policy::exceptions::{Exception, MAX_SECS, Subject, Target};
+use crate::query::exceptions::{read, to_json};
 
 /// `hydradns allow` and `hydradns block` (`action`).
 pub(super) fn except(args: Args, action: &str) -> ExitCode {
@@ -59,12 +47,14 @@ pub(super) fn except(args: Args, action: &str) -> ExitCode {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let request = {
-        let row = crate::query::exceptions::row(&e);
-        let who = row.group.or(row.client).unwrap_or_default();
-        let target = row.service.or(row.name).unwrap_or_default();
-        format!("{action} {secs} {kind} {who} {what} {target}")
+    // The words as read: an address, a MAC, a name written the one way.
+    let who = match &e.subject {
+        Subject::Group(w) | Subject::Client(w) => w,
     };
+    let target = match &e.target {
+        Target::Service(t) | Target::Name(t) => t,
+    };
+    let request = format!("{action} {secs} {kind} {who} {what} {target}");
     let answer = match control::request(&cfg.control_socket, &request, Duration::from_secs(10)) {
         Ok(json) => json,
         Err(err) => {
@@ -72,29 +62,27 @@ pub(super) fn except(args: Args, action: &str) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let changed = match Changed::deserialize_json(&answer) {
-        Ok(c) if !c.error.is_empty() => {
-            eprintln!("hydradns: {}", c.error);
+    let listed = match read(&answer) {
+        Ok(l) if !l.error.is_empty() => {
+            eprintln!("hydradns: {}", l.error);
             return ExitCode::from(1);
         }
-        Ok(c) => c,
+        Ok(l) => l,
         Err(_) => {
             eprintln!("hydradns: unreadable answer from the gateway: {answer}");
             return ExitCode::from(1);
         }
     };
     if args.json {
-        let report = ExceptionsReport { schema: crate::stats::SCHEMA, exceptions: changed.exceptions };
-        println!("{}", report.serialize_json());
+        println!("{}", to_json(&listed.exceptions));
         return ExitCode::SUCCESS;
     }
     let told = e.describe();
-    match changed.changed.as_str() {
+    match listed.changed.as_str() {
         "removed" => println!("removed: {told}"),
         "not set" => println!("{told} was not set: nothing to remove"),
         _ => {
-            let mut set = changed.exceptions.iter().filter_map(|r| crate::query::exceptions::from_row(r).ok());
-            let ends = set.find(|x| x.same(&e)).map_or(0, |x| x.ends);
+            let ends = listed.exceptions.iter().find(|x| x.same(&e)).map_or(0, |x| x.ends);
             println!("{told} until {}", crate::timetext::iso8601(ends * 1000));
         }
     }
@@ -110,9 +98,9 @@ pub(super) fn exceptions_cmd(args: Args) -> ExitCode {
     if !args.positional.is_empty() {
         return usage_error("exceptions", "exceptions takes no arguments".into());
     }
-    let rows = match control::request(&cfg.control_socket, "exceptions", Duration::from_secs(5)) {
-        Ok(json) => match crate::query::exceptions::read(&json) {
-            Ok(rows) => rows,
+    let set = match control::request(&cfg.control_socket, "exceptions", Duration::from_secs(5)) {
+        Ok(json) => match read(&json) {
+            Ok(l) => l.exceptions,
             Err(e) => {
                 eprintln!("hydradns: unreadable answer from the gateway ({e}): {json}");
                 return ExitCode::from(1);
@@ -124,26 +112,26 @@ pub(super) fn exceptions_cmd(args: Args) -> ExitCode {
         }
     };
     if args.json {
-        println!("{}", ExceptionsReport { schema: crate::stats::SCHEMA, exceptions: rows }.serialize_json());
+        println!("{}", to_json(&set));
         return ExitCode::SUCCESS;
     }
-    if rows.is_empty() {
+    if set.is_empty() {
         println!("no exceptions");
     }
-    print!("{}", lines(&rows, crate::sys::unix_now()));
+    print!("{}", lines(&set, crate::sys::unix_now()));
     ExitCode::SUCCESS
 }
 
 /// One line per exception, with its end and the time left at `now`: for
 /// `exceptions`, `status` and `stats`.
-pub(super) fn lines(rows: &[ExceptionReport], now: u64) -> String {
+pub(super) fn lines(set: &[Exception], now: u64) -> String {
     let mut o = String::new();
-    for r in rows {
-        let told = crate::query::exceptions::from_row(r).map_or_else(|e| e, |e| e.describe());
-        let left = duration_text(r.ends.saturating_sub(now));
+    for e in set {
         o.push_str(&format!(
-            "exception    {told} until {} ({left} left)\n",
-            crate::timetext::iso8601(r.ends.saturating_mul(1000))
+            "exception    {} until {} ({} left)\n",
+            e.describe(),
+            crate::timetext::iso8601(e.ends.saturating_mul(1000)),
+            duration_text(e.ends.saturating_sub(now))
         ));
     }
     o
@@ -155,8 +143,7 @@ pub(super) fn running(cfg: &Config) -> Vec<Exception> {
     let Ok(json) = control::request(&cfg.control_socket, "exceptions", Duration::from_secs(2)) else {
         return Vec::new();
     };
-    let rows = crate::query::exceptions::read(&json).unwrap_or_default();
-    rows.iter().filter_map(|r| crate::query::exceptions::from_row(r).ok()).collect()
+    read(&json).map(|l| l.exceptions).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -166,15 +153,9 @@ mod tests {
 
     #[test]
     fn each_exception_is_a_line_with_its_end() {
-        let row = ExceptionReport {
-            action: "allow".into(),
-            group: Some("kids".into()),
-            service: Some("youtube".into()),
-            ends: 1_800_003_600,
-            ..ExceptionReport::default()
-        };
+        let e = Exception::from_words("allow", "group", "kids", "service", "youtube", 1_800_003_600).unwrap();
         assert_eq!(
-            lines(&[row], 1_800_000_000),
+            lines(&[e], 1_800_000_000),
             "exception    allow service 'youtube' for group 'kids' until 2027-01-15T09:00:00.000Z (1h 0m left)\n"
         );
     }

@@ -167,7 +167,6 @@ pub(super) fn stats_text(r: &Report) -> String {
             writeln!(o, "  {} ({}): {entries}, {} unsupported, {} invalid", l.name, l.kind, l.unsupported, l.invalid);
     }
     o.push_str(&group_lines(r));
-    o.push_str(&super::exceptions::lines(&r.exceptions, crate::sys::unix_now()));
     for u in &r.upstreams {
         let _ = writeln!(
             o,
@@ -249,6 +248,8 @@ struct Status {
     unfiltered_since: u64,
     /// Why the watchdog failed open; empty while filtered.
     unfiltered_reason: String,
+    /// The running gateway's exceptions with an end, as `exceptions --json` lists them.
+    exceptions: crate::query::exceptions::Rows,
 }
 
 /// `hydradns status`: is it running, and with what. Exit 0 when it runs,
@@ -286,6 +287,10 @@ pub(super) fn status(args: Args) -> ExitCode {
         }
     }
     let unfiltered = crate::watchdog::unfiltered(Path::new(crate::watchdog::STATE_FILE));
+    let exceptions = crate::query::exceptions::Rows(match &stats {
+        Some(_) => super::exceptions::running(&cfg),
+        None => Vec::new(),
+    });
     let st = Status {
         schema: crate::stats::SCHEMA,
         running: stats.is_some(),
@@ -299,6 +304,7 @@ pub(super) fn status(args: Args) -> ExitCode {
         lists,
         unfiltered_since: unfiltered.as_ref().map_or(0, |u| u.0),
         unfiltered_reason: unfiltered.map(|u| u.1).unwrap_or_default(),
+        exceptions,
     };
     let code = if st.running { ExitCode::SUCCESS } else { ExitCode::from(3) };
     if args.json {
@@ -331,7 +337,7 @@ pub(super) fn status(args: Args) -> ExitCode {
             print!("{}", set_lines(r));
             println!("blocking     {blocking}, {} names blocked so far", r.counters.blocked);
             print!("{}", group_lines(r));
-            print!("{}", super::exceptions::lines(&r.exceptions, st.now));
+            print!("{}", super::exceptions::lines(&st.exceptions.0, st.now));
         }
         None => println!("upstream     {} (configured)", st.upstreams.join(", ")),
     }

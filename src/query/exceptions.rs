@@ -14,11 +14,11 @@ use super::*;
 
 use crate::client::names::NameBook;
 use crate::config::groups::GroupTable;
+use crate::json::Json;
 use crate::policy::exceptions::{
-    Action, Asker, Changed, Compiled, Device, Exception, Rule, Subject, Target, Who, unix_ms,
+    Action, Asker, Changed, Compiled, Device, Exception, Exceptions, Rule, Subject, Target, Who, unix_ms,
 };
 use crate::policy::services;
-use crate::stats::{ExceptionReport, ExceptionsReport};
 use nanoserde::SerJson;
 
 /// Largest exceptions file read back: [`crate::policy::exceptions::MAX_EXCEPTIONS`]
@@ -120,24 +120,7 @@ impl Engine {
         self.done(origin, a, out, stats)
     }
 
-    /// Answers from the cache a name an exception allows: logged with it.
-    pub(super) fn cached_by_exception(
-        &self,
-        hit: &cache::Hit,
-        q: &Query,
-        origin: &Origin,
-        out: &mut Vec<u8>,
-        stats: &Counters,
-    ) -> Step {
-        Counters::bump(&stats.cached);
-        hit.write_answer(q, out);
-        fit(out, q, origin.transport, stats);
-        let mut a = Answered::of(q, Outcome::Cached);
-        a.list = Some(self.exceptions.list().clone());
-        self.done(origin, a, out, stats)
-    }
-
-    /// The list name a forwarded answer an exception allowed is logged with.
+    /// The list name an answer an exception allowed is logged with.
     pub(super) fn exception_list(&self) -> Option<Arc<str>> {
         Some(self.exceptions.list().clone())
     }
@@ -145,6 +128,7 @@ impl Engine {
     /// Sets, replaces or (an end of 0) removes an exception, checked
     /// against the running config first: `allow` and `block` over the
     /// control socket. The file is written after the change.
+    #[inline(never)]
     pub fn set_exception(&self, e: Exception) -> Result<Changed, String> {
         let snap = self.snapshot.load_full();
         let now = unix_ms();
@@ -153,7 +137,7 @@ impl Engine {
             .change(e, now, |e| valid(&snap, e), |set| compile(&snap.config, &snap.policy.groups, &snap.clients, set))
             .map_err(|r| r.0)?;
         if let Some(path) = file_of(&snap.config) {
-            let text = report(&self.exceptions.current(now)).serialize_json();
+            let text = to_json(&self.exceptions.current(now));
             if let Err(e) = write_private(&path, text.as_bytes()) {
                 log::warn!("{}: {e}; the exceptions hold until a restart", path.display());
             }
@@ -162,53 +146,50 @@ impl Engine {
     }
 
     /// Those not ended, as `exceptions --json` and `status` show them.
-    pub fn exceptions_report(&self) -> ExceptionsReport {
-        report(&self.exceptions.current(unix_ms()))
-    }
-
-    /// Reads back the file a previous run left (at start): those not
-    /// ended are in force again. A file over its cap or unreadable is
-    /// ignored with a log line.
-    pub fn restore_exceptions(&self) {
-        let snap = self.snapshot.load_full();
-        let Some(path) = file_of(&snap.config) else { return };
-        let text = match crate::sys::read_unlinked_text(&path, MAX_FILE) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) => {
-                log::warn!("{}: {e}; no exceptions restored", path.display());
-                return;
-            }
-        };
-        let rows = match read(&text) {
-            Ok(rows) => rows,
-            Err(e) => {
-                log::warn!("{}: {e}; no exceptions restored", path.display());
-                return;
-            }
-        };
-        let (mut all, mut bad) = (Vec::new(), 0);
-        for row in &rows {
-            match from_row(row) {
-                Ok(e) => all.push(e),
-                Err(_) => bad += 1,
-            }
-        }
-        let compile = |set: &[Exception]| compile(&snap.config, &snap.policy.groups, &snap.clients, set);
-        let kept = self.exceptions.restore(all, unix_ms(), compile);
-        if kept > 0 || bad > 0 {
-            log::info!(
-                "{}: {kept} exceptions restored{}",
-                path.display(),
-                if bad > 0 { format!(", {bad} unreadable ones left out") } else { String::new() }
-            );
-        }
+    pub fn exceptions_json(&self) -> String {
+        to_json(&self.exceptions.current(unix_ms()))
     }
 
     /// Compiles the exceptions for `snapshot`'s groups, clients and catalogue.
     pub(super) fn recompile_exceptions(&self, snapshot: &Snapshot) {
-        self.exceptions.recompile(|set| compile(&snapshot.config, &snapshot.policy.groups, &snapshot.clients, set));
+        self.exceptions
+            .recompile(unix_ms(), |set| compile(&snapshot.config, &snapshot.policy.groups, &snapshot.clients, set));
     }
+}
+
+/// The exceptions a previous run left in the file, for the engine that
+/// serves `snapshot` ([`Engine::with_exceptions`]): those not ended are in
+/// force again. A file over its cap or unreadable is ignored with a log line.
+#[inline(never)]
+pub fn restore(snapshot: &Snapshot) -> Exceptions {
+    let cfg = &snapshot.config;
+    let Some(path) = file_of(cfg) else { return Exceptions::new() };
+    let text = match crate::sys::read_unlinked_text(&path, MAX_FILE) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Exceptions::new(),
+        Err(e) => {
+            log::warn!("{}: {e}; no exceptions restored", path.display());
+            return Exceptions::new();
+        }
+    };
+    let (all, bad) = match read(&text) {
+        Ok(l) => (l.exceptions, l.unreadable),
+        Err(e) => {
+            log::warn!("{}: {e}; no exceptions restored", path.display());
+            return Exceptions::new();
+        }
+    };
+    let compile = |set: &[Exception]| compile(cfg, &snapshot.policy.groups, &snapshot.clients, set);
+    let restored = Exceptions::restored(all, unix_ms(), compile);
+    let kept = restored.len();
+    if kept > 0 || bad > 0 {
+        log::info!(
+            "{}: {kept} exceptions restored{}",
+            path.display(),
+            if bad > 0 { format!(", {bad} unreadable ones left out") } else { String::new() }
+        );
+    }
+    restored
 }
 
 /// Where the exceptions are kept: beside the control socket (none while
@@ -240,6 +221,7 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Is `e` one the running config can hold: its group exists, its service
 /// is in the catalogue, its device can be told?
+#[inline(never)]
 fn valid(snap: &Snapshot, e: &Exception) -> Result<(), String> {
     let cfg = &snap.config;
     match &e.subject {
@@ -265,6 +247,7 @@ fn valid(snap: &Snapshot, e: &Exception) -> Result<(), String> {
 /// their addresses and MACs as the router's tables have them now,
 /// services their domains. What the config no longer has (a group, a
 /// service, a hostname not in the leases) matches nobody, and stays set.
+#[inline(never)]
 pub fn compile(cfg: &Config, groups: &GroupTable, rules: &ClientRules, set: &[Exception]) -> Compiled {
     // The router's tables only for a MAC or a hostname.
     let looked_up = |c: &str| c.parse::<IpAddr>().is_err() && !cfg.clients.iter().any(|r| r.name == c);
@@ -306,47 +289,116 @@ pub fn compile(cfg: &Config, groups: &GroupTable, rules: &ClientRules, set: &[Ex
     Compiled::new(compiled)
 }
 
-/// `exceptions --json`'s object for `set`.
-pub fn report(set: &[Exception]) -> ExceptionsReport {
-    ExceptionsReport { schema: crate::stats::SCHEMA, exceptions: set.iter().map(row).collect() }
+/// `{"schema":1,"exceptions":[…]}`: `exceptions --json`, the control
+/// socket's answers and the file. Written here rather than derived: a
+/// derive's reader and writer cost 13 KB of the binary.
+pub fn to_json(set: &[Exception]) -> String {
+    format!("{{\"schema\":{},\"exceptions\":{}}}", crate::stats::SCHEMA, rows_json(set))
 }
 
-/// One exception as JSON shows it.
-pub fn row(e: &Exception) -> ExceptionReport {
-    let (group, client) = match &e.subject {
-        Subject::Group(g) => (Some(g.clone()), None),
-        Subject::Client(c) => (None, Some(c.clone())),
-    };
-    let (service, name) = match &e.target {
-        Target::Service(s) => (Some(s.clone()), None),
-        Target::Name(n) => (None, Some(n.clone())),
-    };
-    ExceptionReport { action: e.action.word().into(), group, client, service, name, ends: e.ends }
+/// The exceptions as a JSON array, each
+/// `{"action","group","client","service","name","ends"}`, `null` where
+/// another member says it.
+pub fn rows_json(set: &[Exception]) -> String {
+    let text = |v: Option<&String>| v.map_or_else(|| "null".to_string(), |v| v.serialize_json());
+    let mut o = String::from("[");
+    for (i, e) in set.iter().enumerate() {
+        let (group, client) = match &e.subject {
+            Subject::Group(g) => (Some(g), None),
+            Subject::Client(c) => (None, Some(c)),
+        };
+        let (service, name) = match &e.target {
+            Target::Service(s) => (Some(s), None),
+            Target::Name(n) => (None, Some(n)),
+        };
+        o.push_str(&format!(
+            "{}{{\"action\":\"{}\",\"group\":{},\"client\":{},\"service\":{},\"name\":{},\"ends\":{}}}",
+            if i == 0 { "" } else { "," },
+            e.action.word(),
+            text(group),
+            text(client),
+            text(service),
+            text(name),
+            e.ends
+        ));
+    }
+    o.push(']');
+    o
 }
 
-/// An exception from its JSON row, checked as a request is.
-pub fn from_row(r: &ExceptionReport) -> Result<Exception, String> {
-    let (kind, who) = match (&r.group, &r.client) {
+/// What an object of exceptions holds (the file, the gateway's answers).
+#[derive(Debug, Default)]
+pub struct Listed {
+    /// The exceptions, each checked as a request is.
+    pub exceptions: Vec<Exception>,
+    /// Rows left out: not one exception (both or neither of group and
+    /// client, a word of the wrong shape, no end).
+    pub unreadable: usize,
+    /// An answer to `allow` or `block`: `set`, `removed` or `not set`.
+    pub changed: String,
+    /// An answer's refusal.
+    pub error: String,
+}
+
+/// Reads an object of exceptions, with the reader made for files from
+/// outside (a file cut short is an error, never a panic).
+pub fn read(text: &str) -> Result<Listed, String> {
+    let mut l = Listed::default();
+    let mut j = Json::new(text);
+    let whole = j.object(&mut |j, key| match key.as_str() {
+        "exceptions" => j.array(&mut |j| {
+            match read_row(j)? {
+                Some(e) => l.exceptions.push(e),
+                None => l.unreadable += 1,
+            }
+            Some(())
+        }),
+        "changed" => j.string().map(|c| l.changed = c),
+        "error" => j.string().map(|e| l.error = e),
+        _ => j.skip(0),
+    });
+    if whole.is_none() || !j.at_end() {
+        return Err(format!("not an object of exceptions (at byte {})", j.offset()));
+    }
+    Ok(l)
+}
+
+/// One row of [`rows_json`]: `None` inside when it is no exception.
+fn read_row(j: &mut Json<'_>) -> Option<Option<Exception>> {
+    let (mut action, mut ends) = (String::new(), None);
+    let mut words: [Option<String>; 4] = Default::default();
+    j.object(&mut |j, key| {
+        let slot = ["group", "client", "service", "name"].iter().position(|k| *k == key);
+        match (key.as_str(), slot) {
+            ("action", _) => action = j.string()?,
+            ("ends", _) => ends = Some(j.number()?),
+            (_, Some(i)) => words[i] = j.string_or_null()?,
+            _ => j.skip(0)?,
+        }
+        Some(())
+    })?;
+    let [group, client, service, name] = words;
+    let (kind, who) = match (group, client) {
         (Some(g), None) => ("group", g),
         (None, Some(c)) => ("client", c),
-        _ => return Err("not one of group and client".into()),
+        _ => return Some(None),
     };
-    let (what, target) = match (&r.service, &r.name) {
+    let (what, target) = match (service, name) {
         (Some(s), None) => ("service", s),
         (None, Some(n)) => ("name", n),
-        _ => return Err("not one of service and name".into()),
+        _ => return Some(None),
     };
-    Exception::from_words(&r.action, kind, who, what, target, r.ends)
+    Some(ends.and_then(|ends| Exception::from_words(&action, kind, &who, what, &target, ends).ok()))
 }
 
-/// The rows of an `exceptions --json` object (the file, or the gateway's
-/// answer). Whole JSON only: nanoserde's reader panics on a cut one.
-pub fn read(text: &str) -> Result<Vec<ExceptionReport>, String> {
-    use nanoserde::DeJson;
-    if !crate::json::is_whole(text) {
-        return Err("not whole JSON".into());
+/// The exceptions as a member of `status --json`.
+#[derive(Debug, Default)]
+pub struct Rows(pub Vec<Exception>);
+
+impl SerJson for Rows {
+    fn ser_json(&self, _d: usize, s: &mut nanoserde::SerJsonState) {
+        s.out.push_str(&rows_json(&self.0));
     }
-    ExceptionsReport::deserialize_json(text).map(|r| r.exceptions).map_err(|e| format!("not a list of exceptions: {e}"))
 }
 
 /// For `check`: the exception among `set` that decides `key` for the
@@ -390,22 +442,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rows_go_both_ways_and_odd_ones_are_refused() {
+    fn rows_go_both_ways_and_odd_ones_are_left_out() {
         let e = Exception::from_words("block", "client", "192.0.2.7", "service", "youtube", 1_800_000_000).unwrap();
-        let text = report(std::slice::from_ref(&e)).serialize_json();
+        let f = Exception::from_words("allow", "group", "kids", "name", "x.example", 1_800_000_001).unwrap();
+        let text = to_json(&[e.clone(), f.clone()]);
         assert_eq!(
             text,
             "{\"schema\":1,\"exceptions\":[{\"action\":\"block\",\"group\":null,\"client\":\"192.0.2.7\",\
-             \"service\":\"youtube\",\"name\":null,\"ends\":1800000000}]}"
+             \"service\":\"youtube\",\"name\":null,\"ends\":1800000000},{\"action\":\"allow\",\"group\":\"kids\",\
+             \"client\":null,\"service\":null,\"name\":\"x.example\",\"ends\":1800000001}]}"
         );
-        let rows = read(&text).unwrap();
-        assert_eq!(from_row(&rows[0]).unwrap(), e);
+        let l = read(&text).unwrap();
+        assert_eq!((l.exceptions, l.unreadable), (vec![e, f], 0));
         assert!(read(&text[..text.len() - 3]).is_err(), "cut short");
         assert!(read("{\"schema\":1,\"exceptions\":7}").is_err());
-        let both = ExceptionReport { group: Some("kids".into()), ..rows[0].clone() };
-        assert!(from_row(&both).is_err());
-        let neither = ExceptionReport { service: None, ..rows[0].clone() };
-        assert!(from_row(&neither).is_err());
+        let odd = "{\"exceptions\":[{\"action\":\"allow\",\"group\":\"kids\",\"client\":\"x\",\"name\":\"a.example\",\"ends\":9},\
+                   {\"action\":\"allow\",\"group\":\"kids\",\"ends\":9},{\"action\":\"allow\",\"group\":\"kids\",\"name\":\"a\"},\
+                   {\"action\":\"allow\",\"group\":\"k ids\",\"name\":\"a\",\"ends\":9,\"extra\":[1,{}]}],\"changed\":\"set\"}";
+        let l = read(odd).unwrap();
+        assert_eq!((l.exceptions.len(), l.unreadable, l.changed.as_str()), (0, 4, "set"));
+        assert_eq!(read("{\"error\":\"no group 'x'\"}").unwrap().error, "no group 'x'");
     }
 
     #[test]

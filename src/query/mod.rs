@@ -211,6 +211,14 @@ pub struct Engine {
 impl Engine {
     /// An engine serving `snapshot`, recording answers into `log` if given.
     pub fn new(snapshot: Snapshot, log: Option<Logger>) -> Engine {
+        Engine::with_exceptions(snapshot, log, Exceptions::new())
+    }
+
+    /// [`Engine::new`] with `exceptions` in force from the start (those a
+    /// previous run left: [`exceptions::restore`]). Given here, not swapped
+    /// in after: dropping the empty table's `ArcSwap` would put this thread
+    /// on the list every cache insert walks (see [`Engine::learning`]).
+    pub fn with_exceptions(snapshot: Snapshot, log: Option<Logger>, exceptions: Exceptions) -> Engine {
         // What `follow_groups` does on a reload, without its load of
         // `learned`: a load would put this thread on arc_swap's debt list
         // (see `learning`).
@@ -227,7 +235,7 @@ impl Engine {
             writer: Default::default(),
             prefetching: Arc::default(),
             pause: Pause::default(),
-            exceptions: Exceptions::new(),
+            exceptions,
             learned,
             learned_version: AtomicU64::new(1),
             learning,

@@ -45,43 +45,52 @@ pub struct Identified {
 pub fn identify(cfg: &Config, rules: &ClientRules, book: &NameBook, id: &str) -> Result<Identified, String> {
     let learned = Learned::new(rules, book);
     let unknown = IpAddr::from([0u8; 4]);
-    // A MAC's addresses: each a table has for it.
-    let ips_of = |macs: &[[u8; 6]], ips: &mut Vec<IpAddr>| {
-        for ip in book.devices().filter(|d| d.1.is_some_and(|m| macs.contains(&m))).filter_map(|d| d.0) {
-            if !ips.contains(&ip.to_canonical()) {
-                ips.push(ip.to_canonical());
-            }
-        }
-    };
     if let Ok(ip) = id.parse::<IpAddr>() {
         let ip = ip.to_canonical();
         return Ok(Identified { rule: rules.find(ip, None, &learned), ips: vec![ip], ..Identified::default() });
     }
-    if let Some(mac) = crate::mac::parse_mac(id.as_bytes()) {
-        let mut ips = Vec::new();
-        ips_of(&[mac], &mut ips);
-        let rule = rules.find(ips.first().copied().unwrap_or(unknown), Some(mac), &learned);
-        return Ok(Identified { rule, ips, macs: vec![mac], by_rule: false });
-    }
-    if let Some(i) = cfg.clients.iter().position(|c| c.name == id) {
+    let given_mac = crate::mac::parse_mac(id.as_bytes());
+    if given_mac.is_none()
+        && let Some(i) = cfg.clients.iter().position(|c| c.name == id)
+    {
         return Ok(Identified { rule: Some(i), by_rule: true, ..Identified::default() });
     }
-    let named = || book.devices().filter(|d| d.2.is_some_and(|n| n.eq_ignore_ascii_case(id)));
-    let Some((ip, mac, _)) = named().next() else {
-        return Err(format!(
-            "'{id}' is no address, MAC, 'config client' name or hostname in {}",
-            cfg.leases_file.display()
-        ));
-    };
-    let rule = rules.find(ip.unwrap_or(unknown), mac, &learned);
-    let mut macs: Vec<[u8; 6]> = Vec::new();
-    let mut ips: Vec<IpAddr> = Vec::new();
-    for (ip, mac, _) in named() {
-        macs.extend(mac.filter(|m| !macs.contains(m)));
-        ips.extend(ip.map(|i| i.to_canonical()).filter(|i| !ips.contains(i)));
+    // One walk of the tables, plain loops after it: the iterator chains
+    // of a walk per question cost 4 KB of the binary.
+    let devices: Vec<_> = book.devices().collect();
+    let mut found = Identified::default();
+    // The device the rule is found for: a MAC's first address, a
+    // hostname's first entry.
+    let mut first: Option<(Option<IpAddr>, Option<[u8; 6]>)> = None;
+    if let Some(mac) = given_mac {
+        found.macs.push(mac);
+    } else {
+        for &(ip, mac, name) in &devices {
+            if name.is_some_and(|n| n.eq_ignore_ascii_case(id)) {
+                first.get_or_insert((ip, mac));
+                found.macs.extend(mac.filter(|m| !found.macs.contains(m)));
+                found.ips.extend(ip.map(|i| i.to_canonical()).filter(|i| !found.ips.contains(i)));
+            }
+        }
+        if first.is_none() {
+            return Err(format!(
+                "'{id}' is no address, MAC, 'config client' name or hostname in {}",
+                cfg.leases_file.display()
+            ));
+        }
     }
-    ips_of(&macs, &mut ips);
-    Ok(Identified { rule, ips, macs, by_rule: false })
+    // Its MACs' addresses: each a table has for them.
+    for &(ip, mac, _) in &devices {
+        if let (Some(ip), Some(mac)) = (ip, mac)
+            && found.macs.contains(&mac)
+            && !found.ips.contains(&ip.to_canonical())
+        {
+            found.ips.push(ip.to_canonical());
+        }
+    }
+    let (ip, mac) = first.unwrap_or((found.ips.first().copied(), found.macs.first().copied()));
+    found.rule = rules.find(ip.unwrap_or(unknown), mac, &learned);
+    Ok(found)
 }
 
 /// Which `config client` `id` (an address, a MAC, a `config client` name or

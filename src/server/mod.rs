@@ -194,9 +194,10 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
     let (leases, ethers) = (cfg.leases_file.clone(), cfg.ethers_file.clone());
     let textfile = cfg.metrics_textfile.clone().filter(|p| textfile_writable(p));
     let sockets_file = cfg.sockets_file();
-    let engine = Arc::new(Engine::new(Snapshot::new(Arc::new(cfg), Arc::new(policy), None), logger));
+    let snapshot = Snapshot::new(Arc::new(cfg), Arc::new(policy), None);
     // Exceptions a previous run set, until their ends (a reboot empties the directory).
-    engine.restore_exceptions();
+    let exceptions = crate::query::exceptions::restore(&snapshot);
+    let engine = Arc::new(Engine::with_exceptions(snapshot, logger, exceptions));
     let counters: Vec<Arc<Counters>> = (0..workers).map(|_| Arc::new(Counters::default())).collect();
     let (stop_tx, stop_rx) = smol::channel::bounded::<()>(1);
     let udp_stop = Arc::new(AtomicBool::new(false));
