@@ -265,26 +265,28 @@ impl Engine {
     /// which of those are paused.
     /// With `memo`, a receive thread's, the client's rule comes from there
     /// when it holds it (see [`super::memo`]).
-    #[inline]
+    #[inline(always)]
     pub(super) fn groups_in(&self, memo: &mut Option<Box<RuleMemo>>, snap: &Snapshot, origin: &Origin) -> Groups {
         let off = snap.schedules.off();
+        // No `config client` (the default config): everyone in `default`, as before sets.
+        if snap.clients.is_empty() {
+            let on = DEFAULT & !off;
+            let set = if snap.sets.is_empty() { sets::MAIN } else { snap.sets.of(None, on) };
+            return Groups { on, paused: self.pause.paused_groups() & on, set };
+        }
         let set_of =
             |rule, member: u64| if snap.sets.is_empty() { sets::MAIN } else { snap.sets.of(rule, member & !off) };
-        let known = if snap.clients.is_empty() {
-            Known { rule: None, member: DEFAULT, set: set_of(None, DEFAULT) }
-        } else {
-            let work_out = || {
-                let rule = snap.clients.find(origin.client, origin.mac, &self.learned.load());
-                let member = snap.clients.groups(rule);
-                Known { rule, member, set: set_of(rule, member) }
-            };
-            match memo {
-                Some(m) => {
-                    let learned = self.learned_version.load(Relaxed);
-                    m.known((origin.client, origin.mac), snap.generation, learned, off, work_out)
-                }
-                None => work_out(),
+        let work_out = || {
+            let rule = snap.clients.find(origin.client, origin.mac, &self.learned.load());
+            let member = snap.clients.groups(rule);
+            Known { rule, member, set: set_of(rule, member) }
+        };
+        let known = match memo {
+            Some(m) => {
+                let learned = self.learned_version.load(Relaxed);
+                m.known((origin.client, origin.mac), snap.generation, learned, off, work_out)
             }
+            None => work_out(),
         };
         let on = known.member & !off;
         Groups { on, paused: self.pause.paused_groups() & on, set: known.set }
