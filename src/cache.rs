@@ -39,8 +39,8 @@ use crate::wire::{self, Query, flags};
 /// 95 % hit ratio on 5,000 names in a 10,000-entry cache), 16 ways about
 /// 0.1 %: close to a true LRU, for a scan of half a cache line of tags.
 const WAYS: usize = 16;
-/// Longest cache key: a 255-byte name, type, class, the DO and CD flags and the upstream set.
-pub const MAX_KEY_LEN: usize = wire::MAX_NAME_LEN + 6;
+/// Longest cache key: a 255-byte name, type, class, and the byte of the DO and CD flags and the upstream set.
+pub const MAX_KEY_LEN: usize = wire::MAX_NAME_LEN + 5;
 /// Extended DNS Error 3, "Stale Answer", as a whole option (RFC 8914 §4.4).
 const EDE_STALE: [u8; 6] = [0, EDE_OPTION as u8, 0, 2, 0, 3];
 
@@ -438,9 +438,11 @@ impl std::fmt::Debug for Stale {
 }
 
 /// Writes the cache key of `q` into `buf`: lowercase wire name, type, class,
-/// the DO and CD bits (both change what upstream returns) and the upstream
-/// set that answers it (see [`crate::upstream::sets`]: one set's answers
-/// are never another's). Returns its length.
+/// and a byte of the DO and CD bits (both change what upstream returns)
+/// with the upstream set that answers it above them (see
+/// [`crate::upstream::sets`]: one set's answers are never another's; at
+/// most [`crate::upstream::sets::MAX_SETS`] of them, so the key is no
+/// longer than before sets, and hashes as fast). Returns its length.
 #[inline]
 pub fn key(q: &Query, set: u8, buf: &mut [u8; MAX_KEY_LEN]) -> usize {
     let n = q.qname.len();
@@ -449,15 +451,14 @@ pub fn key(q: &Query, set: u8, buf: &mut [u8; MAX_KEY_LEN]) -> usize {
     }
     buf[n..n + 2].copy_from_slice(&q.qtype.to_be_bytes());
     buf[n + 2..n + 4].copy_from_slice(&q.qclass.to_be_bytes());
-    buf[n + 4] = q.edns.is_some_and(|e| e.dnssec_ok) as u8 | (((q.flags & flags::CD) != 0) as u8) << 1;
-    buf[n + 5] = set;
-    n + 6
+    buf[n + 4] = q.edns.is_some_and(|e| e.dnssec_ok) as u8 | (((q.flags & flags::CD) != 0) as u8) << 1 | set << 2;
+    n + 5
 }
 
 /// The upstream set a cache key is for (see [`key`]).
 #[inline]
 pub fn key_set(key: &[u8]) -> u8 {
-    key.last().copied().unwrap_or(0)
+    key.last().map_or(0, |b| b >> 2)
 }
 
 #[cfg(test)]

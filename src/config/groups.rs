@@ -22,6 +22,11 @@ pub const DEFAULT_GROUP: &str = "default";
 /// Most groups a config may define: a client's groups are one 64-bit mask.
 pub const MAX_GROUPS: usize = 64;
 
+/// Most distinct `list upstream` sets of the groups (see
+/// `upstream::sets`): a set's number shares a byte of the cache key with
+/// two flags.
+pub const MAX_SETS: usize = 63;
+
 /// One `config client` section.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientRule {
@@ -332,6 +337,18 @@ pub(super) fn check(cfg: &Config) -> Result<(), ConfigError> {
             return Err(at(
                 &g.origin,
                 format!("group '{}' names schedule '{s}', which no 'config schedule' defines", g.name),
+            ));
+        }
+    }
+    let mut lists: Vec<(&[super::upstream::Upstream], bool)> = Vec::new();
+    for g in cfg.groups.iter().filter(|g| !g.upstreams.is_empty()) {
+        if !lists.contains(&(&g.upstreams[..], g.fallback_main)) {
+            lists.push((&g.upstreams, g.fallback_main));
+        }
+        if lists.len() > MAX_SETS {
+            return Err(at(
+                &g.origin,
+                format!("more than {MAX_SETS} different groups' upstream lists; groups may share one"),
             ));
         }
     }

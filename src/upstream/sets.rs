@@ -27,6 +27,9 @@ use crate::config::upstream::Upstream;
 /// The main upstreams' set.
 pub const MAIN: u8 = 0;
 
+/// Most sets of the groups' own (the config refuses more).
+pub use crate::config::groups::MAX_SETS;
+
 /// What a set did: misses it resolved, those it could not, and their time.
 #[derive(Debug, Default)]
 pub struct SetCounters {
@@ -137,7 +140,12 @@ impl Sets {
                     sets.own.len() - 1
                 }
             };
-            // At most one set per group, so at most MAX_GROUPS + 1 in all.
+            // The config refuses more than MAX_SETS; a set past it would
+            // share another's cache entries, so its group keeps the main one.
+            if at >= MAX_SETS {
+                sets.own.pop();
+                continue;
+            }
             sets.by_group[bit as usize] = (at + 1) as u8;
         }
         sets.by_rule = cfg
@@ -271,6 +279,21 @@ mod tests {
         let guests = sets.group(2).unwrap();
         assert_eq!(guests.servers.len(), 3);
         assert!(!guests.is_fallback(0) && guests.is_fallback(1) && guests.is_fallback(2));
+    }
+
+    #[test]
+    fn a_config_with_more_sets_than_the_key_can_tell_apart_is_refused() {
+        let groups = |n: usize| {
+            (0..n).map(|i| format!("config group 'g{i}'\n list upstream '192.0.2.{}'\n", i + 1)).collect::<String>()
+        };
+        let main = "config hydradns 'main'\n list upstream '192.0.2.250'\n";
+        let cfg = config(&format!("{main}{}", groups(MAX_SETS)));
+        let sets = Sets::new(&cfg, &GroupTable::new(&cfg), &[], None);
+        assert_eq!(sets.own().len(), MAX_SETS);
+        // The last set's number still fits above the key's two flags.
+        assert_eq!((MAX_SETS as u8) << 2 >> 2, MAX_SETS as u8);
+        let err = Config::parse("test", &format!("{main}{}", groups(MAX_SETS + 1))).unwrap_err();
+        assert!(err.message.contains("more than 63"), "{}", err.message);
     }
 
     #[test]
