@@ -11,9 +11,7 @@ use std::time::Duration;
 use hydradns::config::groups::GroupTable;
 use hydradns::control::{MAX_REQUEST, Request, parse};
 use hydradns::policy::domainset::name_key;
-use hydradns::policy::exceptions::{
-    Asker, Compiled, Exception, Exceptions, MAX_SECS, Rule, Target, Who, end_after, unix_ms,
-};
+use hydradns::policy::exceptions::{Asker, Compiled, Exception, Exceptions, MAX_SECS, Target, Who, end_after, unix_ms};
 use hydradns::policy::pause::Pause;
 use libfuzzer_sys::fuzz_target;
 
@@ -43,21 +41,14 @@ fuzz_target!(|data: &[u8]| {
             let Ok(e) = Exception::from_words(action, kind, who, what, target, ends) else { return };
             let _ = e.describe();
             let compile = |set: &[Exception]| {
-                let rules = set
-                    .iter()
-                    .enumerate()
-                    .map(|(index, e)| Rule {
-                        action: e.action,
-                        ends: e.ends,
-                        who: Who::Groups(u64::MAX),
-                        names: match &e.target {
-                            Target::Name(n) => name_key(n).into_iter().map(Vec::into_boxed_slice).collect(),
-                            Target::Service(_) => Vec::new(),
-                        },
-                        index,
-                    })
-                    .collect();
-                Compiled::new(rules)
+                Compiled::build(
+                    set,
+                    |_| Who::Groups(u64::MAX),
+                    |target| match target {
+                        Target::Name(n) => name_key(n).into_iter().map(Vec::into_boxed_slice).collect(),
+                        Target::Service(_) => Vec::new(),
+                    },
+                )
             };
             let t = Exceptions::new();
             let _ = t.change(e.clone(), now, |_| Ok(()), compile);

@@ -253,6 +253,28 @@ impl Compiled {
         Compiled { rules }
     }
 
+    /// The table for `set`, in its order: `who` says whom an exception's
+    /// subject matches now, `names` which names (reversed-label keys) its
+    /// target covers. The engine, its tests and the fuzzer differ only in those.
+    pub fn build(
+        set: &[Exception],
+        mut who: impl FnMut(&Subject) -> Who,
+        mut names: impl FnMut(&Target) -> Vec<Box<[u8]>>,
+    ) -> Compiled {
+        let rules = set
+            .iter()
+            .enumerate()
+            .map(|(index, e)| Rule {
+                action: e.action,
+                ends: e.ends,
+                who: who(&e.subject),
+                names: names(&e.target),
+                index,
+            })
+            .collect();
+        Compiled { rules }
+    }
+
     /// The exception that decides `key` (reversed-label) for `asker` at
     /// `now_ms`: a block if one matches, else an allow, else none.
     pub fn decide(&self, key: &[u8], asker: &Asker<'_>, now_ms: u64) -> Option<&Rule> {
@@ -471,27 +493,20 @@ mod tests {
     /// Compiles as the engine would for groups `kids` = bit 1 and names
     /// given directly (a service here is its id as a name).
     fn compile(set: &[Exception]) -> Compiled {
-        let rules = set
-            .iter()
-            .enumerate()
-            .map(|(index, e)| Rule {
-                action: e.action,
-                ends: e.ends,
-                who: match &e.subject {
-                    Subject::Group(g) => Who::Groups(if g == "kids" { 0b10 } else { 0 }),
-                    Subject::Client(c) => Who::Device(Device {
-                        ips: c.parse().ok().into_iter().collect(),
-                        macs: crate::mac::parse_mac(c.as_bytes()).into_iter().collect(),
-                        rule: Some(Arc::from(c.as_str())),
-                    }),
-                },
-                names: vec![match &e.target {
-                    Target::Name(n) | Target::Service(n) => name_key(&n.replace('_', ".")).unwrap().into(),
-                }],
-                index,
-            })
-            .collect();
-        Compiled::new(rules)
+        Compiled::build(
+            set,
+            |subject| match subject {
+                Subject::Group(g) => Who::Groups(if g == "kids" { 0b10 } else { 0 }),
+                Subject::Client(c) => Who::Device(Device {
+                    ips: c.parse().ok().into_iter().collect(),
+                    macs: crate::mac::parse_mac(c.as_bytes()).into_iter().collect(),
+                    rule: Some(Arc::from(c.as_str())),
+                }),
+            },
+            |target| match target {
+                Target::Name(n) | Target::Service(n) => vec![name_key(&n.replace('_', ".")).unwrap().into()],
+            },
+        )
     }
 
     fn asker(ip: &str, groups: u64) -> Asker<'static> {

@@ -260,33 +260,26 @@ pub fn compile(cfg: &Config, groups: &GroupTable, rules: &ClientRules, set: &[Ex
     let keys = |names: &mut dyn Iterator<Item = &String>| -> Vec<Box<[u8]>> {
         names.filter_map(|n| name_key(n)).map(Vec::into_boxed_slice).collect()
     };
-    let compiled = set
-        .iter()
-        .enumerate()
-        .map(|(index, e)| Rule {
-            action: e.action,
-            ends: e.ends,
-            who: match &e.subject {
-                Subject::Group(g) => Who::Groups(groups.bit(g).map_or(0, |b| 1 << b)),
-                Subject::Client(c) => Who::Device(match why::identify(cfg, rules, &book, c) {
-                    Ok(id) => Device {
-                        ips: id.ips,
-                        macs: id.macs,
-                        rule: id.rule.filter(|_| id.by_rule).and_then(|r| rules.name(r).cloned()),
-                    },
-                    Err(_) => Device::default(),
-                }),
-            },
-            names: match &e.target {
-                Target::Name(n) => keys(&mut std::iter::once(n)),
-                Target::Service(id) => {
-                    catalogue.as_ref().and_then(|c| c.find(id)).map_or(Vec::new(), |s| keys(&mut s.domains.iter()))
-                }
-            },
-            index,
-        })
-        .collect();
-    Compiled::new(compiled)
+    Compiled::build(
+        set,
+        |subject| match subject {
+            Subject::Group(g) => Who::Groups(groups.bit(g).map_or(0, |b| 1 << b)),
+            Subject::Client(c) => Who::Device(match why::identify(cfg, rules, &book, c) {
+                Ok(id) => Device {
+                    ips: id.ips,
+                    macs: id.macs,
+                    rule: id.rule.filter(|_| id.by_rule).and_then(|r| rules.name(r).cloned()),
+                },
+                Err(_) => Device::default(),
+            }),
+        },
+        |target| match target {
+            Target::Name(n) => keys(&mut std::iter::once(n)),
+            Target::Service(id) => {
+                catalogue.as_ref().and_then(|c| c.find(id)).map_or(Vec::new(), |s| keys(&mut s.domains.iter()))
+            }
+        },
+    )
 }
 
 /// `{"schema":1,"exceptions":[…]}`: `exceptions --json`, the control
