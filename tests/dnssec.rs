@@ -209,6 +209,16 @@ fn a_secure_answer_has_ad_for_clients_that_ask_and_rrsigs_only_with_do() {
         assert_eq!((plain.rcode, plain.ad), (0, false), "{name} asked plainly: {plain:?}");
         assert_eq!(plain.addrs, vec!["192.0.2.1".to_string()]);
     }
+    // A CNAME in the zone, and a wildcard answer with its NSEC3 proof that
+    // the name itself does not exist. (Not x.wild.alg8.test: Unbound's
+    // auth-zone sends its NSEC proof with the owner expanded from the
+    // wildcard, which Unbound's validator accepts and src/dnssec/denial.rs
+    // refuses: left for the next increment.)
+    for name in ["cname.alg8.test", "x.wild.alg13.test"] {
+        let r = ask(&g, name, A, 0, true, true);
+        assert_eq!((r.rcode, r.ad), (0, true), "{name}: {r:?}");
+        assert!(r.addrs.iter().all(|a| a.starts_with("192.0.2.")) && !r.addrs.is_empty(), "{name}: {r:?}");
+    }
     // Asked first without DO, then with: the DO client still gets the RRSIG.
     let first = ask(&g, "mail.alg8.test", A, 0, true, false);
     assert_eq!((first.rcode, first.answer.clone()), (0, vec![A]), "{first:?}");
@@ -301,4 +311,28 @@ fn a_trust_anchor_file_that_cannot_be_read_stops_the_start() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("trust_anchor_file") && err.contains(&*bad.to_string_lossy()), "{err}");
+}
+
+#[test]
+fn a_group_with_its_own_upstreams_validates_when_it_says_so() {
+    if !unbound_installed() {
+        println!("skipped: unbound is not installed (Debian package unbound)");
+        return;
+    }
+    let zones = Zones::start();
+    let anchors = data("dnssec/anchors.conf");
+    // The main set does not validate; this machine's queries are the
+    // group's, whose set (the same upstream) does.
+    let g = Gateway::start(&format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
+         \tlist upstream '{up}'\n\toption trust_anchor_file '{a}'\n\toption time_check '0'\n\
+         config group 'checked'\n\tlist upstream '{up}'\n\toption dnssec '1'\n\
+         config client 'here'\n\tlist match '127.0.0.1'\n\tlist group 'checked'\n",
+        up = zones.addr,
+        a = anchors.display()
+    ));
+    let r = ask(&g, "www.alg8.test", A, 0, true, true);
+    assert_eq!((r.rcode, r.ad), (0, true), "{r:?}");
+    let bad = ask(&g, "mail.alg13.test", A, 0, true, true);
+    assert_eq!((bad.rcode, bad.ede.clone()), (2, vec![6]), "{bad:?}");
 }

@@ -104,16 +104,14 @@ fn servfail(reply: &[u8], code: u16) -> Option<Vec<u8>> {
     Some(m)
 }
 
-/// `reply` without RRSIG, NSEC and NSEC3 records (but of type `qtype`), for
-/// a client that did not set DO (RFC 4035 §3.2.1). Written again from its
-/// expanded records: a compression pointer may lead into a removed one.
-fn strip(reply: &[u8], records: &Records, qtype: u16) -> Option<Vec<u8>> {
+/// `reply` with only the records `keep` says yes to. Written again from
+/// its expanded records: a compression pointer may lead into a removed one.
+fn rebuild(reply: &[u8], records: &Records, keep: impl Fn(Section, &Record<'_>) -> bool) -> Option<Vec<u8>> {
     let end = wire::skip_name(reply, HEADER_LEN)? + 4;
     let mut m = reply.get(..end)?.to_vec();
-    let dnssec = |t: u16| t != qtype && matches!(t, drtype::RRSIG | drtype::NSEC | drtype::NSEC3);
     let mut counts = [1u16, 0, 0, 0];
     for (section, r) in records.iter() {
-        if dnssec(r.rtype) {
+        if !keep(section, &r) {
             continue;
         }
         m.extend_from_slice(r.owner);
@@ -130,6 +128,34 @@ fn strip(reply: &[u8], records: &Records, qtype: u16) -> Option<Vec<u8>> {
     }
     header::set_counts(&mut m, counts);
     (m.len() <= usize::from(u16::MAX)).then_some(m)
+}
+
+/// Whether `r` is a DNSSEC record a client without DO does not get (RFC
+/// 4035 §3.2.1: RRSIG, NSEC and NSEC3, unless it asked for that type).
+fn dnssec_only(r: &Record<'_>, qtype: u16) -> bool {
+    r.rtype != qtype && matches!(r.rtype, drtype::RRSIG | drtype::NSEC | drtype::NSEC3)
+}
+
+/// Whether `r` may stand in an answer marked secure: in the answer
+/// section an RRset that was validated (or an RRSIG over one), in the
+/// authority section the denial's SOA, NSEC and NSEC3 and their RRSIGs;
+/// nothing unvalidated rides along under AD (RFC 4035 §3.2.3), so the
+/// additional section and referral NS records go.
+fn validated_part(section: Section, r: &Record<'_>, validated: &[(Vec<u8>, u16)]) -> bool {
+    match section {
+        Section::Answer => {
+            let t = match r.rtype {
+                drtype::RRSIG => match crate::dnssec::Rrsig::parse(r.rdata) {
+                    Some(sig) => sig.type_covered,
+                    None => return false,
+                },
+                t => t,
+            };
+            validated.iter().any(|(owner, vt)| *vt == t && name::eq(owner, r.owner))
+        }
+        Section::Authority => matches!(r.rtype, drtype::SOA | drtype::NSEC | drtype::NSEC3 | drtype::RRSIG),
+        Section::Additional => false,
+    }
 }
 
 /// What a walk down the chain found for a name.
@@ -151,6 +177,9 @@ struct Chain<'a> {
     now: u64,
     /// The least TTL of the signatures the answer relied on.
     ttl: u32,
+    /// The answer's RRsets that verified (owner, type): what a secure
+    /// answer may hold.
+    validated: Vec<(Vec<u8>, u16)>,
 }
 
 impl Chain<'_> {
@@ -302,6 +331,7 @@ impl Chain<'_> {
             Err(v) => v,
             Ok(proof) => {
                 self.ttl = self.ttl.min(proof.ttl);
+                self.validated.push((owner.to_vec(), t));
                 match proof.wildcard {
                     Some(w) => Denial::new(&keys, all).wildcard_answer(&mut self.v, owner, w),
                     None => Verdict::Secure,
@@ -417,7 +447,10 @@ impl Chain<'_> {
         }
         let owner = dname.owner.to_vec();
         let set = rrset(answer, &owner, drtype::DNAME);
-        Some(self.rrset_verdict(all, &set, &owner, drtype::DNAME).await)
+        let verdict = self.rrset_verdict(all, &set, &owner, drtype::DNAME).await;
+        // The synthesized CNAME is as good as the DNAME it follows from.
+        self.validated.push((name.to_vec(), drtype::CNAME));
+        Some(verdict)
     }
 }
 
@@ -439,7 +472,9 @@ pub(super) async fn check(
     let Some(records) = Records::from_message(&reply) else {
         return bogus_or_not(q, reply, Verdict::Bogus(Bogus::Malformed), clock_good);
     };
-    let unstripped = |reply: Vec<u8>| if do_bit { Some(reply) } else { strip(&reply, &records, q.qtype) };
+    let unstripped = |reply: Vec<u8>| {
+        if do_bit { Some(reply) } else { rebuild(&reply, &records, |_, r| !dnssec_only(r, q.qtype)) }
+    };
     if q.flags & flags::CD != 0 {
         let reply = unstripped(reply).unwrap_or_default();
         return Checked { reply, outcome: Outcome { ttl_cap: u32::MAX, cache_failure: false, verdict: None } };
@@ -455,6 +490,7 @@ pub(super) async fn check(
         queries_left: MAX_CHAIN_QUERIES,
         now,
         ttl: u32::MAX,
+        validated: Vec::new(),
     };
     let verdict = if rc == rcode::NOERROR || rc == rcode::NXDOMAIN {
         chain.answer_verdict(&records, rc, q.qname, q.qtype).await
@@ -464,12 +500,19 @@ pub(super) async fn check(
     };
     let ttl_cap = if clock_good { chain.ttl } else { crate::dnssec::keycache::UNDATED_TTL };
     match verdict {
-        Verdict::Secure | Verdict::Insecure(_) => {
-            let mut out = unstripped(reply).unwrap_or_default();
-            if verdict.is_secure() && out.len() >= HEADER_LEN {
+        Verdict::Secure => {
+            let validated = &chain.validated;
+            let keep =
+                |section, r: &Record<'_>| validated_part(section, r, validated) && (do_bit || !dnssec_only(r, q.qtype));
+            let mut out = rebuild(&reply, &records, keep).unwrap_or_default();
+            if out.len() >= HEADER_LEN {
                 let f = header::flags(&out) | flags::AD;
                 header::set_flags(&mut out, f);
             }
+            Checked { reply: out, outcome: Outcome { ttl_cap, cache_failure: false, verdict: Some(verdict) } }
+        }
+        Verdict::Insecure(_) => {
+            let out = unstripped(reply).unwrap_or_default();
             Checked { reply: out, outcome: Outcome { ttl_cap, cache_failure: false, verdict: Some(verdict) } }
         }
         _ => bogus_or_not(q, reply, verdict, clock_good),
