@@ -336,3 +336,33 @@ fn a_group_with_its_own_upstreams_validates_when_it_says_so() {
     let bad = ask(&g, "mail.alg13.test", A, 0, true, true);
     assert_eq!((bad.rcode, bad.ede.clone()), (2, vec![6]), "{bad:?}");
 }
+
+#[test]
+fn signature_dates_wait_for_the_clock_and_are_enforced_once_it_is_good() {
+    let Some(zones) = (if unbound_installed() { Some(Zones::start()) } else { None }) else {
+        println!("skipped: unbound is not installed (Debian package unbound)");
+        return;
+    };
+    let anchors = data("dnssec/anchors.conf");
+    let dir = TempDir::new();
+    let marker = dir.0.join("synced");
+    let g = Gateway::start(&format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
+         \tlist upstream '{}'\n\toption dnssec '1'\n\toption trust_anchor_file '{}'\n\
+         \toption time_check '1'\n\toption time_synced_file '{}'\n",
+        zones.addr,
+        anchors.display(),
+        marker.display()
+    ));
+    assert!(g.log().contains("signature dates are not checked"), "{}", g.log());
+    // Only its dates are wrong: answered while the clock is not known good.
+    let r = ask(&g, "www.expired.test", A, 0, true, true);
+    assert_eq!((r.rcode, r.addrs.clone()), (0, vec!["192.0.2.1".to_string()]), "{r:?}");
+    std::fs::write(&marker, b"").unwrap();
+    // Without a restart, the cached answer included, it turns bogus.
+    common::wait_for("the expired signature to be refused", Duration::from_secs(60), || {
+        let r = ask(&g, "www.expired.test", A, 0, true, true);
+        r.rcode == 2 && r.ede == vec![7]
+    });
+    assert!(ask(&g, "www.alg8.test", A, 0, true, true).ad);
+}
