@@ -245,12 +245,20 @@ wait_for 15 0.0.0.0 lan_ask blocked.example 203.0.113.53 || fail "exemption not 
 unchanged_configs "exemptions"
 
 step "stop removes every rule, start brings them back"
+# A settings change whose reload procd still has queued (its trigger waits
+# a second) when the owner stops the service: the stop must hold.
+uci add_list hydradns.main.force_dns_exempt=198.51.100.77
+uci commit hydradns
+reload_config
 /etc/init.d/hydradns stop
+uci delete hydradns.main.force_dns_exempt
+uci commit hydradns
 wait_until 15 no_rules || fail "rules left after stop: $(nft list table inet fw4 | grep hydradns)"
 wait_for 15 "$stock" ruleset || fail "ruleset after stop differs from stock: $(rules_diff)"
 wait_for 15 203.0.113.99 lan_ask blocked.example 203.0.113.53 || fail "after stop: not straight to the public resolver"
 [ "$(lan_ask wan.example 192.0.2.1)" = 93.184.215.14 ] || fail "after stop: dnsmasq does not answer on its own"
 ls /tmp/dnsmasq*.d/hydradns.conf > /dev/null 2>&1 && fail "our file stayed in dnsmasq's conf-dir"
+/etc/init.d/hydradns running && fail "the reload queued before the stop started the service again"
 /etc/init.d/hydradns start
 check_daemon
 wait_until 15 rules_at_least 4 || fail "no rules after start"
