@@ -131,7 +131,14 @@ targets=("$@")
 # What a household compares us on is worth 67 KiB of flash on a router
 # that gives a package megabytes; the budget is 3.5 MiB + 112 KiB, 10.8
 # KiB under. Issue 61's wiring pays for itself or says why, as this did.
-budget_aarch64=$((3 * 1024 * 1024 + 512 * 1024 + 112 * 1024))
+# Issue 61 (DNSSEC validation wired in: `option dnssec`, the chain fetched
+# from the set's upstreams, the zone-key cache; 2026-12-06, this machine):
+# the validator's core is linked now, ring's RSA and the NSEC3/DS hashing
+# with it. aarch64 3,891,800 bytes at b68d995, +115.4 KiB over 3,773,656;
+# x86_64 4,245,320 -> 4,381,256 (+132.8 KiB, d2c4024 -> b68d995). The
+# issue grants DNSSEC up to 256 KiB and this ceiling: 3.75 MiB, 39.4 KiB
+# under; what the next DNSSEC increments add comes out of that.
+budget_aarch64=$((3 * 1024 * 1024 + 768 * 1024))
 version=$(awk -F'"' '/^version =/ {print $2; exit}' Cargo.toml)
 
 command -v cargo-zigbuild >/dev/null || pip install --quiet ziglang cargo-zigbuild

@@ -108,6 +108,15 @@ counters! {
     /// TCP connections closed for idling or for a message not completed in
     /// time, or, idle the longest, to make room for a new one with every place taken.
     tcp_timeouts,
+    /// Answers of a validating upstream set (`option dnssec`) found secure: AD for clients that ask.
+    dnssec_secure,
+    /// Answers of a validating set proven unsigned (or signed with what the validator does not check).
+    dnssec_insecure,
+    /// Answers of a validating set whose signatures or proofs are wrong: SERVFAIL with an Extended DNS Error.
+    dnssec_bogus,
+    /// Answers of a validating set that could not be decided (an upstream failed on the chain, a work
+    /// limit was hit): SERVFAIL, never cached.
+    dnssec_indeterminate,
 }
 
 /// Question types counted on their own; every other type is `other`, so

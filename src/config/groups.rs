@@ -76,6 +76,10 @@ pub struct GroupConfig {
     /// `option fallback_main`: when all of `upstreams` fail, ask the main
     /// ones rather than answer SERVFAIL.
     pub fallback_main: bool,
+    /// `option dnssec`: this group's own upstream set validates DNSSEC
+    /// (see [`super::Config::dnssec`]); without `list upstream`, the main
+    /// set's setting applies.
+    pub dnssec: bool,
     /// `file:line` of the section.
     pub origin: String,
 }
@@ -213,6 +217,7 @@ impl SectionReader<'_> {
             querylog: GroupLog::Full,
             upstreams: Vec::new(),
             fallback_main: false,
+            dnssec: false,
             origin: format!("{}:{line}", self.file),
         };
         let mut youtube_restrict = None;
@@ -250,6 +255,7 @@ impl SectionReader<'_> {
                         .map_err(|e| self.error(v.line, format!("option 'upstream': '{}': {e}", v.value)))?,
                 ),
                 "fallback_main" => g.fallback_main = self.boolean(v)?,
+                "dnssec" => g.dnssec = self.boolean(v)?,
                 "querylog" => {
                     g.querylog = match v.value.trim() {
                         "full" => GroupLog::Full,
@@ -271,6 +277,12 @@ impl SectionReader<'_> {
         if g.fallback_main && g.upstreams.is_empty() {
             self.warn_section(&format!(
                 "group '{}' sets fallback_main without any 'list upstream': it asks the main upstreams anyway",
+                g.name
+            ));
+        }
+        if g.dnssec && g.upstreams.is_empty() {
+            self.warn_section(&format!(
+                "group '{}' sets dnssec without any 'list upstream': the main upstreams' 'option dnssec' applies",
                 g.name
             ));
         }
@@ -340,10 +352,10 @@ pub(super) fn check(cfg: &Config) -> Result<(), ConfigError> {
             ));
         }
     }
-    let mut lists: Vec<(&[super::upstream::Upstream], bool)> = Vec::new();
+    let mut lists: Vec<(&[super::upstream::Upstream], bool, bool)> = Vec::new();
     for g in cfg.groups.iter().filter(|g| !g.upstreams.is_empty()) {
-        if !lists.contains(&(&g.upstreams[..], g.fallback_main)) {
-            lists.push((&g.upstreams, g.fallback_main));
+        if !lists.contains(&(&g.upstreams[..], g.fallback_main, g.dnssec)) {
+            lists.push((&g.upstreams, g.fallback_main, g.dnssec));
         }
         if lists.len() > MAX_SETS {
             return Err(at(

@@ -57,6 +57,8 @@ impl SectionReader<'_> {
                 "serve_stale" => cfg.serve_stale = self.boolean(v)?,
                 "prefetch" => cfg.prefetch = self.boolean(v)?,
                 "trust_upstream_ad" => cfg.trust_upstream_ad = self.boolean(v)?,
+                "dnssec" => cfg.dnssec = self.boolean(v)?,
+                "trust_anchor_file" => cfg.trust_anchor_file = Some(self.file_path(v)?),
                 "stale_client_timeout" => cfg.stale_client_timeout = self.duration(v, 0, 60_000)?,
                 "stale_answer_ttl" => cfg.stale_answer_ttl = self.duration(v, 1000, 3_600_000)?.as_secs() as u32,
                 "stale_max_age" => cfg.stale_max_age = self.duration(v, 1000, 30 * 86_400_000)?.as_secs() as u32,

@@ -115,6 +115,12 @@ pub struct Config {
     /// Pass on the AD bit of plain (UDP/TCP) upstreams' answers; encrypted
     /// ones' always is (see `upstream::Group::trust_plain_ad`).
     pub trust_upstream_ad: bool,
+    /// `option dnssec`: the main upstream set asks with DO and validates
+    /// the answers itself (src/dnssec/); the upstreams' AD is then ignored.
+    pub dnssec: bool,
+    /// `option trust_anchor_file`: DS or DNSKEY records that replace the
+    /// built-in root anchors (`None`: the root's KSKs).
+    pub trust_anchor_file: Option<PathBuf>,
     /// A TCP client that sends nothing for this long is disconnected.
     pub tcp_idle_timeout: Duration,
     /// Open TCP connections allowed at once, over all listeners.
@@ -287,6 +293,8 @@ impl Config {
             stale_max_age: 86_400,
             prefetch: true,
             trust_upstream_ad: false,
+            dnssec: false,
+            trust_anchor_file: None,
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_max_connections: 128,
             tcp_max_per_client: 16,

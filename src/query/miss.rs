@@ -141,6 +141,8 @@ pub struct Led {
     pub(super) failover: Failover,
     /// Our query, built once; each try writes its own ID into the first two bytes.
     pub(super) query: Vec<u8>,
+    /// What DNSSEC validation said of the reply, on a validating set.
+    pub(super) validated: Option<dnssec::Outcome>,
 }
 
 impl Led {
@@ -157,6 +159,13 @@ impl Led {
     /// The client's query.
     pub fn query(&self) -> Option<Query<'_>> {
         self.miss.query()
+    }
+
+    /// Its set validates DNSSEC: the reply needs the async path
+    /// ([`Engine::resolve_led`]), which fetches the chain.
+    #[inline]
+    pub fn validates(&self) -> bool {
+        self.miss.snapshot.validator(self.forward, self.miss.set()).is_some()
     }
 
     /// Records the outcome of a try of server `idx` (see [`Failover::record`]).
@@ -218,10 +227,25 @@ impl Engine {
         let stale_at = led.stale_deadline();
         let mut answered_early = false;
         let Led { miss, failover, forward, .. } = &mut led;
+        let mut validated = None;
         let reply = match miss.query() {
             Some(q) => {
                 let snap = &miss.snapshot;
-                let upstream = snap.group(*forward, miss.set()).resolve_from(&q, snap.timeout, failover, truncated);
+                let group = snap.group(*forward, miss.set());
+                let validator = snap.validator(*forward, miss.set());
+                let validated = &mut validated;
+                let upstream = async move {
+                    let Some((anchors, keys)) = validator else {
+                        return group.resolve_from(&q, snap.timeout, failover, truncated).await;
+                    };
+                    let asked = dnssec::ask(&q);
+                    let Ok(aq) = wire::parse_query(&asked) else { return None };
+                    let (reply, from) = group.resolve_from(&aq, snap.timeout, failover, truncated).await?;
+                    let checked =
+                        dnssec::check(&q, reply, group, snap.timeout, anchors, keys, snap.clock.synced()).await;
+                    *validated = Some(checked.outcome);
+                    (!checked.reply.is_empty()).then_some((checked.reply, from))
+                };
                 let mut upstream = std::pin::pin!(upstream);
                 let first = match stale_at {
                     Some(at) => {
@@ -253,6 +277,7 @@ impl Engine {
             None => None,
         };
         led.miss.quiet |= answered_early;
+        led.validated = validated;
         self.finish(led, reply, out, stats)
     }
 
@@ -280,7 +305,7 @@ impl Engine {
                 let forward = snap.forward_for(miss.name_key());
                 let group = snap.group(forward, miss.set());
                 let query = upstream::build_query(&q, 0);
-                Begin::Lead(Led { failover: group.failover(), forward, query, lead, miss })
+                Begin::Lead(Led { failover: group.failover(), forward, query, lead, miss, validated: None })
             }
             Join::Wait(rx) if !miss.quiet && miss.stale.is_none() => {
                 Counters::bump(&stats.coalesced);
@@ -326,7 +351,7 @@ impl Engine {
         out: &mut Vec<u8>,
         stats: &Counters,
     ) -> bool {
-        let Led { miss, lead, forward, .. } = led;
+        let Led { miss, lead, forward, validated, .. } = led;
         // Without a group's upstreams the main set's figures are the
         // forwarded and failed counters: no clock read for them.
         if forward.is_none() && !miss.snapshot.sets.is_empty() {
@@ -342,7 +367,11 @@ impl Engine {
             return true;
         };
         let snap = &miss.snapshot;
-        let resolved = reply.and_then(|(r, upstream)| self.vet_reply(&q, miss.name_key(), snap, &r, upstream, stats));
+        let mut resolved =
+            reply.and_then(|(r, upstream)| self.vet_reply(&q, miss.name_key(), snap, &r, upstream, stats));
+        if let Some(v) = validated {
+            dnssec::settle(&v, resolved.as_mut(), stats);
+        }
         if let Some(r) = &resolved {
             let checked = if miss.uniform && r.cnames_pass_all { snap.passed(miss.allowed) } else { UNCHECKED };
             snap.cache.insert(&miss.key, miss.hash, &r.stored, checked);

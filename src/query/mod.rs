@@ -40,6 +40,7 @@ use crate::client::rules::{ClientRules, Learned};
 use crate::config::groups::DEFAULT;
 use crate::config::groups::GroupLog;
 use crate::config::{BlockMode, Config};
+use crate::dnssec::{KeyCache, TrustAnchors};
 use crate::domain::SEP;
 use crate::policy::domainset::name_key;
 use crate::policy::exceptions::Exceptions;
@@ -57,6 +58,7 @@ use crate::upstream::{self, Failover, Group, Inflight, Join, Lead, Resolution, R
 use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
 
 mod alias;
+mod dnssec;
 pub mod exceptions;
 mod handle;
 mod memo;

@@ -57,6 +57,12 @@ pub struct Snapshot {
     pub(super) rebind_ranges: AccessList,
     /// The per-client rate limit, when one is set (kept across reloads that leave it alone).
     pub(super) ratelimit: Option<Arc<RateLimiter>>,
+    /// DNSSEC trust anchors, when some upstream set validates.
+    pub(super) anchors: Option<Arc<TrustAnchors>>,
+    /// Each set's validated zone keys, by set number (the main set first);
+    /// empty when no set validates. Kept across reloads that keep the set
+    /// and the anchors.
+    pub(super) zone_keys: Vec<Arc<KeyCache>>,
 }
 
 impl Snapshot {
@@ -114,6 +120,7 @@ impl Snapshot {
             Some(p) if p.clock.marker() == config.clock_marker() => p.clock.clone(),
             _ => Arc::new(ClockGate::new(config.clock_marker())),
         };
+        let (anchors, zone_keys) = dnssec_state(&config, &sets, previous);
         let encrypted = config.has_encrypted();
         let plain_until_synced = match encrypted {
             true => config.plain_domains.iter().filter_map(|d| Some(name_key(d)?.into_boxed_slice())).collect(),
@@ -141,6 +148,8 @@ impl Snapshot {
             clients,
             schedules,
             ratelimit,
+            anchors,
+            zone_keys,
             rebind_ranges: access::rebind_ranges(),
             policy,
             rebind_allow,
@@ -156,6 +165,15 @@ impl Snapshot {
             max_ttl: config.max_ttl,
             config,
         }
+    }
+
+    /// Whether the miss of upstream set `set` (not a `config forward`
+    /// rule's, nor the bootstrap's) is validated, and with what.
+    pub(super) fn validator(&self, forward: Option<usize>, set: u8) -> Option<(&TrustAnchors, &KeyCache)> {
+        if forward.is_some() || !self.sets.validates(set) {
+            return None;
+        }
+        Some((self.anchors.as_deref()?, self.zone_keys.get(usize::from(set))?))
     }
 
     /// Every upstream server, defaults first, without duplicates (the
@@ -208,4 +226,53 @@ impl Snapshot {
             None => self.sets.group(set).unwrap_or(&self.upstreams),
         }
     }
+}
+
+/// The trust anchors and each set's key cache under `config`, reusing
+/// `previous`'s where the anchors and the set's upstreams are the same.
+fn dnssec_state(
+    config: &Config,
+    sets: &Sets,
+    previous: Option<&Snapshot>,
+) -> (Option<Arc<TrustAnchors>>, Vec<Arc<KeyCache>>) {
+    let validating = config.dnssec || sets.own().iter().any(|s| s.dnssec);
+    if !validating {
+        return (None, Vec::new());
+    }
+    let same_anchors =
+        previous.filter(|p| p.config.trust_anchor_file == config.trust_anchor_file && p.anchors.is_some());
+    let anchors = match (&config.trust_anchor_file, same_anchors) {
+        (_, Some(p)) => p.anchors.clone(),
+        (None, None) => Some(Arc::new(TrustAnchors::root())),
+        (Some(path), None) => match TrustAnchors::load(path) {
+            Ok(a) => Some(Arc::new(a)),
+            Err(e) => {
+                // The start refuses such a file (server::run); a reload
+                // keeps validating with the anchors it had, or fails closed.
+                log::error!("DNSSEC trust anchors: {e}; the previous anchors stay in force");
+                match previous.and_then(|p| p.anchors.clone()) {
+                    Some(a) => Some(a),
+                    None => Some(Arc::new(TrustAnchors::root())),
+                }
+            }
+        },
+    };
+    let reuse = |i: Option<usize>| -> Arc<KeyCache> {
+        same_anchors.and_then(|p| i.and_then(|i| p.zone_keys.get(i).cloned())).unwrap_or_default()
+    };
+    let main_same = same_anchors
+        .filter(|p| p.config.upstreams == config.upstreams && p.config.fallbacks == config.fallbacks)
+        .map(|_| 0);
+    let mut caches = vec![reuse(main_same)];
+    for s in sets.own() {
+        let before = same_anchors.and_then(|p| {
+            p.sets
+                .own()
+                .iter()
+                .position(|o| o.upstreams == s.upstreams && o.fallback_main == s.fallback_main && o.dnssec == s.dnssec)
+                .map(|i| i + 1)
+        });
+        caches.push(reuse(before));
+    }
+    (anchors, caches)
 }

@@ -77,6 +77,9 @@ pub enum Job {
     Wait(Miss, Receiver<Resolution>, Client),
     /// A miss whose UDP reply from server `usize` was truncated: go on over TCP.
     Truncated(Led, usize, Client),
+    /// A miss of a set that validates DNSSEC: the reply and the chain's
+    /// DNSKEY and DS records are fetched on the executor.
+    Validate(Led, Client),
 }
 
 /// Counts a worker's miss tasks; the guard gives the slot back however the task ends.
@@ -427,6 +430,18 @@ impl Loop {
             return;
         }
         match self.engine.begin(miss, reply, &self.stats) {
+            Begin::Lead(led) if led.validates() => {
+                if let Err(
+                    TrySendError::Full(Job::Validate(led, peer)) | TrySendError::Closed(Job::Validate(led, peer)),
+                ) = self.jobs.try_send(Job::Validate(led, peer))
+                {
+                    // The executor's queue is full: SERVFAIL (counted as failed), as for any overload.
+                    let reply = &mut self.out.replies[self.out.len];
+                    if self.engine.finish(led, None, reply, &self.stats) {
+                        self.out.push(peer);
+                    }
+                }
+            }
             Begin::Lead(led) => {
                 let slot = match self.free.pop() {
                     Some(slot) => slot,
@@ -651,7 +666,7 @@ pub async fn run_jobs(
                     engine.refuse_miss(&miss, &mut out, &stats);
                     peer
                 }
-                Job::Truncated(led, _, peer) => {
+                Job::Truncated(led, _, peer) | Job::Validate(led, peer) => {
                     engine.finish(led, None, &mut out, &stats);
                     peer
                 }
@@ -676,6 +691,14 @@ pub async fn run_jobs(
                         Box::pin(std::future::ready(()))
                     };
                     engine.resolve_led(led, Some(idx), &mut out, &stats, &early).await;
+                    peer
+                }
+                Job::Validate(led, peer) => {
+                    let early = |stale: Vec<u8>| -> smol::future::BoxedLocal<()> {
+                        send(&sock, &stale, &peer, &stats);
+                        Box::pin(std::future::ready(()))
+                    };
+                    engine.resolve_led(led, None, &mut out, &stats, &early).await;
                     peer
                 }
             };

@@ -62,6 +62,10 @@ pub struct Set {
     pub upstreams: Vec<Upstream>,
     /// `fallback_main`: the main upstreams follow its own as fallbacks.
     pub fallback_main: bool,
+    /// `option dnssec`: its answers are validated. Part of what makes two
+    /// groups' sets one, so the cache key's set tells validated entries
+    /// from unvalidated ones.
+    pub dnssec: bool,
     /// Its servers (the main ones after its own with `fallback_main`).
     pub group: Group,
     /// Kept across reloads that keep the set.
@@ -75,6 +79,8 @@ pub struct Sets {
     own: Vec<Set>,
     /// The main set's counters.
     main: Arc<SetCounters>,
+    /// The main set validates (`option dnssec` in `config hydradns 'main'`).
+    main_dnssec: bool,
     /// Each group's set, by its bit; [`MAIN`] for a group without upstreams.
     by_group: [u8; MAX_GROUPS],
     /// Per `config client`, in its `list group` order: (group bit, set) of
@@ -84,7 +90,13 @@ pub struct Sets {
 
 impl Default for Sets {
     fn default() -> Sets {
-        Sets { own: Vec::new(), main: Arc::default(), by_group: [MAIN; MAX_GROUPS], by_rule: Vec::new() }
+        Sets {
+            own: Vec::new(),
+            main: Arc::default(),
+            main_dnssec: false,
+            by_group: [MAIN; MAX_GROUPS],
+            by_rule: Vec::new(),
+        }
     }
 }
 
@@ -111,12 +123,17 @@ impl Sets {
         previous: Option<&Sets>,
         mut make: impl FnMut(&[Upstream], &[Upstream]) -> Group,
     ) -> Sets {
-        let mut sets = Sets { main: previous.map(|p| p.main.clone()).unwrap_or_default(), ..Sets::default() };
+        let mut sets = Sets {
+            main: previous.map(|p| p.main.clone()).unwrap_or_default(),
+            main_dnssec: cfg.dnssec,
+            ..Sets::default()
+        };
         let main_fallbacks: Vec<Upstream> =
             cfg.upstreams.iter().cloned().chain(cfg.fallbacks.iter().map(|a| Upstream::Plain(*a))).collect();
         for g in cfg.groups.iter().filter(|g| !g.upstreams.is_empty()) {
             let Some(bit) = groups.bit(&g.name) else { continue };
-            let same = |s: &Set| s.upstreams == g.upstreams && s.fallback_main == g.fallback_main;
+            let same =
+                |s: &Set| s.upstreams == g.upstreams && s.fallback_main == g.fallback_main && s.dnssec == g.dnssec;
             let at = match sets.own.iter().position(same) {
                 Some(i) => {
                     let s = &mut sets.own[i];
@@ -134,6 +151,7 @@ impl Sets {
                         name,
                         upstreams: g.upstreams.clone(),
                         fallback_main: g.fallback_main,
+                        dnssec: g.dnssec,
                         group,
                         counters,
                     });
@@ -192,6 +210,15 @@ impl Sets {
     #[inline]
     pub fn group(&self, set: u8) -> Option<&Group> {
         self.own.get(usize::from(set).checked_sub(1)?).map(|s| &s.group)
+    }
+
+    /// Whether set `set` validates DNSSEC.
+    #[inline]
+    pub fn validates(&self, set: u8) -> bool {
+        match usize::from(set).checked_sub(1) {
+            None => self.main_dnssec,
+            Some(i) => self.own.get(i).is_some_and(|s| s.dnssec),
+        }
     }
 
     /// How set `set` is named: `main`, or the groups that use it.
@@ -279,6 +306,23 @@ mod tests {
         let guests = sets.group(2).unwrap();
         assert_eq!(guests.servers.len(), 3);
         assert!(!guests.is_fallback(0) && guests.is_fallback(1) && guests.is_fallback(2));
+    }
+
+    #[test]
+    fn validating_and_not_validating_the_same_upstreams_are_two_sets() {
+        let cfg = config(
+            "config hydradns 'main'\n list upstream '192.0.2.1'\n option dnssec '1'\n\
+             config group 'kids'\n list upstream '192.0.2.7'\n option dnssec '1'\n\
+             config group 'teens'\n list upstream '192.0.2.7'\n\
+             config group 'guests'\n list upstream '192.0.2.7'\n option dnssec '1'\n",
+        );
+        let sets = Sets::new(&cfg, &GroupTable::new(&cfg), &[], None);
+        assert_eq!(sets.own().len(), 2);
+        assert_eq!(sets.name(1), "kids,guests");
+        assert_eq!(sets.name(2), "teens");
+        assert!(sets.validates(MAIN) && sets.validates(1) && !sets.validates(2));
+        let off = config("config hydradns 'main'\n list upstream '192.0.2.1'\n");
+        assert!(!Sets::new(&off, &GroupTable::new(&off), &[], None).validates(MAIN));
     }
 
     #[test]

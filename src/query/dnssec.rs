@@ -1,0 +1,549 @@
+//! DNSSEC on a miss of a set with `option dnssec '1'`: the question goes
+//! to the set's upstreams with DO and CD, the reply's AD is dropped, and
+//! the reply is validated here with the `dnssec` stage: the DNSKEY and DS
+//! records along the chain come from the same upstreams (the set's
+//! [`KeyCache`] keeps what was validated), and the [`Verdict`] decides
+//! what clients get (RFC 4035 §3.2, RFC 6840 §5.7–5.8):
+//! - secure: the answer with AD (shown only to clients that set AD or DO);
+//! - insecure: the answer without AD;
+//! - bogus: SERVFAIL with the verdict's Extended DNS Error, cached at most
+//!   [`BOGUS_TTL`] seconds;
+//! - indeterminate: SERVFAIL with its EDE, never cached.
+//!
+//! A client with CD gets the data unvalidated, without AD (its cache key
+//! has CD, so it is never served to a client without). A client without
+//! DO gets the answer with RRSIG, NSEC and NSEC3 records removed (unless
+//! it asked for that type); its cache key has no DO, so a DO client never
+//! gets a stripped copy.
+//!
+//! Work per answer is bounded twice: the validator's [`Limits`] (signature
+//! checks, hashes) and [`MAX_CHAIN_QUERIES`] upstream queries; past either
+//! the answer is indeterminate.
+
+use crate::dnssec::name;
+use crate::dnssec::{
+    Bogus, Denial, DsAbsence, Indeterminate, Insecure, KeyCache, Known, Limits, Record, Records, Section, TrustAnchors,
+    Validation, Verdict, ZoneKeys, rrset, rrsigs_for, rtype as drtype, signer_of,
+};
+use crate::upstream::Group;
+use crate::wire::{self, HEADER_LEN, flags, header, rcode};
+
+use super::*;
+
+/// Upstream queries (DNSKEY and DS) one answer's validation may send: a
+/// chain of five zones below the anchor, and a CNAME into a sixth, stay
+/// within it; KeyTrap's many-zones variant does not.
+pub(super) const MAX_CHAIN_QUERIES: u32 = 16;
+/// Longest a bogus answer is cached (the bound; Unbound's
+/// `val-bogus-ttl` is 60 too).
+pub(super) const BOGUS_TTL: u32 = 60;
+/// CNAME and DNAME links followed in one answer.
+const MAX_LINKS: usize = 12;
+
+/// What validation made of a reply: the bytes to cache and answer, and
+/// how long they may be cached.
+pub(super) struct Checked {
+    /// The reply as clients see it (AD set or cleared; DNSSEC records
+    /// removed for a client without DO; SERVFAIL with an EDE if bogus or
+    /// indeterminate).
+    pub(super) reply: Vec<u8>,
+    /// What the cache and the counters need to know of it.
+    pub(super) outcome: Outcome,
+}
+
+/// What validation said of a reply, beside the reply itself.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Outcome {
+    /// Longest the answer may be cached (signature TTLs, [`BOGUS_TTL`], or
+    /// the short life of an answer whose dates were not checked).
+    ttl_cap: u32,
+    /// Cache it although it is a SERVFAIL (bogus).
+    cache_failure: bool,
+    /// The verdict (`None`: not validated, a CD client's).
+    verdict: Option<Verdict>,
+}
+
+/// The query sent upstream for `q` on a validating set: RD, CD and DO
+/// (the answer is checked here, so a validating upstream must not hide
+/// bogus data behind its own SERVFAIL), the client's question.
+pub(super) fn ask(q: &Query) -> Vec<u8> {
+    question(q.qname, q.qtype, q.qclass)
+}
+
+/// A query for `name` (wire form), type `t`, class `class`, with RD, CD and DO.
+fn question(name: &[u8], t: u16, class: u16) -> Vec<u8> {
+    let mut m = Vec::with_capacity(HEADER_LEN + name.len() + 15);
+    m.extend_from_slice(&[0, 0]);
+    m.extend_from_slice(&(flags::RD | flags::CD).to_be_bytes());
+    m.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 1]);
+    m.extend_from_slice(name);
+    m.extend_from_slice(&t.to_be_bytes());
+    m.extend_from_slice(&class.to_be_bytes());
+    m.push(0);
+    m.extend_from_slice(&wire::rtype::OPT.to_be_bytes());
+    m.extend_from_slice(&wire::EDNS_UDP_SIZE.to_be_bytes());
+    m.extend_from_slice(&[0, 0, 0x80, 0, 0, 0]);
+    m
+}
+
+/// A SERVFAIL for `reply`'s question carrying Extended DNS Error `code`
+/// in an OPT, as an upstream would send it (the cache keeps the EDE).
+fn servfail(reply: &[u8], code: u16) -> Option<Vec<u8>> {
+    let end = wire::skip_name(reply, HEADER_LEN)? + 4;
+    let mut m = reply.get(..end)?.to_vec();
+    let f = header::flags(reply) & (flags::RD | flags::CD) | flags::QR | flags::RA | u16::from(rcode::SERVFAIL);
+    header::set_flags(&mut m, f);
+    header::set_counts(&mut m, [1, 0, 0, 1]);
+    m.push(0);
+    m.extend_from_slice(&wire::rtype::OPT.to_be_bytes());
+    m.extend_from_slice(&wire::EDNS_UDP_SIZE.to_be_bytes());
+    m.extend_from_slice(&[0, 0, 0, 0, 0, 6]);
+    m.extend_from_slice(&crate::answer::EDE_OPTION.to_be_bytes());
+    m.extend_from_slice(&[0, 2]);
+    m.extend_from_slice(&code.to_be_bytes());
+    Some(m)
+}
+
+/// `reply` with only the records `keep` says yes to. Written again from
+/// its expanded records: a compression pointer may lead into a removed one.
+fn rebuild(reply: &[u8], records: &Records, keep: impl Fn(Section, &Record<'_>) -> bool) -> Option<Vec<u8>> {
+    let end = wire::skip_name(reply, HEADER_LEN)? + 4;
+    let mut m = reply.get(..end)?.to_vec();
+    let mut counts = [1u16, 0, 0, 0];
+    for (section, r) in records.iter() {
+        if !keep(section, &r) {
+            continue;
+        }
+        m.extend_from_slice(r.owner);
+        m.extend_from_slice(&r.rtype.to_be_bytes());
+        m.extend_from_slice(&r.class.to_be_bytes());
+        m.extend_from_slice(&r.ttl.to_be_bytes());
+        m.extend_from_slice(&u16::try_from(r.rdata.len()).ok()?.to_be_bytes());
+        m.extend_from_slice(r.rdata);
+        counts[match section {
+            Section::Answer => 1,
+            Section::Authority => 2,
+            Section::Additional => 3,
+        }] += 1;
+    }
+    header::set_counts(&mut m, counts);
+    (m.len() <= usize::from(u16::MAX)).then_some(m)
+}
+
+/// Whether `r` is a DNSSEC record a client without DO does not get (RFC
+/// 4035 §3.2.1: RRSIG, NSEC and NSEC3, unless it asked for that type).
+fn dnssec_only(r: &Record<'_>, qtype: u16) -> bool {
+    r.rtype != qtype && matches!(r.rtype, drtype::RRSIG | drtype::NSEC | drtype::NSEC3)
+}
+
+/// Whether `r` may stand in an answer marked secure: in the answer
+/// section an RRset that was validated (or an RRSIG over one), in the
+/// authority section the denial's SOA, NSEC and NSEC3 and their RRSIGs;
+/// nothing unvalidated rides along under AD (RFC 4035 §3.2.3), so the
+/// additional section and referral NS records go.
+fn validated_part(section: Section, r: &Record<'_>, validated: &[(Vec<u8>, u16)]) -> bool {
+    match section {
+        Section::Answer => {
+            let t = match r.rtype {
+                drtype::RRSIG => match crate::dnssec::Rrsig::parse(r.rdata) {
+                    Some(sig) => sig.type_covered,
+                    None => return false,
+                },
+                t => t,
+            };
+            validated.iter().any(|(owner, vt)| *vt == t && name::eq(owner, r.owner))
+        }
+        Section::Authority => matches!(r.rtype, drtype::SOA | drtype::NSEC | drtype::NSEC3 | drtype::RRSIG),
+        Section::Additional => false,
+    }
+}
+
+/// What a walk down the chain found for a name.
+enum Zone {
+    /// The keys of the deepest secure zone at or above it.
+    Keys(Arc<ZoneKeys>),
+    Insecure(Insecure),
+}
+
+/// One answer's validation: its budget, its clock, and where it asks.
+struct Chain<'a> {
+    group: &'a Group,
+    timeout: Duration,
+    anchors: &'a TrustAnchors,
+    keys: &'a KeyCache,
+    v: Validation,
+    queries_left: u32,
+    /// Unix second, for the key cache's lifetimes.
+    now: u64,
+    /// The least TTL of the signatures the answer relied on.
+    ttl: u32,
+    /// The answer's RRsets that verified (owner, type): what a secure
+    /// answer may hold.
+    validated: Vec<(Vec<u8>, u16)>,
+}
+
+impl Chain<'_> {
+    /// `name`'s `t` records from the set's upstreams, names expanded.
+    async fn fetch(&mut self, name: &[u8], t: u16) -> Result<(Records, u8), Verdict> {
+        if self.queries_left == 0 {
+            return Err(Verdict::Indeterminate(Indeterminate::WorkLimit));
+        }
+        self.queries_left -= 1;
+        let msg = question(name, t, wire::CLASS_IN);
+        let q = wire::parse_query(&msg).map_err(|_| Verdict::Bogus(Bogus::Malformed))?;
+        let Some((reply, _)) = self.group.resolve(&q, self.timeout).await else {
+            return Err(Verdict::Indeterminate(Indeterminate::NoReachableAuthority));
+        };
+        let rc = header::rcode(&reply);
+        if rc != rcode::NOERROR && rc != rcode::NXDOMAIN {
+            return Err(Verdict::Indeterminate(Indeterminate::NetworkError));
+        }
+        let records = Records::from_message(&reply).ok_or(Verdict::Bogus(Bogus::Malformed))?;
+        Ok((records, rc))
+    }
+
+    /// The keys of trust anchor `zone`.
+    async fn anchor_keys(&mut self, zone: &[u8]) -> Result<Zone, Verdict> {
+        if let Some(k) = self.known(zone) {
+            return Ok(k);
+        }
+        let (records, _) = self.fetch(zone, drtype::DNSKEY).await?;
+        let all: Vec<Record<'_>> = records.iter().map(|(_, r)| r).collect();
+        let sigs = rrsigs_for(&all, zone, drtype::DNSKEY);
+        let anchors = self.anchors.for_zone(zone);
+        self.keys_of(zone, &all, &sigs, &anchors)
+    }
+
+    /// What the key cache knows of `zone` exactly.
+    fn known(&self, zone: &[u8]) -> Option<Zone> {
+        Some(match self.keys.get(zone, self.now)? {
+            Known::Keys(k) => Zone::Keys(k),
+            Known::Insecure(i) => Zone::Insecure(i),
+        })
+    }
+
+    /// Validates `zone`'s DNSKEY RRset among `all` against `anchors` and
+    /// caches the outcome.
+    fn keys_of(
+        &mut self,
+        zone: &[u8],
+        all: &[Record<'_>],
+        sigs: &[Record<'_>],
+        anchors: &[crate::dnssec::Anchor<'_>],
+    ) -> Result<Zone, Verdict> {
+        let dated = self.v.dates_checked();
+        match self.v.validate_dnskeys(zone, all, sigs, anchors) {
+            Ok(keys) => {
+                let keys = Arc::new(keys);
+                self.keys.insert(zone, Known::Keys(keys.clone()), keys.ttl, dated, self.now);
+                Ok(Zone::Keys(keys))
+            }
+            Err(Verdict::Insecure(i)) => {
+                let ttl = all.iter().map(|r| r.ttl).min().unwrap_or(0);
+                self.keys.insert(zone, Known::Insecure(i), ttl, dated, self.now);
+                Ok(Zone::Insecure(i))
+            }
+            Err(v) => Err(v),
+        }
+    }
+
+    /// Walks from the closest trust anchor (or the deepest zone cached)
+    /// down to `target`, one label at a time: at each name the parent's
+    /// DS RRset (verified) leads to the child's keys, a proven absence
+    /// either ends the walk insecure (a delegation) or goes on (no cut).
+    async fn descend(&mut self, target: &[u8]) -> Result<Zone, Verdict> {
+        let Some(anchor) = self.anchors.closest(target).map(<[u8]>::to_vec) else {
+            return Ok(Zone::Insecure(Insecure::NoAnchor));
+        };
+        let mut current = match self.keys.closest(target, self.now) {
+            Some(Known::Insecure(i)) => return Ok(Zone::Insecure(i)),
+            Some(Known::Keys(k)) if name::is_at_or_below(k.zone(), &anchor) => k,
+            _ => match self.anchor_keys(&anchor).await? {
+                Zone::Keys(k) => k,
+                insecure => return Ok(insecure),
+            },
+        };
+        let want = name::label_count(target);
+        let mut at = name::label_count(current.zone());
+        while at < want {
+            at += 1;
+            let child = name::suffix(target, at).to_vec();
+            let (records, _) = self.fetch(&child, drtype::DS).await?;
+            let all: Vec<Record<'_>> = records.iter().map(|(_, r)| r).collect();
+            let answer: Vec<Record<'_>> = records.section(Section::Answer).collect();
+            let ds = rrset(&answer, &child, drtype::DS);
+            if !ds.is_empty() {
+                let sigs = rrsigs_for(&all, &child, drtype::DS);
+                self.v.verify_rrset(&current, &ds, &sigs)?;
+                let anchors: Vec<crate::dnssec::Anchor<'_>> =
+                    ds.iter().map(|r| crate::dnssec::Anchor::Ds(r.rdata)).collect();
+                let (keyset, _) = self.fetch(&child, drtype::DNSKEY).await?;
+                let kall: Vec<Record<'_>> = keyset.iter().map(|(_, r)| r).collect();
+                let ksigs = rrsigs_for(&kall, &child, drtype::DNSKEY);
+                match self.keys_of(&child, &kall, &ksigs, &anchors)? {
+                    Zone::Keys(k) => current = k,
+                    insecure => return Ok(insecure),
+                }
+                continue;
+            }
+            let dated = self.v.dates_checked();
+            let ttl = all.iter().map(|r| r.ttl).min().unwrap_or(0);
+            match Denial::new(&current, &all).ds_absence(&mut self.v, &child)? {
+                DsAbsence::NotACut => {}
+                DsAbsence::Delegation => {
+                    self.keys.insert(&child, Known::Insecure(Insecure::NoDs), ttl, dated, self.now);
+                    return Ok(Zone::Insecure(Insecure::NoDs));
+                }
+                DsAbsence::OptOut => {
+                    self.keys.insert(&child, Known::Insecure(Insecure::OptOut), ttl, dated, self.now);
+                    return Ok(Zone::Insecure(Insecure::OptOut));
+                }
+            }
+        }
+        Ok(Zone::Keys(current))
+    }
+
+    /// The verdict on RRset `set` (`owner`, type `t`) among the reply's
+    /// records `all`, wildcard proof included.
+    async fn rrset_verdict(&mut self, all: &[Record<'_>], set: &[Record<'_>], owner: &[u8], t: u16) -> Verdict {
+        let Some(signer) = signer_of(all, owner, t).map(<[u8]>::to_vec) else {
+            // Unsigned: fine only where the chain proves the zone unsigned.
+            return match self.descend(owner).await {
+                Ok(Zone::Insecure(i)) => Verdict::Insecure(i),
+                Ok(Zone::Keys(_)) => Verdict::Bogus(Bogus::RrsigMissing),
+                Err(v) => v,
+            };
+        };
+        if !name::is_at_or_below(owner, &signer) {
+            return Verdict::Bogus(Bogus::Malformed);
+        }
+        let keys = match self.descend(&signer).await {
+            Ok(Zone::Keys(k)) => k,
+            Ok(Zone::Insecure(i)) => return Verdict::Insecure(i),
+            Err(v) => return v,
+        };
+        if !name::eq(keys.zone(), &signer) {
+            // The chain knows no zone cut where the RRSIG says its signer is.
+            return Verdict::Bogus(Bogus::NoMatchingKey);
+        }
+        let sigs = rrsigs_for(all, owner, t);
+        match self.v.verify_rrset(&keys, set, &sigs) {
+            Err(v) => v,
+            Ok(proof) => {
+                self.ttl = self.ttl.min(proof.ttl);
+                self.validated.push((owner.to_vec(), t));
+                match proof.wildcard {
+                    Some(w) => Denial::new(&keys, all).wildcard_answer(&mut self.v, owner, w),
+                    None => Verdict::Secure,
+                }
+            }
+        }
+    }
+
+    /// The verdict on a reply that has no `qtype` data for `name`: NXDOMAIN
+    /// (`qtype` `None`) or NODATA, proven in the zone whose SOA it carries.
+    async fn denial_verdict(
+        &mut self,
+        records: &Records,
+        all: &[Record<'_>],
+        name: &[u8],
+        qtype: Option<u16>,
+    ) -> Verdict {
+        let authority: Vec<Record<'_>> = records.section(Section::Authority).collect();
+        let zone = authority
+            .iter()
+            .filter(|r| r.rtype == drtype::SOA)
+            .find_map(|r| signer_of(all, r.owner, drtype::SOA))
+            .or_else(|| {
+                authority
+                    .iter()
+                    .filter(|r| r.rtype == drtype::NSEC || r.rtype == drtype::NSEC3)
+                    .find_map(|r| signer_of(all, r.owner, r.rtype))
+            })
+            .map(<[u8]>::to_vec);
+        let Some(zone) = zone else {
+            return match self.descend(name).await {
+                Ok(Zone::Insecure(i)) => Verdict::Insecure(i),
+                Ok(Zone::Keys(_)) => Verdict::Bogus(Bogus::NsecMissing),
+                Err(v) => v,
+            };
+        };
+        if !name::is_at_or_below(name, &zone) {
+            return Verdict::Bogus(Bogus::BadDenial);
+        }
+        let keys = match self.descend(&zone).await {
+            Ok(Zone::Keys(k)) => k,
+            Ok(Zone::Insecure(i)) => return Verdict::Insecure(i),
+            Err(v) => return v,
+        };
+        if !name::eq(keys.zone(), &zone) {
+            return Verdict::Bogus(Bogus::NoMatchingKey);
+        }
+        let soa = rrset(&authority, &zone, drtype::SOA);
+        if !soa.is_empty() {
+            match self.v.verify_rrset(&keys, &soa, &rrsigs_for(all, &zone, drtype::SOA)) {
+                Ok(p) => self.ttl = self.ttl.min(p.ttl),
+                Err(v) => return v,
+            }
+        }
+        let mut denial = Denial::new(&keys, all);
+        match qtype {
+            None => denial.nxdomain(&mut self.v, name),
+            Some(t) => denial.nodata(&mut self.v, name, t),
+        }
+    }
+
+    /// The verdict on a whole reply to `qname`/`qtype`: each CNAME or
+    /// DNAME link in its own zone, then the data or the denial.
+    async fn answer_verdict(&mut self, records: &Records, rc: u8, qname: &[u8], qtype: u16) -> Verdict {
+        let all: Vec<Record<'_>> = records.iter().map(|(_, r)| r).collect();
+        let answer: Vec<Record<'_>> = records.section(Section::Answer).collect();
+        let mut verdict = Verdict::Secure;
+        let mut name = qname.to_vec();
+        for _ in 0..MAX_LINKS {
+            let set = rrset(&answer, &name, qtype);
+            if !set.is_empty() {
+                return verdict.and(self.rrset_verdict(&all, &set, &name, qtype).await);
+            }
+            let cname = rrset(&answer, &name, drtype::CNAME);
+            let [link] = cname.as_slice() else { break };
+            let link_verdict = match self.dname_for(&all, &answer, &name, link.rdata).await {
+                Some(v) => v,
+                None => self.rrset_verdict(&all, &cname, &name, drtype::CNAME).await,
+            };
+            verdict = verdict.and(link_verdict);
+            if matches!(verdict, Verdict::Bogus(_) | Verdict::Indeterminate(_)) {
+                return verdict;
+            }
+            name = link.rdata.to_vec();
+        }
+        let data_end = match rc {
+            rcode::NXDOMAIN => self.denial_verdict(records, &all, &name, None).await,
+            rcode::NOERROR => self.denial_verdict(records, &all, &name, Some(qtype)).await,
+            _ => return verdict,
+        };
+        verdict.and(data_end)
+    }
+
+    /// For an unsigned CNAME at `name` pointing to `target`: the verdict
+    /// on the DNAME it was synthesized from (RFC 6672 §5.3.1), if the
+    /// answer holds one above `name` whose substitution gives `target`.
+    async fn dname_for(
+        &mut self,
+        all: &[Record<'_>],
+        answer: &[Record<'_>],
+        name: &[u8],
+        target: &[u8],
+    ) -> Option<Verdict> {
+        if !rrsigs_for(all, name, drtype::CNAME).is_empty() {
+            return None;
+        }
+        let dname = answer.iter().find(|r| r.rtype == drtype::DNAME && name::is_below(name, r.owner))?;
+        let prefix = name.get(..name.len() - dname.owner.len())?;
+        let mut synthesized = prefix.to_vec();
+        synthesized.extend_from_slice(dname.rdata);
+        if !name::eq(&synthesized, target) {
+            return Some(Verdict::Bogus(Bogus::Malformed));
+        }
+        let owner = dname.owner.to_vec();
+        let set = rrset(answer, &owner, drtype::DNAME);
+        let verdict = self.rrset_verdict(all, &set, &owner, drtype::DNAME).await;
+        // The synthesized CNAME is as good as the DNAME it follows from.
+        self.validated.push((name.to_vec(), drtype::CNAME));
+        Some(verdict)
+    }
+}
+
+/// Validates upstream `reply` to client query `q` (asked with [`ask`]) on
+/// a validating set, and makes what clients get of it.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn check(
+    q: &Query<'_>,
+    mut reply: Vec<u8>,
+    group: &Group,
+    timeout: Duration,
+    anchors: &TrustAnchors,
+    keys: &KeyCache,
+    clock_good: bool,
+) -> Checked {
+    let f = header::flags(&reply) & !flags::AD;
+    header::set_flags(&mut reply, f);
+    let do_bit = q.edns.is_some_and(|e| e.dnssec_ok);
+    let Some(records) = Records::from_message(&reply) else {
+        return bogus_or_not(q, reply, Verdict::Bogus(Bogus::Malformed), clock_good);
+    };
+    let unstripped = |reply: Vec<u8>| {
+        if do_bit { Some(reply) } else { rebuild(&reply, &records, |_, r| !dnssec_only(r, q.qtype)) }
+    };
+    if q.flags & flags::CD != 0 {
+        let reply = unstripped(reply).unwrap_or_default();
+        return Checked { reply, outcome: Outcome { ttl_cap: u32::MAX, cache_failure: false, verdict: None } };
+    }
+    let rc = header::rcode(&reply);
+    let now = crate::sys::unix_now();
+    let mut chain = Chain {
+        group,
+        timeout,
+        anchors,
+        keys,
+        v: Validation::new(clock_good.then_some(now as u32), Limits::default()),
+        queries_left: MAX_CHAIN_QUERIES,
+        now,
+        ttl: u32::MAX,
+        validated: Vec::new(),
+    };
+    let verdict = if rc == rcode::NOERROR || rc == rcode::NXDOMAIN {
+        chain.answer_verdict(&records, rc, q.qname, q.qtype).await
+    } else {
+        // An upstream's own failure is passed on as it is, without AD.
+        Verdict::Insecure(Insecure::NoAnchor)
+    };
+    let ttl_cap = if clock_good { chain.ttl } else { crate::dnssec::keycache::UNDATED_TTL };
+    match verdict {
+        Verdict::Secure => {
+            let validated = &chain.validated;
+            let keep =
+                |section, r: &Record<'_>| validated_part(section, r, validated) && (do_bit || !dnssec_only(r, q.qtype));
+            let mut out = rebuild(&reply, &records, keep).unwrap_or_default();
+            if out.len() >= HEADER_LEN {
+                let f = header::flags(&out) | flags::AD;
+                header::set_flags(&mut out, f);
+            }
+            Checked { reply: out, outcome: Outcome { ttl_cap, cache_failure: false, verdict: Some(verdict) } }
+        }
+        Verdict::Insecure(_) => {
+            let out = unstripped(reply).unwrap_or_default();
+            Checked { reply: out, outcome: Outcome { ttl_cap, cache_failure: false, verdict: Some(verdict) } }
+        }
+        _ => bogus_or_not(q, reply, verdict, clock_good),
+    }
+}
+
+/// The SERVFAIL for a bogus or indeterminate verdict.
+fn bogus_or_not(q: &Query<'_>, reply: Vec<u8>, verdict: Verdict, clock_good: bool) -> Checked {
+    let bogus = matches!(verdict, Verdict::Bogus(_));
+    let code = verdict.ede().unwrap_or(6);
+    let out = servfail(&reply, code).unwrap_or_default();
+    let _ = q;
+    let ttl_cap = if clock_good { BOGUS_TTL } else { crate::dnssec::keycache::UNDATED_TTL };
+    Checked { reply: out, outcome: Outcome { ttl_cap, cache_failure: bogus, verdict: Some(verdict) } }
+}
+
+/// Puts validation's outcome `o` on the answer about to be cached: its
+/// cache lifetime, and the count of its verdict.
+pub(super) fn settle(o: &Outcome, resolved: Option<&mut Resolved>, stats: &Counters) {
+    if let Some(r) = resolved
+        && let Some(s) = Arc::get_mut(&mut r.stored)
+    {
+        let ttl = if o.cache_failure { Some(o.ttl_cap) } else { s.cache_ttl.map(|t| t.min(o.ttl_cap)) };
+        s.cache_ttl = ttl.filter(|&t| t > 0);
+    }
+    let counter = match o.verdict {
+        None => return,
+        Some(Verdict::Secure) => &stats.dnssec_secure,
+        Some(Verdict::Insecure(_)) => &stats.dnssec_insecure,
+        Some(Verdict::Bogus(_)) => &stats.dnssec_bogus,
+        Some(Verdict::Indeterminate(_)) => &stats.dnssec_indeterminate,
+    };
+    Counters::bump(counter);
+}
