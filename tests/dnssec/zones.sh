@@ -76,7 +76,12 @@ sign() {
 # and without salt, and with every DS digest.
 sign alg5.example RSASHA1 1024 1 0
 sign alg7.example RSASHA1-NSEC3-SHA1 2048 2 0 -n -t 1 -s ab
-extra=$'tounsigned IN CNAME www.unsigned.example.\nroundtrip IN CNAME back.unsigned.example.\n' \
+# zz.wild puts an NSEC between the wildcard's own and www: a name after it
+# (zzz.wild) is proved by zz.wild's NSEC. Unbound's auth-zone writes the
+# wildcard's own NSEC under the query's name (x.wild NSEC www, its RRSIG's
+# labels 3) when that is the one that covers it; BIND, NSD and Knot send
+# *.wild. cases.tsv has both.
+extra=$'tounsigned IN CNAME www.unsigned.example.\nroundtrip IN CNAME back.unsigned.example.\nzz.wild IN A 192.0.2.4\n' \
     sign alg8.example RSASHA256 2048 "1 2" 1
 sign alg10.example RSASHA512 2048 2 0
 sign alg13.example ECDSAP256SHA256 0 2 0 -n -t 0 -s aabbccdd
