@@ -50,12 +50,12 @@ trap 'exit 130' INT TERM
 
 "$here/zones.sh" "$tmp/zones"
 
-# Five ports free for UDP and TCP at once; Unbound binds them without
+# Six ports free for UDP and TCP at once; Unbound binds them without
 # SO_REUSEPORT (below), so one taken in between fails loudly, never shares.
-read -r p_auth p_forger p_rec p_val p_hyd < <(python3 - <<'PY'
+read -r p_auth p_forger p_rec p_val p_hyd p_clock < <(python3 - <<'PY'
 import socket
 held, ports = [], []
-while len(ports) < 5:
+while len(ports) < 6:
     t = socket.socket(); t.bind(("127.0.0.1", 0)); port = t.getsockname()[1]
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -186,6 +186,54 @@ verdict() {
     echo "${rcode:-TIMEOUT} $ad ${ede:--}"
 }
 
+# probe PORT QNAME QTYPE [DIG OPTIONS…]: "RCODE AD RRSIGS EDE", RRSIGS the
+# number in the answer section.
+probe() {
+    local out rcode ad sigs ede
+    out=$(dig @127.0.0.1 -p "$1" +time=5 +tries=1 "${@:4}" "$2" "$3" 2>&1) || true
+    rcode=$(sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<< "$out" | head -1)
+    ad=0
+    grep -q '^;; flags:[a-z ]* ad[ ;]' <<< "$out" && ad=1
+    sigs=$(awk '/^;; ANSWER SECTION:/ { a = 1; next } /^$/ { a = 0 } a && $4 == "RRSIG" { n++ } END { print n + 0 }' <<< "$out")
+    ede=$(sed -n 's/^; EDE: \([0-9]*\).*/\1/p' <<< "$out" | paste -sd, -)
+    echo "${rcode:-TIMEOUT} $ad $sigs ${ede:--}"
+}
+
+# The client's flags (issue 61, RFC 4035 3.2 and RFC 6840 5.7-5.9), asked
+# of one resolver in this order: the CD=1 answer comes first, then the same
+# name without CD; a name asked without DO is asked again with it. Each
+# row: what is asked, the options, and "RCODE AD RRSIGS" expected ('*' any,
+# '+' at least one). Prints a table; returns 1 if a row is not as expected.
+flags() { # PORT
+    local bad=0 what qname qtype opts want got g w ok i
+    printf '%-46s %-24s | %-8s %-2s %-6s %-5s\n' "client flags" name rcode AD RRSIGs EDE
+    while IFS='|' read -r what qname qtype opts want; do
+        # shellcheck disable=SC2086  # opts: several dig options
+        got=$(probe "$1" "$qname" "$qtype" $opts)
+        read -ra g <<< "$got"
+        read -ra w <<< "$want"
+        ok=ok
+        for i in 0 1 2; do
+            case ${w[$i]} in
+                '*') ;;
+                +) [ "${g[$i]}" -gt 0 ] 2>/dev/null || ok="not as expected: $want" ;;
+                *) [ "${g[$i]}" = "${w[$i]}" ] || ok="not as expected: $want" ;;
+            esac
+        done
+        [ "$ok" = ok ] || bad=1
+        printf '%-46s %-24s | %-8s %-2s %-6s %-5s %s\n' "$what" "$qname" "${g[0]}" "${g[1]}" "${g[2]}" "${g[3]}" "$ok"
+    done <<'ROWS'
+neither DO nor AD: no AD, no RRSIG|www.alg8.example|A|+nodnssec +noadflag|NOERROR 0 0
+AD=1 without DO: AD, no RRSIG|www.alg8.example|A|+nodnssec +adflag|NOERROR 1 0
+DO: AD and the RRSIGs|www.alg8.example|A|+dnssec|NOERROR 1 +
+CD=1 on a bogus name: the data, no AD|mail.nodnskey.example|A|+dnssec +cd|NOERROR 0 *
+then the same without CD: SERVFAIL|mail.nodnskey.example|A|+dnssec|SERVFAIL 0 0
+a secure name asked first without DO|mail.alg13.example|A|+nodnssec +noadflag|NOERROR 0 0
+then with DO: the RRSIGs and AD|mail.alg13.example|A|+dnssec|NOERROR 1 +
+ROWS
+    return "$bad"
+}
+
 # What a verdict means, in the issue's words.
 state() { # RCODE AD
     case $1 in
@@ -218,13 +266,15 @@ while IFS=$'\t' read -r id qname qtype issue rcode ad ede cd note; do
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$qname" "$qtype" "$issue" \
         "$got_rcode" "$got_ad" "$got_ede" "$cd_rcode" "$note" >> "$new"
 done < "$cases"
+echo
+flags "$p_val" || failed=1
 echo "reference: $((SECONDS - ready)) s for the cases, $((SECONDS - started)) s in all so far"
 if [ "$record" = 1 ]; then
     cp "$new" "$cases"
     echo "recorded Unbound's verdicts into $cases"
 fi
 if [ "$failed" = 1 ]; then
-    echo "Unbound's verdicts differ from cases.tsv: the zones or the rig changed (val-log-level 2: $tmp/validator.log)"
+    echo "Unbound's verdicts differ from cases.tsv or the flags' rows: the zones or the rig changed (val-log-level 2: $tmp/validator.log)"
     keep=1
     exit 1
 fi
@@ -286,6 +336,52 @@ while IFS=$'\t' read -r id qname qtype issue rcode _ _ _ _; do
     printf '%-22s %-28s %-6s | %-8s %-2s %-5s | %-13s %s\n' "$id" "$qname" "$qtype" \
         "$h_rcode" "$h_ad" "$h_ede" "$issue" "${why:-ok}"
 done < "$cases"
-echo "hydradns agrees on $agree of $total cases ($((SECONDS - started)) s in all)"
+echo "hydradns agrees on $agree of $total cases"
+echo
+flags "$p_hyd" || failed=1
+
+# The clock (issue 61): a second gateway with time_check 1 and no
+# time_synced_file yet gives an answer whose only fault is its dates, and
+# its status says signature times wait for the clock; once the file
+# exists, within 10 s and without a restart, the same name (cached by
+# now) is bogus with EDE 7 and the status line is gone.
+mkdir -p "$tmp/clock"
+sed -e "s|127.0.0.1:$p_hyd|127.0.0.1:$p_clock|" -e "s|option time_check '0'|option time_check '1'\n\toption time_synced_file '$tmp/clock/synced'|" \
+    -e "s|$tmp/hydradns/|$tmp/clock/|" "$tmp/hydradns.conf" > "$tmp/clock.conf"
+start "$tmp/clock.log" "$hydradns" run "${user[@]}" --log stderr -c "$tmp/clock.conf"
+for n in $(seq 200); do
+    grep -q 'ready with ' "$tmp/clock.log" && break
+    [ "$n" -lt 200 ] || { echo "hydradns (clock) did not start:" >&2; cat "$tmp/clock.log" >&2; exit 2; }
+    sleep 0.1
+done
+clock_row() { # WHAT OK(0/1)
+    printf '%-62s %s\n' "$1" "$([ "$2" = 0 ] && echo ok || echo 'not as issue 61 says')"
+    [ "$2" = 0 ] || failed=1
+}
+# The status line names the clock and DNSSEC or signatures; paths are cut
+# out first, as this directory's own name holds "dnssec" and "clock".
+waits() {
+    "$hydradns" status -c "$tmp/clock.conf" 2>&1 | sed "s|${tmp}[^ ]*||g" | grep -i 'clock' | grep -qiE 'dnssec|signature'
+}
+echo
+echo "the clock (time_check 1):"
+read -r c_rcode _ _ _ < <(probe "$p_clock" www.expired.example A +dnssec)
+clock_row "before time_synced_file: www.expired.example answered ($c_rcode)" "$([ "$c_rcode" = NOERROR ]; echo $?)"
+clock_row "status says signature times wait for the clock" "$(waits; echo $?)"
+# Asked every 0.5 s: "within 10 s" is read as by the first question after
+# 10.5 s. Milliseconds from bash's EPOCHREALTIME.
+ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
+touch "$tmp/clock/synced"
+synced=$(ms) c_rcode='' c_ede='' took=0
+while [ "$took" -le 15000 ]; do
+    read -r c_rcode _ _ c_ede < <(probe "$p_clock" www.expired.example A +dnssec)
+    took=$(($(ms) - synced))
+    [ "$c_rcode" != SERVFAIL ] || break
+    sleep 0.5
+done
+clock_row "file made: bogus with EDE 7 within 10 s ($c_rcode $c_ede after $((took / 1000)).$((took % 1000 / 100)) s)" \
+    "$([ "$c_rcode" = SERVFAIL ] && [ "$c_ede" = 7 ] && [ "$took" -le 10500 ]; echo $?)"
+clock_row "the status line is gone" "$(! waits; echo $?)"
+echo "$((SECONDS - started)) s in all"
 if [ "$failed" = 1 ]; then keep=1; fi
 exit "$failed"
