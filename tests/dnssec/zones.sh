@@ -84,7 +84,9 @@ sign alg7.example RSASHA1-NSEC3-SHA1 2048 2 0 -n -t 1 -s ab
 extra=$'tounsigned IN CNAME www.unsigned.example.\nroundtrip IN CNAME back.unsigned.example.\nzz.wild IN A 192.0.2.4\n' \
     sign alg8.example RSASHA256 2048 "1 2" 1
 sign alg10.example RSASHA512 2048 2 0
-sign alg13.example ECDSAP256SHA256 0 2 0 -n -t 0 -s aabbccdd
+# A DNAME into another signed zone: the CNAME a server synthesizes from
+# it is unsigned, the DNAME and the target's data are signed.
+extra=$'moved IN DNAME alg8.example.\n' sign alg13.example ECDSAP256SHA256 0 2 0 -n -t 0 -s aabbccdd
 sign alg14.example ECDSAP384SHA384 0 4 0
 sign alg15.example ED25519 0 "1 2" 0 -n -t 0 -s ""
 sign ed448.example ED448 0 2 0
