@@ -174,16 +174,18 @@ awk '$4 == "RRSIG" && $5 == "A" && $12 == "alg8.example." { found = 1 } END { ex
     rig_fail "the recursive passes no RRSIG: $out"
 ! grep -q '^;; flags:[a-z ]* ad[ ;]' <<< "$out" || rig_fail "the recursive sets AD: $out"
 
-# verdict PORT QNAME QTYPE [DIG OPTIONS…]: "RCODE AD EDE" (AD 1 or 0, EDE
-# the codes joined by ',' or '-'); a query that times out is "TIMEOUT 0 -".
+# verdict PORT QNAME QTYPE [DIG OPTIONS…]: "RCODE AD EDE MS" (AD 1 or 0,
+# EDE the codes joined by ',' or '-', MS dig's query time, shown, never
+# judged); a query that times out is "TIMEOUT 0 - -".
 verdict() {
-    local out rcode ad ede
+    local out rcode ad ede ms
     out=$(dig @127.0.0.1 -p "$1" +time=5 +tries=1 +dnssec "${@:4}" "$2" "$3" 2>&1) || true
     rcode=$(sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<< "$out" | head -1)
     ad=0
     grep -q '^;; flags:[a-z ]* ad[ ;]' <<< "$out" && ad=1
     ede=$(sed -n 's/^; EDE: \([0-9]*\).*/\1/p' <<< "$out" | paste -sd, -)
-    echo "${rcode:-TIMEOUT} $ad ${ede:--}"
+    ms=$(sed -n 's/^;; Query time: \([0-9]*\) msec/\1/p' <<< "$out")
+    echo "${rcode:-TIMEOUT} $ad ${ede:--} ${ms:--}"
 }
 
 # probe PORT QNAME QTYPE [DIG OPTIONS…]: "RCODE AD RRSIGS EDE", RRSIGS the
@@ -246,14 +248,15 @@ state() { # RCODE AD
 cases=$here/cases.tsv
 new=$tmp/cases.tsv
 failed=0
-printf '%-22s %-28s %-6s | %-8s %-2s %-5s %-8s | %-13s %s\n' case name type rcode AD EDE "CD=1" issue ""
+echo "reference: Unbound $(unbound -V | sed -n "s/^Version //p") (cases.tsv was recorded with 1.17.1)"
+printf '%-22s %-28s %-6s | %-8s %-2s %-5s %-8s %5s | %-13s %s\n' case name type rcode AD EDE "CD=1" ms issue ""
 while IFS=$'\t' read -r id qname qtype issue rcode ad ede cd note; do
     if [ -z "$id" ] || [ "${id:0:1}" = '#' ]; then
         printf '%s\n' "$id${qname:+	$qname	$qtype	$issue	$rcode	$ad	$ede	$cd	$note}" >> "$new"
         continue
     fi
-    read -r got_rcode got_ad got_ede < <(verdict "$p_val" "$qname" "$qtype")
-    read -r cd_rcode _ _ < <(verdict "$p_val" "$qname" "$qtype" +cd)
+    read -r got_rcode got_ad got_ede got_ms < <(verdict "$p_val" "$qname" "$qtype")
+    read -r cd_rcode _ _ _ < <(verdict "$p_val" "$qname" "$qtype" +cd)
     mark=''
     if [ "$got_rcode $got_ad $got_ede $cd_rcode" != "$rcode $ad $ede $cd" ]; then
         mark="differs from cases.tsv ($rcode $ad $ede $cd)"
@@ -261,8 +264,8 @@ while IFS=$'\t' read -r id qname qtype issue rcode ad ede cd note; do
     fi
     # Where Unbound's state is not the issue's, the note says why.
     [ "$(state "$got_rcode" "$got_ad")" = "${issue%%:*}" ] || mark="${mark:+$mark; }unbound: $(state "$got_rcode" "$got_ad")"
-    printf '%-22s %-28s %-6s | %-8s %-2s %-5s %-8s | %-13s %s\n' "$id" "$qname" "$qtype" \
-        "$got_rcode" "$got_ad" "$got_ede" "$cd_rcode" "$issue" "$mark"
+    printf '%-22s %-28s %-6s | %-8s %-2s %-5s %-8s %5s | %-13s %s\n' "$id" "$qname" "$qtype" \
+        "$got_rcode" "$got_ad" "$got_ede" "$cd_rcode" "$got_ms" "$issue" "$mark"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$qname" "$qtype" "$issue" \
         "$got_rcode" "$got_ad" "$got_ede" "$cd_rcode" "$note" >> "$new"
 done < "$cases"
@@ -318,11 +321,11 @@ done
 # (unless both fail), and, failing, its EDE one the issue names.
 echo
 echo "hydradns $hydradns:"
-printf '%-22s %-28s %-6s | %-8s %-2s %-5s | %-13s %s\n' case name type rcode AD EDE issue ""
+printf '%-22s %-28s %-6s | %-8s %-2s %-5s %5s | %-13s %s\n' case name type rcode AD EDE ms issue ""
 agree=0 total=0
 while IFS=$'\t' read -r id qname qtype issue rcode _ _ _ _; do
     if [ -z "$id" ] || [ "${id:0:1}" = '#' ]; then continue; fi
-    read -r h_rcode h_ad h_ede < <(verdict "$p_hyd" "$qname" "$qtype")
+    read -r h_rcode h_ad h_ede h_ms < <(verdict "$p_hyd" "$qname" "$qtype")
     want=${issue%%:*} codes=${issue#*:}
     [ "$codes" != "$issue" ] || codes=''
     got=$(state "$h_rcode" "$h_ad")
@@ -336,8 +339,8 @@ while IFS=$'\t' read -r id qname qtype issue rcode _ _ _ _; do
     fi
     total=$((total + 1))
     if [ -z "$why" ]; then agree=$((agree + 1)); else failed=1; fi
-    printf '%-22s %-28s %-6s | %-8s %-2s %-5s | %-13s %s\n' "$id" "$qname" "$qtype" \
-        "$h_rcode" "$h_ad" "$h_ede" "$issue" "${why:-ok}"
+    printf '%-22s %-28s %-6s | %-8s %-2s %-5s %5s | %-13s %s\n' "$id" "$qname" "$qtype" \
+        "$h_rcode" "$h_ad" "$h_ede" "$h_ms" "$issue" "${why:-ok}"
 done < "$cases"
 echo "hydradns agrees on $agree of $total cases"
 echo
