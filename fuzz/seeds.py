@@ -4,6 +4,7 @@ real DNS messages from the captures and the Knot seed in tests/data, real
 list lines, the package's UCI files, and hand-made messages that reach the
 branches a capture rarely does (blocked, cached, CNAME to a blocked name,
 private addresses). Stdlib only; run by scripts/fuzz.sh."""
+import binascii
 import hashlib
 import lzma
 import os
@@ -81,6 +82,123 @@ def reply(n, qtype, answers, qid=0x1234):
     return struct.pack(">HHHHHH", qid, 0x8180, 1, len(answers), 0, 0) + name(n) + struct.pack(">HH", qtype, 1) + body
 
 
+# Record types the signed zones in tests/data/dnssec hold, by mnemonic.
+TYPES = {"A": 1, "NS": 2, "CNAME": 5, "SOA": 6, "MX": 15, "TXT": 16, "AAAA": 28, "DS": 43, "RRSIG": 46,
+         "NSEC": 47, "DNSKEY": 48, "NSEC3": 50, "NSEC3PARAM": 51}
+
+
+def type_bitmap(names):
+    """RFC 4034 4.1.2's windows of type bits."""
+    windows = {}
+    for t in (TYPES[n] if n in TYPES else int(n[4:]) for n in names):
+        bits = windows.setdefault(t >> 8, bytearray(32))
+        bits[(t & 0xFF) >> 3] |= 0x80 >> (t & 7)
+    out = b""
+    for w, bits in sorted(windows.items()):
+        used = max(i for i, b in enumerate(bits) if b) + 1
+        out += bytes([w, used]) + bytes(bits[:used])
+    return out
+
+
+def signed_rdata(rtype, f, compress):
+    """RDATA of one record of ldns-signzone's text; compress(name, at) for
+    the names RFC 3597 lets a server compress, `at` bytes into the RDATA."""
+    import base64
+    import calendar
+    import socket
+    import time
+    when = lambda t: calendar.timegm(time.strptime(t, "%Y%m%d%H%M%S"))
+    if rtype == "A":
+        return socket.inet_aton(f[0])
+    if rtype == "AAAA":
+        return socket.inet_pton(socket.AF_INET6, f[0])
+    if rtype in ("NS", "CNAME"):
+        return compress(f[0])
+    if rtype == "MX":
+        return struct.pack(">H", int(f[0])) + compress(f[1], 2)
+    if rtype == "SOA":
+        mname = compress(f[0])
+        return mname + compress(f[1], len(mname)) + struct.pack(">5I", *map(int, f[2:7]))
+    if rtype == "TXT":
+        import shlex
+        return b"".join(bytes([len(t)]) + t.encode() for t in shlex.split(" ".join(f)))
+    if rtype == "DNSKEY":
+        return struct.pack(">HBB", int(f[0]), int(f[1]), int(f[2])) + base64.b64decode("".join(f[3:]))
+    if rtype == "DS":
+        return struct.pack(">HBB", int(f[0]), int(f[1]), int(f[2])) + bytes.fromhex("".join(f[3:]))
+    if rtype == "RRSIG":
+        covered = TYPES.get(f[0]) or int(f[0][4:])
+        return (struct.pack(">HBBIIIH", covered, int(f[1]), int(f[2]), int(f[3]), when(f[4]), when(f[5]), int(f[6]))
+                + name(f[7].rstrip(".")) + base64.b64decode("".join(f[8:])))
+    if rtype == "NSEC":
+        return name(f[0].rstrip(".")) + type_bitmap(f[1:])
+    if rtype in ("NSEC3", "NSEC3PARAM"):
+        salt = b"" if f[3] == "-" else bytes.fromhex(f[3])
+        head = struct.pack(">BBHB", int(f[0]), int(f[1]), int(f[2]), len(salt)) + salt
+        if rtype == "NSEC3PARAM":
+            return head
+        nxt = base64.b32decode(f[4].upper().translate(str.maketrans("0123456789ABCDEFGHIJKLMNOPQRSTUV",
+                                                                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")))
+        return head + bytes([len(nxt)]) + nxt + type_bitmap(f[5:])
+    return None
+
+
+def signed_replies(path):
+    """Replies made of a signed zone's records, one per owner (all its
+    records in the answer) and one of its denial records in the authority,
+    names compressed as a server would."""
+    groups = {}
+    with open(path) as fh:
+        for line in fh:
+            f = line.split(";", 1)[0].split()
+            if len(f) >= 5 and f[2] == "IN" and f[3] in TYPES:
+                groups.setdefault(f[0].rstrip(".").lower(), []).append(f)
+    denial = [f for g in groups.values() for f in g if f[3] in ("NSEC", "NSEC3") or f[3:5] in (["RRSIG", "NSEC"],
+                                                                                            ["RRSIG", "NSEC3"])]
+    for owner, records in list(groups.items())[:40] + [("", denial[:24])]:
+        if not records:
+            continue
+        qname = owner or records[0][0].rstrip(".")
+        msg = bytearray(struct.pack(">HHHHHH", 0x1234, 0x8180, 1, 0, 0, 0) + name(qname) + struct.pack(">HH", 1, 1))
+        seen = {}
+
+        def compress(n, at=0):
+            """The name written at `at` past the message's end, its longest
+            suffix already written replaced by a pointer."""
+            labels = [l for l in n.rstrip(".").split(".") if l]
+            out = b""
+            for i in range(len(labels)):
+                key = ".".join(labels[i:]).lower()
+                if key in seen:
+                    return out + struct.pack(">H", 0xC000 | seen[key])
+                if len(msg) + at + len(out) < 0x3FFF:
+                    seen[key] = len(msg) + at + len(out)
+                out += bytes([len(labels[i])]) + labels[i].encode()
+            return out + b"\0"
+
+        count = 0
+        for f in records:
+            saved = dict(seen)
+            owner_wire = compress(f[0])
+            msg += owner_wire
+            rdata_at = len(msg) + 10
+            msg += b"\0" * 10  # type, class, TTL, length: filled below
+            try:
+                rdata = signed_rdata(f[3], f[4:], compress)
+            except (ValueError, IndexError, binascii.Error):
+                rdata = None  # BIND's records over several lines: not read here
+            if rdata is None:
+                del msg[rdata_at - 10 - len(owner_wire):]
+                seen.clear()
+                seen.update(saved)
+                continue
+            msg[rdata_at - 10:rdata_at] = struct.pack(">HHIH", TYPES[f[3]], 1, int(f[1]), len(rdata))
+            msg += rdata
+            count += 1
+        struct.pack_into(">H", msg, 6 if owner else 8, count)
+        yield bytes(msg)
+
+
 def main():
     count = {}
     for root, _, files in os.walk(os.path.join(DATA, "pcaps")):
@@ -153,8 +271,17 @@ def main():
                b"\toption end '07:00'\nconfig blocklist\n\toption name 'social'\n\tlist domain 'social.example'\n"
                b"\tlist group 'kids'\n")
     network_seeds()
+    # The validator's reader: replies from the captures, and replies made of
+    # the signed test zones' records (RRSIG, DNSKEY, DS, NSEC, NSEC3).
+    for f in os.listdir(os.path.join(HERE, "corpus", "upstream_reply")):
+        with open(os.path.join(HERE, "corpus", "upstream_reply", f), "rb") as fh:
+            put("dnssec_records", fh.read())
+    for f in sorted(os.listdir(os.path.join(DATA, "dnssec"))):
+        if f.endswith(".signed"):
+            for msg in signed_replies(os.path.join(DATA, "dnssec", f)):
+                put("dnssec_records", msg)
     for t in ("query", "upstream_reply", "list", "uci", "leases", "schedule", "hpack", "http2", "http1",
-              "edns_client", "control", "metrics_request"):
+              "edns_client", "control", "metrics_request", "dnssec_records"):
         d = os.path.join(HERE, "corpus", t)
         count[t] = len(os.listdir(d)) if os.path.isdir(d) else 0
     print("seeds: " + ", ".join(f"{t} {n}" for t, n in count.items()))

@@ -20,7 +20,7 @@ else
     export RUSTC_BOOTSTRAP=1
 fi
 python3 fuzz/seeds.py
-for t in query upstream_reply list uci leases schedule hpack http2 http1 edns_client control metrics_request; do
+for t in query upstream_reply list uci leases schedule hpack http2 http1 edns_client control metrics_request dnssec_records; do
     # Inputs that the run finds go to a scratch directory; the seeds stay as they are.
     new=$(mktemp -d)
     echo "== $t: $runs runs"
