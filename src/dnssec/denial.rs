@@ -3,9 +3,11 @@
 //!
 //! A [`Denial`] is made from a reply's records and the keys of the zone
 //! they must come from. Only records that zone signed count: an NSEC or
-//! NSEC3 is checked (its own RRSIG, by the zone's keys, not expanded from
-//! a wildcard) the first time a proof relies on it, so records nobody
-//! needs cost nothing. The rules peers got wrong are kept here:
+//! NSEC3 is checked (its own RRSIG, by the zone's keys) the first time a
+//! proof relies on it, so records nobody needs cost nothing. An NSEC3 must
+//! not be expanded from a wildcard; an NSEC may be, and then stands for
+//! the wildcard its RRSIG was made for (see [`Nsec::owner`]). The rules
+//! peers got wrong are kept here:
 //! - an NSEC or NSEC3 from the parent side of a delegation (NS without
 //!   SOA) or at a DNAME proves nothing below it, and proves only the
 //!   absence of DS at it (RFC 6840 §4.1, §4.4; Blocky GHSA-6fgw-qmpq-vwxp);
@@ -18,6 +20,7 @@
 //! - opt-out makes NXDOMAIN, wildcard and DS proofs insecure, never
 //!   secure (RFC 5155 §9.2; Blocky GHSA-583r-m4vv-q43p).
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use super::crypto;
@@ -38,6 +41,26 @@ enum State {
 #[derive(Debug)]
 struct Nsec<'r> {
     record: Record<'r>,
+    /// The owner the proofs use: the record's own, or for an NSEC sent
+    /// under a name expanded from a wildcard (an RRSIG whose Labels field
+    /// is below the owner's count, as Unbound's auth-zone sends the NSEC
+    /// that proves a wildcard answer, at the query name) the wildcard
+    /// `*.<the owner's last Labels labels>` the signature was made over.
+    ///
+    /// Why the wildcard and never the name it arrived under: the signature
+    /// covers `*.W NSEC next types` and not the name in front of it, so
+    /// anyone holding that one record can replay it under every name below
+    /// W. Taken at that name, it would prove whatever an NSEC there would:
+    /// `x.W NSEC next` covers `y.x.W` and `*.x.W`, an NXDOMAIN for a name
+    /// that `*.W` answers; with its types it is a NODATA at `x.W` even
+    /// where `x.W` is a real name with other data. Taken at `*.W`, it
+    /// proves exactly what the zone signed, so the expansion adds nothing
+    /// an attacker could not already do with the unexpanded record. It
+    /// counts only when an RRSIG with that same Labels value verifies
+    /// (`labels`), so one owner cannot be claimed with another's signature.
+    owner: Cow<'r, [u8]>,
+    /// The Labels field of the RRSIGs that must verify it.
+    labels: u8,
     next: &'r [u8],
     bitmap: &'r [u8],
     state: State,
@@ -137,36 +160,63 @@ impl<'r, 'k> Denial<'r, 'k> {
     /// checked when used).
     pub fn new(keys: &'k ZoneKeys, records: &'r [Record<'r>]) -> Denial<'r, 'k> {
         let zone = keys.zone();
-        // The owners of the NSEC and NSEC3 RRSIGs this zone signed, sorted,
-        // so that finding each record's signature is a search, not a scan
-        // of the reply: a reply stuffed with records stays n log n.
-        let mut signed: Vec<(u16, &[u8])> = records
+        // The owners of the NSEC and NSEC3 RRSIGs this zone signed, with
+        // their Labels fields, sorted, so that finding each record's
+        // signatures is a search, not a scan of the reply: a reply stuffed
+        // with records stays n log n.
+        let mut signed: Vec<(u16, &[u8], u8)> = records
             .iter()
             .filter(|s| s.rtype == rtype::RRSIG)
             .filter_map(|s| {
                 let sig = Rrsig::parse(s.rdata)?;
                 let denial = matches!(sig.type_covered, rtype::NSEC | rtype::NSEC3);
-                (denial && name::eq(sig.signer, zone)).then_some((sig.type_covered, s.owner))
+                (denial && name::eq(sig.signer, zone)).then_some((sig.type_covered, s.owner, sig.labels))
             })
             .collect();
-        let order = |a: &(u16, &[u8]), b: &(u16, &[u8])| {
+        let order = |a: &(u16, &[u8], u8), b: &(u16, &[u8])| {
             a.0.cmp(&b.0)
                 .then_with(|| a.1.iter().map(u8::to_ascii_lowercase).cmp(b.1.iter().map(u8::to_ascii_lowercase)))
         };
-        signed.sort_unstable_by(order);
-        let signed_here = |r: &Record<'_>| signed.binary_search_by(|e| order(e, &(r.rtype, r.owner))).is_ok();
+        signed.sort_unstable_by(|a, b| order(a, &(b.0, b.1)).then(a.2.cmp(&b.2)));
+        // The Labels values of the RRSIGs over `r`, each once, ascending.
+        let sig_labels = |r: &Record<'_>| {
+            let start = signed.partition_point(|e| order(e, &(r.rtype, r.owner)) == Ordering::Less);
+            let end = signed.partition_point(|e| order(e, &(r.rtype, r.owner)) != Ordering::Greater);
+            let mut labels: Vec<u8> = signed[start..end].iter().map(|e| e.2).collect();
+            labels.dedup();
+            labels
+        };
         let mut nsecs = Vec::new();
         let mut nsec3s = Vec::new();
         for r in records.iter().filter(|r| name::is_at_or_below(r.owner, zone)) {
             match r.rtype {
-                rtype::NSEC if signed_here(r) => {
+                rtype::NSEC => {
                     let Some(len) = name::name_len(r.rdata) else { continue };
                     let next = &r.rdata[..len];
-                    if name::is_at_or_below(next, zone) {
-                        nsecs.push(Nsec { record: *r, next, bitmap: &r.rdata[len..], state: State::Unchecked });
+                    if !name::is_at_or_below(next, zone) {
+                        continue;
+                    }
+                    let owner_labels = name::rrsig_label_count(r.owner);
+                    // One candidate owner per Labels value its RRSIGs give.
+                    for labels in sig_labels(r) {
+                        let owner = match (labels as usize).cmp(&owner_labels) {
+                            Ordering::Equal => Cow::Borrowed(r.owner),
+                            Ordering::Less => {
+                                let parent = name::suffix(r.owner, labels as usize);
+                                if !name::is_at_or_below(parent, zone) {
+                                    continue;
+                                }
+                                let mut buf = [0u8; 255];
+                                let Some(n) = name::wildcard_of(parent, &mut buf) else { continue };
+                                Cow::Owned(buf[..n].to_vec())
+                            }
+                            Ordering::Greater => continue,
+                        };
+                        let bitmap = &r.rdata[len..];
+                        nsecs.push(Nsec { record: *r, owner, labels, next, bitmap, state: State::Unchecked });
                     }
                 }
-                rtype::NSEC3 if signed_here(r) => {
+                rtype::NSEC3 if !sig_labels(r).is_empty() => {
                     // One hash label directly under the zone, nothing else.
                     if !name::parent(r.owner).is_some_and(|p| name::eq(p, zone)) {
                         continue;
@@ -213,6 +263,26 @@ impl<'r, 'k> Denial<'r, 'k> {
         }
     }
 
+    /// Checks NSEC `i` once: good if an RRSIG of its Labels value (so for
+    /// its owner as [`Nsec::owner`] gives it) verifies.
+    fn check_nsec(&self, v: &mut Validation, i: usize) -> Result<bool, Verdict> {
+        let n = &self.nsecs[i];
+        let sigs: Vec<Record<'r>> = self
+            .records
+            .iter()
+            .filter(|s| s.rtype == rtype::RRSIG && name::eq(s.owner, n.record.owner))
+            .filter(|s| {
+                Rrsig::parse(s.rdata).is_some_and(|sig| sig.type_covered == rtype::NSEC && sig.labels == n.labels)
+            })
+            .copied()
+            .collect();
+        match v.verify_rrset(self.keys, &[n.record], &sigs) {
+            Ok(_) => Ok(true),
+            Err(Verdict::Indeterminate(i)) => Err(Verdict::Indeterminate(i)),
+            Err(_) => Ok(false),
+        }
+    }
+
     /// The first NSEC for which `pred` holds and whose signature is good.
     fn find_nsec(&mut self, v: &mut Validation, pred: impl Fn(&Nsec<'r>) -> bool) -> Result<Option<usize>, Verdict> {
         for i in 0..self.nsecs.len() {
@@ -220,7 +290,7 @@ impl<'r, 'k> Denial<'r, 'k> {
                 continue;
             }
             if self.nsecs[i].state == State::Unchecked {
-                let good = self.check(v, self.nsecs[i].record)?;
+                let good = self.check_nsec(v, i)?;
                 self.nsecs[i].state = if good { State::Good } else { State::Bad };
             }
             if self.nsecs[i].state == State::Good {
@@ -336,7 +406,7 @@ impl<'r, 'k> Denial<'r, 'k> {
     fn nsec_nodata(&mut self, v: &mut Validation, qname: &[u8], qtype: u16) -> Result<Verdict, Verdict> {
         let zone = self.zone();
         let lacks = |bitmap: &[u8]| !bitmap_has(bitmap, qtype) && !bitmap_has(bitmap, rtype::CNAME);
-        if let Some(i) = self.find_nsec(v, |n| name::eq(n.record.owner, qname))? {
+        if let Some(i) = self.find_nsec(v, |n| name::eq(&n.owner, qname))? {
             let bm = self.nsecs[i].bitmap;
             let ok = lacks(bm)
                 && if qtype == rtype::DS {
@@ -351,9 +421,9 @@ impl<'r, 'k> Denial<'r, 'k> {
         }
         // An empty non-terminal: covered, with a name below it next.
         let ent = self.find_nsec(v, |n| {
-            covers(n.record.owner, n.next, qname)
+            covers(&n.owner, n.next, qname)
                 && name::is_below(n.next, qname)
-                && (speaks_below(n.bitmap) || !name::is_below(qname, n.record.owner))
+                && (speaks_below(n.bitmap) || !name::is_below(qname, &n.owner))
         })?;
         if ent.is_some() {
             return Ok(Verdict::Secure);
@@ -364,12 +434,12 @@ impl<'r, 'k> Denial<'r, 'k> {
         let mut buf = [0u8; 255];
         let len = name::wildcard_of(ce, &mut buf).ok_or_else(bad)?;
         let wildcard = &buf[..len];
-        let Some(w) = self.find_nsec(v, |n| name::eq(n.record.owner, wildcard))? else { return Err(bad()) };
+        let Some(w) = self.find_nsec(v, |n| name::eq(&n.owner, wildcard))? else { return Err(bad()) };
         Ok(if lacks(self.nsecs[w].bitmap) { Verdict::Secure } else { bad() })
     }
 
     fn nsec_ds(&mut self, v: &mut Validation, child: &[u8]) -> Result<DsAbsence, Verdict> {
-        if let Some(i) = self.find_nsec(v, |n| name::eq(n.record.owner, child))? {
+        if let Some(i) = self.find_nsec(v, |n| name::eq(&n.owner, child))? {
             let bm = self.nsecs[i].bitmap;
             if bitmap_has(bm, rtype::DS) || bitmap_has(bm, rtype::SOA) {
                 return Err(bad());
@@ -378,7 +448,7 @@ impl<'r, 'k> Denial<'r, 'k> {
         }
         // No name there, or an empty non-terminal: no cut either way.
         let found = self.find_nsec(v, |n| {
-            covers(n.record.owner, n.next, child) && (speaks_below(n.bitmap) || !name::is_below(child, n.record.owner))
+            covers(&n.owner, n.next, child) && (speaks_below(n.bitmap) || !name::is_below(child, &n.owner))
         })?;
         found.map(|_| DsAbsence::NotACut).ok_or_else(bad)
     }
@@ -484,15 +554,15 @@ impl<'r, 'k> Denial<'r, 'k> {
 /// `name` an empty non-terminal), and it is not a cut or DNAME above `name`.
 fn nsec_absent(zone: &[u8], n: &Nsec<'_>, name: &[u8]) -> bool {
     name::is_at_or_below(name, zone)
-        && covers(n.record.owner, n.next, name)
+        && covers(&n.owner, n.next, name)
         && !name::is_below(n.next, name)
-        && (speaks_below(n.bitmap) || !name::is_below(name, n.record.owner))
+        && (speaks_below(n.bitmap) || !name::is_below(name, &n.owner))
 }
 
 /// The closest encloser an NSEC covering `qname` shows: the deepest
 /// ancestor `qname` shares with its owner or its next name.
 fn nsec_encloser<'q>(n: &Nsec<'_>, qname: &'q [u8]) -> &'q [u8] {
-    let a = name::common_ancestor(qname, n.record.owner);
+    let a = name::common_ancestor(qname, &n.owner);
     let b = name::common_ancestor(qname, n.next);
     if b.len() > a.len() { b } else { a }
 }

@@ -689,12 +689,6 @@ fn nsec_proofs_refused() {
     assert_eq!(run(&[], &|d, v| d.wildcard_answer(v, &q, w)), Verdict::Bogus(Bogus::NsecMissing));
     let rrs = z.nsec_at("www.alg8.test.");
     assert_eq!(run(&rrs, &|d, v| d.wildcard_answer(v, &q, w)), bad);
-    // A wildcard-expanded NSEC proves nothing: *.wild's NSEC as if at x.wild.
-    let mut rrs = z.nsec_at("*.wild.alg8.test.");
-    for r in &mut rrs {
-        r.owner = n("x.wild.alg8.test.");
-    }
-    assert_eq!(run(&rrs, &|d, v| d.nodata(v, &n("x.wild.alg8.test."), AAAA)), bad);
     // A tampered NSEC (its next name moved on) fails its signature.
     let mut rrs = reply(&[z.nsec_covering("nx.alg8.test."), z.nsec_covering("*.alg8.test.")]);
     rrs[0].rdata = [&n("zzz.alg8.test.")[..], &rrs[0].rdata[name::name_len(&rrs[0].rdata).unwrap()..]].concat();
@@ -705,6 +699,72 @@ fn nsec_proofs_refused() {
     let got = run(&rrs, &|d, v| d.nxdomain(v, &n("nx.alg10.test.")));
     assert_eq!(got, Verdict::Bogus(Bogus::NsecMissing));
     assert_eq!(got.ede(), Some(12));
+}
+
+/// `*.wild`'s NSEC sent under `owner`, as Unbound's auth-zone sends it with
+/// a wildcard answer: the same RDATA and RRSIG (Labels 3), another name.
+fn expanded_nsec(z: &Zone, owner: &str) -> Vec<Rr> {
+    let mut rrs = z.nsec_at("*.wild.alg8.test.");
+    for r in &mut rrs {
+        r.owner = n(owner);
+    }
+    rrs
+}
+
+#[test]
+fn expanded_nsec_stands_for_its_wildcard() {
+    let (mut v, keys, z) = nsec_denial_keys();
+    let mut run = |rrs: &[Rr], f: &dyn Fn(&mut Denial<'_, '_>, &mut Validation) -> Verdict| {
+        let r = recs(rrs);
+        let mut d = Denial::new(&keys, &r);
+        f(&mut d, &mut v)
+    };
+    let bad = Verdict::Bogus(Bogus::BadDenial);
+    let w = Wildcard { labels: 3 };
+    // What *.wild's NSEC proves it proves under any name it was expanded
+    // to: x.wild is absent (the wildcard answer is right), and *.wild,
+    // so x.wild, has no AAAA.
+    let q = n("x.wild.alg8.test.");
+    let rrs = expanded_nsec(&z, "x.wild.alg8.test.");
+    assert_eq!(run(&rrs, &|d, v| d.wildcard_answer(v, &q, w)), Verdict::Secure);
+    assert_eq!(run(&rrs, &|d, v| d.nodata(v, &q, AAAA)), Verdict::Secure);
+    let q2 = n("a.b.wild.alg8.test.");
+    let rrs = expanded_nsec(&z, "a.b.wild.alg8.test.");
+    assert_eq!(run(&rrs, &|d, v| d.wildcard_answer(v, &q2, Wildcard { labels: 3 })), Verdict::Secure);
+    // And no more. At x.wild it would cover y.x.wild and *.x.wild, an
+    // NXDOMAIN for a name *.wild answers; at *.wild it covers y.x.wild but
+    // shows *.wild exists, so the NXDOMAIN fails, as it does with the
+    // unexpanded record.
+    let rrs = expanded_nsec(&z, "x.wild.alg8.test.");
+    assert_eq!(run(&rrs, &|d, v| d.nxdomain(v, &n("y.x.wild.alg8.test."))), bad);
+    let rrs = z.nsec_at("*.wild.alg8.test.");
+    assert_eq!(run(&rrs, &|d, v| d.nxdomain(v, &n("y.x.wild.alg8.test."))), bad);
+    // Its types are *.wild's: no NODATA for the A that *.wild has.
+    let rrs = expanded_nsec(&z, "x.wild.alg8.test.");
+    assert_eq!(run(&rrs, &|d, v| d.nodata(v, &q, A)), bad);
+    // Only when the signature verifies for the wildcard: under a name not
+    // below wild. its Labels make it *.mail's, which the zone did not sign.
+    let rrs = expanded_nsec(&z, "x.mail.alg8.test.");
+    assert_eq!(run(&rrs, &|d, v| d.wildcard_answer(v, &n("x.mail.alg8.test."), w)), bad);
+    // A flipped signature bit.
+    let mut rrs = expanded_nsec(&z, "x.wild.alg8.test.");
+    let last = rrs[1].rdata.len() - 1;
+    rrs[1].rdata[last] ^= 1;
+    assert_eq!(run(&rrs, &|d, v| d.wildcard_answer(v, &q, w)), bad);
+    // An ordinary NSEC whose RRSIG's Labels field is lowered does not
+    // become *.alg8.test's: the field is signed too.
+    let mut rrs = z.nsec_at("www.alg8.test.");
+    assert_eq!(run(&rrs, &|d, v| d.nodata(v, &n("www.alg8.test."), MX)), Verdict::Secure);
+    rrs[1].rdata[3] = 2;
+    assert_eq!(run(&rrs, &|d, v| d.nodata(v, &n("www.alg8.test."), MX)), bad);
+    // Two RRSIGs, the expanded one good and a forged one claiming the
+    // literal owner: only the good one's owner counts.
+    let mut rrs = expanded_nsec(&z, "x.wild.alg8.test.");
+    let mut forged = rrs[1].clone();
+    forged.rdata[3] = 4;
+    rrs.push(forged);
+    assert_eq!(run(&rrs, &|d, v| d.wildcard_answer(v, &q, w)), Verdict::Secure);
+    assert_eq!(run(&rrs, &|d, v| d.nxdomain(v, &n("y.x.wild.alg8.test."))), bad);
 }
 
 // Denial with NSEC3.
