@@ -528,6 +528,11 @@ pub struct Report {
     /// Groups of devices, `default` first.
     #[nserde(default)]
     pub groups: Vec<GroupReport>,
+    /// While some set validates DNSSEC but signature dates go unchecked
+    /// because the clock is not known good yet (`time_check`): the file
+    /// that will say it is (`time_synced_file`). Empty otherwise.
+    #[nserde(default)]
+    pub dnssec_clock_wait: String,
 }
 
 /// The layout version of the JSON `stats` and `status` print: raised when

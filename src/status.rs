@@ -125,6 +125,7 @@ impl Status {
                 })
                 .collect(),
             groups: self.groups(&snap),
+            dnssec_clock_wait: dnssec_clock_wait(&snap),
         }
     }
 
@@ -146,6 +147,14 @@ impl Status {
             })
             .collect()
     }
+}
+
+/// The file DNSSEC's date checks wait for, or empty. Asking the gate
+/// looks at the file (once a second at most), so the report shows the
+/// moment the gateway itself notices, not a guess beside it.
+fn dnssec_clock_wait(snap: &crate::query::Snapshot) -> String {
+    let validating = snap.config.dnssec || snap.sets.own().iter().any(|s| s.dnssec);
+    if validating && !snap.clock.synced() { snap.clock.marker().display().to_string() } else { String::new() }
 }
 
 /// Each upstream set's figures, `main` first; none without a group's own

@@ -250,6 +250,9 @@ fn an_insecure_delegation_is_answered_without_ad() {
     // Validated and found insecure, not merely passed on.
     let stats = g.stats();
     assert_eq!((stats["dnssec_insecure"], stats["dnssec_secure"], stats["dnssec_bogus"]), (1, 0, 0), "{stats:?}");
+    // With time_check 0 the dates are checked from the start: no status line.
+    let (code, out, err) = common::cli(&["status", "-c", common::cfg_path(&g)]);
+    assert!(code == 0 && !out.contains("clock is known good"), "{out} {err}");
 }
 
 #[test]
@@ -353,6 +356,13 @@ fn signature_dates_wait_for_the_clock_and_are_enforced_once_it_is_good() {
         marker.display()
     ));
     assert!(g.log().contains("signature dates are not checked"), "{}", g.log());
+    // `status` says so while it lasts, in text and JSON.
+    let wait_line = |out: &str| out.lines().any(|l| l.starts_with("dnssec ") && l.contains("clock is known good"));
+    let json_field = format!(r#""dnssec_clock_wait":"{}""#, marker.display());
+    let (code, out, err) = common::cli(&["status", "-c", common::cfg_path(&g)]);
+    assert!(code == 0 && wait_line(&out) && out.contains(&marker.display().to_string()), "{out} {err}");
+    let (_, json, _) = common::cli(&["status", "-c", common::cfg_path(&g), "--json"]);
+    assert!(json.contains(&json_field), "{json}");
     // Only its dates are wrong: answered while the clock is not known good.
     let r = ask(&g, "www.expired.test", A, 0, true, true);
     assert_eq!((r.rcode, r.addrs.clone()), (0, vec!["192.0.2.1".to_string()]), "{r:?}");
@@ -363,4 +373,9 @@ fn signature_dates_wait_for_the_clock_and_are_enforced_once_it_is_good() {
         r.rcode == 2 && r.ede == vec![7]
     });
     assert!(ask(&g, "www.alg8.test", A, 0, true, true).ad);
+    // And the status line is gone.
+    let (code, out, err) = common::cli(&["status", "-c", common::cfg_path(&g)]);
+    assert!(code == 0 && !wait_line(&out), "{out} {err}");
+    let (_, json, _) = common::cli(&["status", "-c", common::cfg_path(&g), "--json"]);
+    assert!(json.contains(r#""dnssec_clock_wait":"""#) && !json.contains(&json_field), "{json}");
 }

@@ -335,6 +335,12 @@ pub(super) fn status(args: Args) -> ExitCode {
                 t => format!("paused until {}", crate::timetext::iso8601(t * 1000)),
             };
             print!("{}", set_lines(r));
+            if !r.dnssec_clock_wait.is_empty() {
+                println!(
+                    "dnssec       signature dates not checked until the clock is known good (waiting for {})",
+                    r.dnssec_clock_wait
+                );
+            }
             println!("blocking     {blocking}, {} names blocked so far", r.counters.blocked);
             print!("{}", group_lines(r));
             print!("{}", super::exceptions::lines(&st.exceptions.0, st.now));
