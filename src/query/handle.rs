@@ -93,8 +93,8 @@ impl Engine {
         let Scratch { key: key_buf, name: name_key, memo } = scratch;
         // With groups that have upstreams of their own, the client's set is
         // part of the cache key: worked out before the cache is asked.
-        let early = if snap.sets.is_empty() { None } else { Some(self.groups_early(memo, &snap, origin)) };
-        let k = cache::key(&q, early.map_or(sets::MAIN, |g| g.set), key_buf);
+        let early = if snap.sets.is_empty() { None } else { Some(self.known_early(memo, &snap, origin)) };
+        let k = cache::key(&q, early.map_or(sets::MAIN, |(_, known)| known.set), key_buf);
         let key = &key_buf[..k];
         // The owner's own names beat the lists and the cache (nothing local is cached).
         if !snap.records.is_empty() {
@@ -144,7 +144,10 @@ impl Engine {
         }
         // The cache key starts with the name, folded already.
         let n = wire::reversed_key_folded(&key[..q.qname.len()], name_key);
-        let groups = early.unwrap_or_else(|| self.groups_in(memo, &snap, origin));
+        let groups = match early {
+            Some((off, known)) => self.groups_of(known, off),
+            None => self.groups_in(memo, &snap, origin),
+        };
         // An exception's allow: no group's lists apply (nor to its CNAMEs);
         // its queries still go to the client's upstream set.
         let groups = if excepted { Groups { on: 0, paused: 0, set: groups.set } } else { groups };
@@ -253,11 +256,43 @@ impl Engine {
         if miss.quiet { Step::Refresh(miss) } else { Step::Resolve(miss) }
     }
 
-    /// [`Engine::groups_in`] before the cache, with a group's own upstreams:
-    /// out of line, so the path without them stays as short as it was.
+    /// What [`Engine::groups_in`] starts from, before the cache, with a
+    /// group's own upstreams, and the scheduled groups out of force then:
+    /// a cache hit needs only the set. The memo's answer inline (about 25
+    /// instructions of a hit), the rest out of line.
+    #[inline(always)]
+    fn known_early(&self, memo: &mut Option<Box<RuleMemo>>, snap: &Snapshot, origin: &Origin) -> (u64, Known) {
+        let off = snap.schedules.off();
+        let learned = self.learned_version.load(Relaxed);
+        match memo.as_deref().and_then(|m| m.get((origin.client, origin.mac), snap.generation, learned, off)) {
+            Some(known) => (off, known),
+            None => (off, self.known_late(memo, snap, origin, off, learned)),
+        }
+    }
+
+    /// [`Engine::known_early`] when the memo does not know the client.
     #[inline(never)]
-    fn groups_early(&self, memo: &mut Option<Box<RuleMemo>>, snap: &Snapshot, origin: &Origin) -> Groups {
-        self.groups_in(memo, snap, origin)
+    fn known_late(
+        &self,
+        memo: &mut Option<Box<RuleMemo>>,
+        snap: &Snapshot,
+        origin: &Origin,
+        off: u64,
+        learned: u64,
+    ) -> Known {
+        match memo {
+            Some(m) => m.known((origin.client, origin.mac), snap.generation, learned, off, || {
+                self.client_rule(snap, origin, off)
+            }),
+            None => self.client_rule(snap, origin, off),
+        }
+    }
+
+    /// The groups in force for a client `known`, with scheduled groups `off` out of force.
+    #[inline(always)]
+    fn groups_of(&self, known: Known, off: u64) -> Groups {
+        let on = known.member & !off;
+        Groups { on, paused: self.pause.paused_groups() & on, set: known.set }
     }
 
     /// The groups whose lists apply to `origin`'s client now: its groups
@@ -274,22 +309,28 @@ impl Engine {
             let set = if snap.sets.is_empty() { sets::MAIN } else { snap.sets.of(None, on) };
             return Groups { on, paused: self.pause.paused_groups() & on, set };
         }
-        let set_of =
-            |rule, member: u64| if snap.sets.is_empty() { sets::MAIN } else { snap.sets.of(rule, member & !off) };
-        let work_out = || {
-            let rule = snap.clients.find(origin.client, origin.mac, &self.learned.load());
-            let member = snap.clients.groups(rule);
-            Known { rule, member, set: set_of(rule, member) }
-        };
         let known = match memo {
             Some(m) => {
                 let learned = self.learned_version.load(Relaxed);
-                m.known((origin.client, origin.mac), snap.generation, learned, off, work_out)
+                m.known((origin.client, origin.mac), snap.generation, learned, off, || {
+                    self.client_rule(snap, origin, off)
+                })
             }
-            None => work_out(),
+            None => self.client_rule(snap, origin, off),
         };
-        let on = known.member & !off;
-        Groups { on, paused: self.pause.paused_groups() & on, set: known.set }
+        self.groups_of(known, off)
+    }
+
+    /// The rule `origin`'s client matches, its groups and its upstream set
+    /// with the scheduled groups `off` out of force. Out of line: a query
+    /// the memo answers (most) then saves and restores fewer registers.
+    #[cold]
+    #[inline(never)]
+    fn client_rule(&self, snap: &Snapshot, origin: &Origin, off: u64) -> Known {
+        let rule = snap.clients.find(origin.client, origin.mac, &self.learned.load());
+        let member = snap.clients.groups(rule);
+        let set = if snap.sets.is_empty() { sets::MAIN } else { snap.sets.of(rule, member & !off) };
+        Known { rule, member, set }
     }
 
     /// Answers a name list `source` blocks for a client whose groups `active` apply.

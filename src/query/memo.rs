@@ -69,6 +69,22 @@ impl Default for RuleMemo {
 }
 
 impl RuleMemo {
+    /// What is remembered of `client` (with `mac`) under snapshot
+    /// `generation`, learned table `learned` and the schedules' `off`.
+    #[inline(always)]
+    pub(super) fn get(
+        &self,
+        (client, mac): (IpAddr, Option<[u8; 6]>),
+        generation: u64,
+        learned: u64,
+        off: u64,
+    ) -> Option<Known> {
+        let key = who(client, mac);
+        let slot = &self.slots[key.0 as usize % SLOTS];
+        (slot.client == key && slot.generation == generation && slot.learned == learned && slot.off == off)
+            .then_some(Known { rule: slot.rule.map(usize::from), member: slot.member, set: slot.set })
+    }
+
     /// What is known of `client` (with `mac`) under snapshot `generation`,
     /// learned table `learned` and the schedules' `off`: remembered, or
     /// `work_out`'s, then remembered.
@@ -81,11 +97,11 @@ impl RuleMemo {
         off: u64,
         work_out: impl FnOnce() -> Known,
     ) -> Known {
+        if let Some(known) = self.get((client, mac), generation, learned, off) {
+            return known;
+        }
         let key = who(client, mac);
         let slot = &mut self.slots[key.0 as usize % SLOTS];
-        if slot.client == key && slot.generation == generation && slot.learned == learned && slot.off == off {
-            return Known { rule: slot.rule.map(usize::from), member: slot.member, set: slot.set };
-        }
         let known = work_out();
         // Rules are numbered in u16 (see `ClientRules`): one that is not is never remembered.
         if let Ok(rule) = known.rule.map(u16::try_from).transpose() {
