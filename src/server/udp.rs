@@ -430,7 +430,7 @@ impl Loop {
             return;
         }
         match self.engine.begin(miss, reply, &self.stats) {
-            Begin::Lead(led) if led.validates() => {
+            Begin::Validate(led) => {
                 if let Err(
                     TrySendError::Full(Job::Validate(led, peer)) | TrySendError::Closed(Job::Validate(led, peer)),
                 ) = self.jobs.try_send(Job::Validate(led, peer))
