@@ -8,21 +8,26 @@
 # Loopback only, ports picked free, every process ours and killed on exit.
 #
 #   tests/dnssec/run.sh [--hydradns BIN [--force]] [--record] [--keep]
+#   tests/dnssec/run.sh --serve-only FILE
 #     --record   write what Unbound says into cases.tsv (review the diff)
 #     --keep     keep the temporary directory (configs, zones, logs)
 #     --force    compare BIN even if it warns that it does not know `dnssec`
+#     --serve-only FILE  no cases: once the rig answers, write its ports and
+#                the anchor's path into FILE (shell assignments) and serve
+#                until FILE is removed, a signal comes, or 2 h pass
 # Exit: 0 every case as recorded (and HydraDNS agreeing), 1 a difference,
 # 2 usage or the rig did not start, 77 BIN has no `dnssec` option (skipped).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-hydradns='' record=0 keep=0 force=0
+hydradns='' record=0 keep=0 force=0 serve=''
 while [ $# -gt 0 ]; do
     case $1 in
         --hydradns) [ $# -ge 2 ] || { echo "--hydradns needs a binary" >&2; exit 2; }; hydradns=$2; shift ;;
         --record) record=1 ;;
         --keep) keep=1 ;;
         --force) force=1 ;;
-        *) sed -n '10,15s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+        --serve-only) [ $# -ge 2 ] || { echo "--serve-only needs a file" >&2; exit 2; }; serve=$2; shift ;;
+        *) sed -n '10,19s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
     esac
     shift
 done
@@ -173,6 +178,16 @@ out=$(dig @127.0.0.1 -p "$p_rec" +time=3 +tries=1 +dnssec www.alg8.example A)
 awk '$4 == "RRSIG" && $5 == "A" && $12 == "alg8.example." { found = 1 } END { exit !found }' <<< "$out" ||
     rig_fail "the recursive passes no RRSIG: $out"
 ! grep -q '^;; flags:[a-z ]* ad[ ;]' <<< "$out" || rig_fail "the recursive sets AD: $out"
+
+# For a benchmark (bench/dnssec.py): the rig, checked, without the cases.
+# Written to a temporary name first, so the reader never sees half of it.
+if [ -n "$serve" ]; then
+    printf 'recursive=127.0.0.1:%s\nvalidator=127.0.0.1:%s\nanchor=%s\ndir=%s\n' \
+        "$p_rec" "$p_val" "$tmp/zones/root.anchor" "$tmp" > "$serve.new"
+    mv "$serve.new" "$serve"
+    until [ ! -e "$serve" ] || [ "$SECONDS" -ge $((started + 7200)) ]; do sleep 1; done
+    exit 0
+fi
 
 # verdict PORT QNAME QTYPE [DIG OPTIONS…]: "RCODE AD EDE MS" (AD 1 or 0,
 # EDE the codes joined by ',' or '-', MS dig's query time, shown, never
