@@ -43,6 +43,21 @@ test('overview shows the gateway\'s own numbers and polls every 5 s', async () =
 	assert.equal(find(page, (n) => n.attrs.id === 'hydradns-resume')[0].attrs.disabled, true, 'nothing to resume');
 });
 
+test('overview: a DNSSEC line once answers were validated, and while signature dates wait for the clock', async () => {
+	const st = fixture('status.json');
+	const w = statusWorld(st);
+	const v = w.load('view.hydradns.status');
+	const page = v.render(await v.load());
+	assert.equal(byId(page, 'hydradns-dnssec'), undefined, 'no line while nothing validates');
+	Object.assign(st.stats.counters, { dnssec_secure: 40, dnssec_insecure: 7, dnssec_bogus: 2, dnssec_indeterminate: 1 });
+	v.fill(st);
+	assert.equal(text(byId(v.box, 'hydradns-dnssec')), '40 secure, 7 insecure, 2 bogus (SERVFAIL), 1 undecided');
+	st.stats.dnssec_clock_wait = '/var/state/dnsmasqsec<img src=x onerror=alert(1)>';
+	v.fill(st);
+	assert.match(text(byId(v.box, 'hydradns-dnssec')), /not checked until the router's clock is known good$/);
+	assert.doesNotMatch(text(byId(v.box, 'hydradns-dnssec')), /img/, 'the path is not shown');
+});
+
 test('the pause buttons pause for 5 min, 1 h and until resumed, and the countdown follows the router\'s clock', async () => {
 	const st = fixture('status.json');
 	const w = statusWorld(st);

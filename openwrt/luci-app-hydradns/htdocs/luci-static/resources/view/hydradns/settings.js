@@ -398,6 +398,10 @@ return view.extend({
 			_('plain IP[:PORT], asked only when every upstream failed; none: nothing is ever sent in clear'));
 		o = s.taboption('upstream', form.DynamicList, 'bootstrap', _('Bootstrap resolvers'),
 			_('plain IP[:PORT] that find the addresses of tls:// and https:// names; none: the WAN\'s'));
+		o = s.taboption('upstream', form.Flag, 'dnssec', _('Validate DNSSEC'),
+			_('Check the signatures of the upstreams\' answers: a forged or broken one gets SERVFAIL. Off for upstreams that filter (their block answers carry no signatures).'));
+		o.rmempty = false;
+		o.default = '0';
 		o = s.taboption('upstream', form.ListValue, 'upstream_strategy', _('Strategy'));
 		o.rmempty = false;
 		o.value('failover', _('in order, the next when one fails (failover)'));
@@ -499,6 +503,10 @@ return view.extend({
 			_('Fills in the upstreams with a family resolver\'s, as its operator publishes them.'));
 		o = s.option(form.Flag, 'fallback_main', _('Fall back to the main upstreams'),
 			_('When every upstream of this group fails. Off: its devices get what a failure gives (an expired answer of its own, else SERVFAIL), never an answer from resolvers the group avoids.'));
+		o.rmempty = false;
+		o.default = '0';
+		o = s.option(form.Flag, 'dnssec', _('Validate DNSSEC'),
+			_('For this group\'s own upstreams (above); without them the main setting applies. Off for a family resolver that blocks: its block answers carry no signatures.'));
 		o.rmempty = false;
 		o.default = '0';
 		o = s.option(GroupExceptions, '_exceptions', _('Exceptions now'),

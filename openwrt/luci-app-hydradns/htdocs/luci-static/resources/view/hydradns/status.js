@@ -272,14 +272,28 @@ return view.extend({
 				api.field(_('Blocked'), 'hydradns-blocked', '%d (%s)'.format(c.blocked, api.percent(c.blocked, q))),
 				api.field(_('Answered from the cache'), 'hydradns-cached', '%d (%s)'.format(c.cached, api.percent(c.cached, q))),
 				api.field(_('Forwarded upstream'), 'hydradns-forwarded', '%d (%s)'.format(c.forwarded, api.percent(c.forwarded, q))),
-				api.field(_('Failed (SERVFAIL)'), 'hydradns-failed', String(c.failed)),
+				api.field(_('Failed (SERVFAIL)'), 'hydradns-failed', String(c.failed))
+			].concat(this.dnssec(s), [
 				api.field(_('Cache'), 'hydradns-cache', _('%d of %d entries').format(s.cache_entries, s.cache_capacity)),
 				api.field(_('Query log'), 'hydradns-querylog', log.enabled
 					? _('on: %d written, %d dropped').format(log.written, log.dropped + (log.lost || 0))
 					: _('off'))
-			].concat(this.router())),
+			], this.router())),
 			this.serviceButtons(st)
 		]);
+	},
+
+	// Answers validated since the start, by verdict: only once DNSSEC
+	// (option dnssec) has checked one, or while it waits for the clock.
+	dnssec: function(s) {
+		var c = s.counters, n = [ c.dnssec_secure, c.dnssec_insecure, c.dnssec_bogus, c.dnssec_indeterminate ]
+			.map(function(v) { return v || 0; });
+		if (!(n[0] + n[1] + n[2] + n[3]) && !s.dnssec_clock_wait)
+			return [];
+		var text = _('%d secure, %d insecure, %d bogus (SERVFAIL), %d undecided').format(n[0], n[1], n[2], n[3]);
+		if (s.dnssec_clock_wait)
+			text += ' – ' + _('signature dates are not checked until the router\'s clock is known good');
+		return [ api.field(_('DNSSEC'), 'hydradns-dnssec', text) ];
 	},
 
 	blocking: function(st) {
