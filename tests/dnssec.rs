@@ -264,7 +264,8 @@ fn check_live_validates_the_name_and_says_why_it_is_bogus() {
         "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\tlist upstream '{up}'\n\
          \toption dnssec '1'\n\toption trust_anchor_file '{a}'\n\toption time_check '0'\n\
          config record\n\toption name 'nas.alg8.test'\n\tlist ip '192.0.2.9'\n\
-         config forward\n\tlist domain 'alg13.test'\n\toption server '{up}'\n",
+         config forward\n\tlist domain 'alg13.test'\n\toption server '{up}'\n\
+         config blocklist\n\tlist domain 'ads.alg8.test'\n",
         up = zones.addr,
         a = anchors.display()
     ));
@@ -278,6 +279,7 @@ fn check_live_validates_the_name_and_says_why_it_is_bogus() {
     assert_eq!(live("nas.alg8.test"), ["dnssec: not validated (a local record answers it)"]);
     assert_eq!(live("mail.alg13.test"), ["dnssec: not validated (a config forward rule sends it to its own servers)"]);
     assert_eq!(live("use-application-dns.net"), ["dnssec: not validated (block_bypass answers it)"]);
+    assert_eq!(live("x.ads.alg8.test"), ["dnssec: not validated (it is blocked)"]);
     let (code, out, err) =
         common::cli(&["block", "-c", common::cfg_path(&g), "--client", "127.0.0.1", "www.alg8.test", "--for", "10m"]);
     assert_eq!(code, 0, "{out} {err}");
