@@ -115,10 +115,15 @@ impl Zones {
 
 /// The gateway in front of `zones`, validating when `dnssec`.
 fn gateway(zones: &Zones, dnssec: bool) -> Gateway {
+    gateway_with(zones, dnssec, "")
+}
+
+/// [`gateway`] with `extra` sections after `main`.
+fn gateway_with(zones: &Zones, dnssec: bool, extra: &str) -> Gateway {
     let anchors = data("dnssec/anchors.conf");
     Gateway::start(&format!(
         "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
-         \tlist upstream '{}'\n\toption dnssec '{}'\n\toption trust_anchor_file '{}'\n\toption time_check '0'\n",
+         \tlist upstream '{}'\n\toption dnssec '{}'\n\toption trust_anchor_file '{}'\n\toption time_check '0'\n{extra}",
         zones.addr,
         dnssec as u8,
         anchors.display()
@@ -299,6 +304,45 @@ fn check_live_validates_the_name_and_says_why_it_is_bogus() {
     let expired = ask(&g, "www.expired.test", A, 0, true, true);
     assert_eq!((expired.rcode, expired.ede.clone()), (2, vec![7]), "{expired:?}");
     assert!(ask(&g, "mail.alg8.test", A, 0, true, true).ad);
+}
+
+#[test]
+fn the_query_log_records_each_validated_answers_state() {
+    if !unbound_installed() {
+        println!("skipped: unbound is not installed (Debian package unbound)");
+        return;
+    }
+    let zones = Zones::start();
+    let g = gateway_with(&zones, true, &common::log_section("\toption batch_interval '50ms'\n"));
+    assert!(ask(&g, "www.alg8.test", A, 0, true, true).ad);
+    assert_eq!(ask(&g, "www.insecure.test", A, 0, true, true).rcode, 0);
+    // The tampered and the expired zone: bogus.
+    assert_eq!(ask(&g, "mail.alg13.test", A, 0, true, true).rcode, 2);
+    assert_eq!(ask(&g, "www.expired.test", A, 0, true, true).rcode, 2);
+    // Not validated: a CD client's answer, and a hit (the cache keeps no state).
+    assert_eq!(ask(&g, "mail.alg8.test", A, CD, true, true).rcode, 0);
+    assert_eq!(ask(&g, "www.alg8.test", A, 0, true, true).rcode, 0);
+    let rows = || common::log_rows(&g, &["--domain", "test"]);
+    common::wait_for("the log rows", Duration::from_secs(30), || rows().len() == 6);
+    let mut got: Vec<(String, String, Option<String>)> =
+        rows().into_iter().map(|r| (r.name, r.outcome, r.dnssec)).collect();
+    got.sort();
+    let row = |n: &str, o: &str, d: Option<&str>| (n.to_string(), o.to_string(), d.map(str::to_string));
+    assert_eq!(
+        got,
+        [
+            row("mail.alg13.test", "forwarded", Some("bogus")),
+            row("mail.alg8.test", "forwarded", None),
+            row("www.alg8.test", "cached", None),
+            row("www.alg8.test", "forwarded", Some("secure")),
+            row("www.expired.test", "forwarded", Some("bogus")),
+            row("www.insecure.test", "forwarded", Some("insecure")),
+        ]
+    );
+    // The text view says it after the rest of the line.
+    let (code, out, err) = common::cli(&["log", "-c", common::cfg_path(&g), "--domain", "expired.test"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.trim_end().ends_with(" dnssec bogus"), "{out}");
 }
 
 #[test]

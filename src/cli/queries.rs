@@ -89,8 +89,10 @@ pub(super) fn show_log(args: Args) -> ExitCode {
                 (None, Some(m)) => format!("{} ({m})", r.client),
                 (None, None) => r.client.clone(),
             };
+            // Last, so a line without it reads as before.
+            let dnssec = r.dnssec.as_deref().map(|d| format!(" dnssec {d}")).unwrap_or_default();
             println!(
-                "{} {:<15} {:<6} {} {} {} {}us {}",
+                "{} {:<15} {:<6} {} {} {} {}us {}{dnssec}",
                 r.time, client, r.qtype, r.name, r.outcome, r.rcode, r.latency_us, via
             );
         }

@@ -150,7 +150,15 @@ impl Engine {
     pub(super) fn safe_search_done(&self, alias: &Alias, origin: &Origin, out: &[u8], stats: &Counters) {
         Counters::bump(&stats.safe_search);
         let (qname, qtype) = alias.question();
-        let a = Answered { qname, qtype, outcome: Outcome::SafeSearch, upstream: None, list: None, set: None };
+        let a = Answered {
+            qname,
+            qtype,
+            outcome: Outcome::SafeSearch,
+            upstream: None,
+            list: None,
+            set: None,
+            dnssec: None,
+        };
         self.done(&Origin { safe_search: false, ..*origin }, a, out, stats);
     }
 }

@@ -25,6 +25,7 @@ use crate::dnssec::{
     Bogus, Denial, DsAbsence, Indeterminate, Insecure, KeyCache, Known, Limits, Record, Records, Section, TrustAnchors,
     Validation, Verdict, ZoneKeys, rrset, rrsigs_for, rtype as drtype, signer_of,
 };
+use crate::querylog::Dnssec;
 use crate::upstream::Group;
 use crate::wire::{self, HEADER_LEN, flags, header, rcode};
 
@@ -532,18 +533,25 @@ fn bogus_or_not(q: &Query<'_>, reply: Vec<u8>, verdict: Verdict, clock_good: boo
 /// Puts validation's outcome `o` on the answer about to be cached: its
 /// cache lifetime, and the count of its verdict.
 pub(super) fn settle(o: &Outcome, resolved: Option<&mut Resolved>, stats: &Counters) {
-    if let Some(r) = resolved
-        && let Some(s) = Arc::get_mut(&mut r.stored)
-    {
-        let ttl = if o.cache_failure { Some(o.ttl_cap) } else { s.cache_ttl.map(|t| t.min(o.ttl_cap)) };
-        s.cache_ttl = ttl.filter(|&t| t > 0);
+    let state = o.verdict.map(|v| match v {
+        Verdict::Secure => Dnssec::Secure,
+        Verdict::Insecure(_) => Dnssec::Insecure,
+        Verdict::Bogus(_) => Dnssec::Bogus,
+        Verdict::Indeterminate(_) => Dnssec::Indeterminate,
+    });
+    if let Some(r) = resolved {
+        r.dnssec = state;
+        if let Some(s) = Arc::get_mut(&mut r.stored) {
+            let ttl = if o.cache_failure { Some(o.ttl_cap) } else { s.cache_ttl.map(|t| t.min(o.ttl_cap)) };
+            s.cache_ttl = ttl.filter(|&t| t > 0);
+        }
     }
-    let counter = match o.verdict {
+    let counter = match state {
         None => return,
-        Some(Verdict::Secure) => &stats.dnssec_secure,
-        Some(Verdict::Insecure(_)) => &stats.dnssec_insecure,
-        Some(Verdict::Bogus(_)) => &stats.dnssec_bogus,
-        Some(Verdict::Indeterminate(_)) => &stats.dnssec_indeterminate,
+        Some(Dnssec::Secure) => &stats.dnssec_secure,
+        Some(Dnssec::Insecure) => &stats.dnssec_insecure,
+        Some(Dnssec::Bogus) => &stats.dnssec_bogus,
+        Some(Dnssec::Indeterminate) => &stats.dnssec_indeterminate,
     };
     Counters::bump(counter);
 }

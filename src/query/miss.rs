@@ -413,6 +413,7 @@ impl Engine {
                     self.cnames(snap, r.stored.bytes(), miss.name_key(), miss.groups).blocked
                 };
                 a.upstream = Some(r.upstream);
+                a.dnssec = r.dnssec;
                 if miss.set() != sets::MAIN && snap.forward_for(miss.name_key()).is_none() {
                     a.set = snap.sets.log_name(miss.set());
                 }

@@ -127,15 +127,17 @@ struct Answered<'a> {
     list: Option<Arc<str>>,
     /// The group's upstream set that answered (`None`: the main one).
     set: Option<Arc<str>>,
+    /// What DNSSEC validation decided (`None`: not validated).
+    dnssec: Option<crate::querylog::Dnssec>,
 }
 
 impl<'a> Answered<'a> {
     fn of(q: &Query<'a>, outcome: Outcome) -> Answered<'a> {
-        Answered { qname: q.qname, qtype: q.qtype, outcome, upstream: None, list: None, set: None }
+        Answered { qname: q.qname, qtype: q.qtype, outcome, upstream: None, list: None, set: None, dnssec: None }
     }
 
     fn unparsed() -> Answered<'a> {
-        Answered { qname: &[], qtype: 0, outcome: Outcome::Local, upstream: None, list: None, set: None }
+        Answered { qname: &[], qtype: 0, outcome: Outcome::Local, upstream: None, list: None, set: None, dnssec: None }
     }
 }
 
@@ -290,6 +292,7 @@ impl Engine {
                 upstream: a.upstream,
                 list: a.list,
                 upstream_set: a.set,
+                dnssec: a.dnssec,
                 latency_us,
             });
         }

@@ -26,7 +26,7 @@ pub(super) fn blocked_instead(
     let mut answer = Vec::new();
     snap.policy.write_block_answer(q, &mut answer);
     let stored = Stored::from_response(&answer, snap.min_ttl, snap.max_ttl)?;
-    Some(Resolved { stored: Arc::new(stored), upstream, blocked_by: list, cnames_pass_all: true })
+    Some(Resolved { stored: Arc::new(stored), upstream, blocked_by: list, cnames_pass_all: true, dnssec: None })
 }
 
 impl Engine {
@@ -44,7 +44,7 @@ impl Engine {
         stats: &Counters,
     ) -> Option<Resolved> {
         let stored = Arc::new(Stored::from_response(reply, snap.min_ttl, snap.max_ttl)?);
-        let mut r = Resolved { stored, upstream, blocked_by: None, cnames_pass_all: true };
+        let mut r = Resolved { stored, upstream, blocked_by: None, cnames_pass_all: true, dnssec: None };
         if snap.config.rebind_protection {
             r = self.inspect_rebind(q, asked, snap, r, stats)?;
         }

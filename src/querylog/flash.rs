@@ -43,14 +43,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
 use super::LogCounters;
-use super::writer::{ID_SEQ_BITS, QUERIES_COLUMNS, TOTALS_COLUMNS, code, is_corrupt, migrate};
+use super::writer::{ID_SEQ_BITS, QUERIES_COLUMNS, TOTALS_COLUMNS, code, is_corrupt, migrate, migrate_table};
 use crate::config::QueryLogConfig;
 
 /// The live database's columns, in the order both tables declare them: a
 /// copy an older version wrote gains the newer ones in place ([`migrate`])
 /// before any row is copied, so the lists match by name, not position.
 const COLUMNS: &str =
-    "id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac, client_name, upstream_set";
+    "id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac, client_name, upstream_set, dnssec";
 
 /// Columns every version's `queries` table had: a table without them is not ours.
 const BASE_COLUMNS: [&str; 10] =
@@ -193,7 +193,13 @@ fn try_open(path: &Path, max_size: u64, check: bool) -> Result<Connection, OpenE
     }
     conn.execute_batch(&format!("CREATE TABLE IF NOT EXISTS totals {TOTALS_COLUMNS}")).map_err(sql)?;
     let have = slices(&conn).map_err(sql)?;
-    if have.is_empty() || !names.iter().any(|(t, n)| t == "view" && n == "queries") {
+    // Slices an older version wrote gain the newer columns in place; the
+    // view over them, made with its fewer columns, is made anew.
+    let mut grown = false;
+    for (_, table) in &have {
+        grown |= migrate_table(&conn, table).map_err(sql)?;
+    }
+    if grown || have.is_empty() || !names.iter().any(|(t, n)| t == "view" && n == "queries") {
         let tx = conn.unchecked_transaction().map_err(sql)?;
         let have = if have.is_empty() {
             // A view needs a table to be over; the first flush's rows go to the slice of now.
@@ -747,6 +753,38 @@ mod tests {
         add(&conn, now + 1, 1);
         assert_eq!(flush(&c, now as u64, true).unwrap().added, 1, "only the new row");
         assert_eq!(count(&c.flash_path), 8);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A sliced copy the version before the `dnssec` column wrote: its
+    /// slices gain the column and its view is made anew, so it restores.
+    #[test]
+    fn slices_without_the_newest_column_gain_it() {
+        let d = dir("slices-old");
+        let c = cfg(&d);
+        let now = now_ms() as i64;
+        let conn = super::super::writer::open(&c.path, 1 << 20).unwrap();
+        add(&conn, now, 4);
+        flush(&c, now as u64, true).unwrap();
+        drop(conn);
+        {
+            let old = Connection::open(&c.flash_path).unwrap();
+            let have = slices(&old).unwrap();
+            old.execute_batch("DROP VIEW queries").unwrap();
+            for (_, t) in &have {
+                old.execute_batch(&format!("ALTER TABLE {t} DROP COLUMN dnssec")).unwrap();
+            }
+            let before = COLUMNS.trim_end_matches(", dnssec");
+            let union: Vec<String> = have.iter().map(|(_, t)| format!("SELECT {before} FROM {t}")).collect();
+            old.execute_batch(&format!("CREATE VIEW queries AS {}", union.join(" UNION ALL "))).unwrap();
+        }
+        std::fs::remove_file(&c.path).unwrap();
+        assert!(restore_if_missing(&c.path, &c.flash_path, c.max_size).unwrap());
+        assert_eq!(count(&c.path), 4);
+        let conn = super::super::writer::open(&c.path, 1 << 20).unwrap();
+        add(&conn, now + 1, 1);
+        assert_eq!(flush(&c, now as u64, false).unwrap().added, 1);
+        assert_eq!(count(&c.flash_path), 5);
         let _ = std::fs::remove_dir_all(&d);
     }
 

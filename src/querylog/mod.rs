@@ -61,12 +61,41 @@ pub struct Entry {
     pub list: Option<Arc<str>>,
     /// The group's upstream set that answered it; `None`: the main upstreams.
     pub upstream_set: Option<Arc<str>>,
+    /// What DNSSEC validation decided for a validated miss; `None`: not
+    /// validated (no validating set, a CD client, a cache hit).
+    pub dnssec: Option<Dnssec>,
     /// Time from arrival to answer, µs.
     pub latency_us: u32,
     /// The client's hardware address, when a trusted forwarder gave it.
     pub mac: Option<[u8; 6]>,
     /// Its group logs it `anonymous`: the row keeps no address, MAC or name.
     pub anonymous: bool,
+}
+
+/// A validating set's verdict on an answer, as the log's `dnssec` column
+/// says it. One byte, so an entry still queues without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dnssec {
+    /// Validated from a trust anchor.
+    Secure,
+    /// Provably unsigned (or signed only with what is not supported).
+    Insecure,
+    /// Failed validation: answered SERVFAIL.
+    Bogus,
+    /// The chain could not be fetched, or a work limit was hit: SERVFAIL.
+    Indeterminate,
+}
+
+impl Dnssec {
+    /// The column's text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dnssec::Secure => "secure",
+            Dnssec::Insecure => "insecure",
+            Dnssec::Bogus => "bogus",
+            Dnssec::Indeterminate => "indeterminate",
+        }
+    }
 }
 
 impl Entry {

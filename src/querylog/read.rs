@@ -45,6 +45,10 @@ pub struct LogRow {
     /// the main upstreams.
     #[nserde(default)]
     pub upstream_set: Option<String>,
+    /// What DNSSEC validation decided (`secure`, `insecure`, `bogus`,
+    /// `indeterminate`), for misses a validating set answered; none otherwise.
+    #[nserde(default)]
+    pub dnssec: Option<String>,
 }
 
 /// What `hydradns log` filters on.
@@ -122,7 +126,12 @@ pub(super) fn has_table(conn: &Connection) -> bool {
 /// Whether the `queries` table has `column` (a database an older version
 /// wrote has not gained it until this version's writer opens it).
 pub(super) fn has_column(conn: &Connection, column: &str) -> bool {
-    conn.query_row("SELECT 1 FROM pragma_table_info('queries') WHERE name = ?1", [column], |_| Ok(())).is_ok()
+    table_has_column(conn, "queries", column)
+}
+
+/// [`has_column`] for table (or view) `table`.
+pub(super) fn table_has_column(conn: &Connection, table: &str, column: &str) -> bool {
+    conn.query_row("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2", [table, column], |_| Ok(())).is_ok()
 }
 
 /// Every client of the rows `filter`'s `since` and `before` leave, at most
@@ -154,9 +163,10 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
     let mac = if has_column(conn, "mac") { "mac" } else { "NULL" };
     let client_name = if has_column(conn, "client_name") { "client_name" } else { "NULL" };
     let upstream_set = if has_column(conn, "upstream_set") { "upstream_set" } else { "NULL" };
+    let dnssec = if has_column(conn, "dnssec") { "dnssec" } else { "NULL" };
     let mut sql = format!(
         "SELECT ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, {mac}, {client_name}, id, \
-         {upstream_set} FROM queries WHERE 1"
+         {upstream_set}, {dnssec} FROM queries WHERE 1"
     );
     let mut args: Vec<Value> = Vec::new();
     if filter.blocked {
@@ -230,6 +240,7 @@ pub fn recent(conn: &Connection, filter: &LogFilter) -> Result<Vec<LogRow>, Stri
                 mac: r.get(9)?,
                 client_name: r.get(10)?,
                 upstream_set: r.get(12)?,
+                dnssec: r.get(13)?,
             })
         })
         .map_err(|e| e.to_string())?;

@@ -89,7 +89,8 @@ macro_rules! queries_columns {
     latency_us INTEGER NOT NULL,
     mac TEXT,
     client_name TEXT,
-    upstream_set TEXT
+    upstream_set TEXT,
+    dnssec TEXT
 )"
     };
 }
@@ -97,15 +98,24 @@ use queries_columns;
 
 /// Columns later versions added, with their types: a database an older
 /// version wrote gains them in place and keeps its rows (they read NULL).
-const ADDED_COLUMNS: [(&str, &str); 3] = [("mac", "TEXT"), ("client_name", "TEXT"), ("upstream_set", "TEXT")];
+const ADDED_COLUMNS: [(&str, &str); 4] =
+    [("mac", "TEXT"), ("client_name", "TEXT"), ("upstream_set", "TEXT"), ("dnssec", "TEXT")];
 
 pub(super) fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    migrate_table(conn, "queries").map(|_| ())
+}
+
+/// [`migrate`] for table `table` (ours: `queries` or a flash slice);
+/// whether it gained a column.
+pub(super) fn migrate_table(conn: &Connection, table: &str) -> rusqlite::Result<bool> {
+    let mut added = false;
     for (column, kind) in ADDED_COLUMNS {
-        if !super::read::has_column(conn, column) {
-            conn.execute_batch(&format!("ALTER TABLE queries ADD COLUMN {column} {kind}"))?;
+        if !super::read::table_has_column(conn, table, column) {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))?;
+            added = true;
         }
     }
-    Ok(())
+    Ok(added)
 }
 
 /// Logs an error at most once per [`ERROR_LOG_EVERY`], with how many were held back.
@@ -424,6 +434,7 @@ impl Writer {
                 mac,
                 client_name,
                 upstream_set: e.upstream_set.clone(),
+                dnssec: e.dnssec,
             });
         }
         let Some(conn) = self.conn.as_mut() else {
@@ -496,6 +507,7 @@ struct Row {
     mac: Option<Range<usize>>,
     client_name: Option<Range<usize>>,
     upstream_set: Option<Arc<str>>,
+    dnssec: Option<super::Dnssec>,
 }
 
 /// Appends `f`'s output to `text` and returns where it landed.
@@ -523,7 +535,7 @@ static INSERTS: LazyLock<Vec<String>> =
 
 /// Values per row of an INSERT ([`insert_sql`]); 64 rows stay under
 /// SQLite's 999 parameters.
-const COLUMNS: usize = 13;
+const COLUMNS: usize = 14;
 
 /// `OR FAIL`: with the default `ABORT` a statement writing many rows must be
 /// able to undo just itself, so SQLite keeps a statement journal, a copy of
@@ -532,10 +544,10 @@ const COLUMNS: usize = 13;
 /// column is given), and a failed batch rolls back its whole transaction.
 fn insert_sql(rows: usize) -> String {
     let mut sql = String::from(
-        "INSERT OR FAIL INTO queries (id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac, client_name, upstream_set) VALUES ",
+        "INSERT OR FAIL INTO queries (id, ts, client, name, qtype, outcome, rcode, upstream, list, latency_us, mac, client_name, upstream_set, dnssec) VALUES ",
     );
     for i in 0..rows {
-        sql.push_str(if i == 0 { "(?,?,?,?,?,?,?,?,?,?,?,?,?)" } else { ",(?,?,?,?,?,?,?,?,?,?,?,?,?)" });
+        sql.push_str(if i == 0 { "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)" } else { ",(?,?,?,?,?,?,?,?,?,?,?,?,?,?)" });
     }
     sql
 }
@@ -580,6 +592,9 @@ fn insert(conn: &mut Connection, rows: &[Row], text: &str) -> rusqlite::Result<(
                 }
                 if let Some(s) = r.upstream_set.as_deref() {
                     stmt.raw_bind_parameter(p + 13, s)?;
+                }
+                if let Some(d) = r.dnssec {
+                    stmt.raw_bind_parameter(p + 14, d.as_str())?;
                 }
                 if let Some(o) = Outcome::ALL.iter().position(|o| *o == r.outcome) {
                     per_outcome[o] += 1;
@@ -635,8 +650,10 @@ mod tests {
         let path = dir.join("old.db");
         {
             let old = Connection::open(&path).unwrap();
-            old.execute_batch(&SCHEMA.replace(",\n    mac TEXT,\n    client_name TEXT,\n    upstream_set TEXT", ""))
-                .unwrap();
+            old.execute_batch(
+                &SCHEMA.replace(",\n    mac TEXT,\n    client_name TEXT,\n    upstream_set TEXT,\n    dnssec TEXT", ""),
+            )
+            .unwrap();
             old.execute_batch(
                 "INSERT INTO queries VALUES (1, 1, '192.168.1.2', 'old.example', 1, 'cached', 0, NULL, NULL, 5)",
             )
@@ -649,6 +666,43 @@ mod tests {
         assert_eq!((name.as_str(), mac), ("old.example", None));
         drop(conn);
         open(&path, 1 << 20).unwrap(); // a second open finds the column there
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The version before issue 61's wrote no `dnssec`: its database reads
+    /// as it is (the column NULL), then gains the column when opened.
+    #[test]
+    fn a_database_without_the_dnssec_column_reads_and_gains_it() {
+        #![allow(clippy::unwrap_used)]
+        let dir = std::env::temp_dir().join(format!("hydradns-migrate-dnssec-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("old.db");
+        let filter = super::super::read::LogFilter { limit: 10, ..Default::default() };
+        {
+            let old = Connection::open(&path).unwrap();
+            old.execute_batch(&SCHEMA.replace(",\n    dnssec TEXT", "")).unwrap();
+            old.execute_batch(
+                "INSERT INTO queries VALUES (1, 1, '192.168.1.2', 'old.example', 1, 'forwarded', 0, NULL, NULL, 5, \
+                 NULL, NULL, 'kids')",
+            )
+            .unwrap();
+            assert!(!super::super::read::has_column(&old, "dnssec"));
+            let rows = super::super::read::recent(&old, &filter).unwrap();
+            assert_eq!(rows.len(), 1);
+            assert_eq!((rows[0].upstream_set.as_deref(), rows[0].dnssec.as_deref()), (Some("kids"), None));
+        }
+        let conn = open(&path, 1 << 20).unwrap();
+        assert!(super::super::read::has_column(&conn, "dnssec"));
+        conn.execute_batch(
+            "INSERT INTO queries (id, ts, client, name, qtype, outcome, rcode, latency_us, dnssec) \
+             VALUES (2, 2, '192.168.1.2', 'new.example', 1, 'forwarded', 2, 5, 'bogus')",
+        )
+        .unwrap();
+        let rows = super::super::read::recent(&conn, &filter).unwrap();
+        let got: Vec<(&str, Option<&str>)> = rows.iter().map(|r| (r.name.as_str(), r.dnssec.as_deref())).collect();
+        assert_eq!(got, [("new.example", Some("bogus")), ("old.example", None)]);
+        drop(conn);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -680,6 +734,7 @@ mod tests {
                     upstream: upstreams[i % 3],
                     list: None,
                     upstream_set: None,
+                    dnssec: None,
                     latency_us: i as u32,
                     mac: None,
                     anonymous: false,

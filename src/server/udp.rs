@@ -541,7 +541,7 @@ impl Loop {
         if header::flags(&reply) & flags::TC != 0 && !self.jobs.is_full() {
             if let Some(p) = self.pending[slot as usize].take() {
                 self.free.push(slot);
-                self.end_tries(&p);
+                self.end_tries(&p.led, &p.current);
                 let _ = self.jobs.try_send(Job::Truncated(p.led, idx, p.peer));
             }
             return;
@@ -554,10 +554,10 @@ impl Loop {
     }
 
     /// Ends the tries a finished miss still has in flight (the slower of a parallel pair).
-    fn end_tries(&mut self, p: &Pending) {
-        for &(t, idx, started) in p.current.iter().flatten() {
+    fn end_tries(&mut self, led: &Led, current: &[Option<(Try, usize, Instant)>; 2]) {
+        for &(t, idx, started) in current.iter().flatten() {
             self.mux.end(t);
-            p.led.lost(idx, started);
+            led.lost(idx, started);
         }
     }
 
@@ -601,14 +601,19 @@ impl Loop {
 
     /// Ends slot's miss with `reply` and queues its answer.
     fn finish(&mut self, slot: u32, reply: Option<(Vec<u8>, SocketAddr)>) {
-        let Some(p) = self.pending.get_mut(slot as usize).and_then(Option::take) else { return };
+        // Taken apart at once: `led` is then a local of its own that the
+        // call can take where it lies, where `p.led` beside a live `p.peer`
+        // was copied again (two copies of the 400-byte slot per miss).
+        let Some(Pending { led, peer, current }) = self.pending.get_mut(slot as usize).and_then(Option::take) else {
+            return;
+        };
         self.free.push(slot);
-        self.end_tries(&p);
+        self.end_tries(&led, &current);
         if self.out.len == BATCH {
             self.flush_replies();
         }
-        if self.engine.finish(p.led, reply, &mut self.out.replies[self.out.len], &self.stats) {
-            self.out.push(p.peer);
+        if self.engine.finish(led, reply, &mut self.out.replies[self.out.len], &self.stats) {
+            self.out.push(peer);
         }
     }
 

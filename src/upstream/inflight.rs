@@ -16,6 +16,9 @@ pub struct Resolved {
     /// No list of any group blocks a name its CNAMEs lead to: no client
     /// needs its own look at them (see `query::Engine::cnames`).
     pub cnames_pass_all: bool,
+    /// What a validating set's DNSSEC check decided, for the query log
+    /// (`None`: not validated); the clients waiting on the miss share its key, CD bit included.
+    pub dnssec: Option<crate::querylog::Dnssec>,
 }
 
 /// What a miss resolved to; `None` means SERVFAIL.
