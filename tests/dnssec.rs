@@ -282,6 +282,8 @@ fn check_live_validates_the_name_and_says_why_it_is_bogus() {
     assert_eq!(live("www.insecure.test"), ["dnssec: insecure (a delegation on the way has no DS)"]);
     // What the gateway answers without its upstreams is not validated.
     assert_eq!(live("nas.alg8.test"), ["dnssec: not validated (a local record answers it)"]);
+    // LuCI's lookup of a device's groups asks for x.invalid: nothing goes upstream for it.
+    assert_eq!(live("x.INVALID."), ["dnssec: not validated (a special-use name, never asked upstream)"]);
     assert_eq!(live("mail.alg13.test"), ["dnssec: not validated (a config forward rule sends it to its own servers)"]);
     assert_eq!(live("use-application-dns.net"), ["dnssec: not validated (block_bypass answers it)"]);
     assert_eq!(live("x.ads.alg8.test"), ["dnssec: not validated (it is blocked)"]);

@@ -569,6 +569,12 @@ pub const CHECK_WITHIN: Duration = Duration::from_secs(10);
 pub async fn check_line(snap: &Snapshot, name: &str, set: u8) -> String {
     let not = |why: &str| format!("dnssec: not validated ({why})");
     let Some(key) = name_key(name) else { return not("not a domain name") };
+    // RFC 6761 6.4: never looked up. LuCI asks `check --client X x.invalid`
+    // for a device's groups, which must not wait on the upstreams.
+    let b = name.trim_end_matches('.').as_bytes();
+    if b.eq_ignore_ascii_case(b"invalid") || b.len() > 8 && b[b.len() - 8..].eq_ignore_ascii_case(b".invalid") {
+        return not("a special-use name, never asked upstream");
+    }
     if snap.forward_for(&key).is_some() {
         // Only the bootstrap's pseudo-rule is left here: `check` saw the config's rules.
         return not("it goes to the bootstrap resolvers until the clock is known good");
