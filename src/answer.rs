@@ -193,3 +193,31 @@ pub fn replay(
     let [_, an, ns, ar] = header::counts(out);
     wire::build::finish_with(out, q.edns, [an, ns, ar], false, ede);
 }
+
+/// A validating set's verdict on an answer (`option dnssec`), as the
+/// query log's `dnssec` column says it: here, beside the answer it
+/// describes, because the in-flight table hands it to waiting clients and
+/// the log records it. One byte, so a log entry still queues without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dnssec {
+    /// Validated from a trust anchor.
+    Secure,
+    /// Provably unsigned (or signed only with what is not supported).
+    Insecure,
+    /// Failed validation: answered SERVFAIL.
+    Bogus,
+    /// The chain could not be fetched, or a work limit was hit: SERVFAIL.
+    Indeterminate,
+}
+
+impl Dnssec {
+    /// The column's text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dnssec::Secure => "secure",
+            Dnssec::Insecure => "insecure",
+            Dnssec::Bogus => "bogus",
+            Dnssec::Indeterminate => "indeterminate",
+        }
+    }
+}

@@ -40,12 +40,18 @@ const CONN_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long `update` may take: every download, then a rebuild.
 pub const UPDATE_TIMEOUT: Duration = Duration::from_secs(1800);
 /// How long `check` may take: it reads every list file again, line by line,
-/// to name the lines that match (a 64 MiB list takes seconds on a router).
-pub const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+/// to name the lines that match (a 64 MiB list takes seconds on a router),
+/// 30 s for that, then validates the name where its set validates DNSSEC
+/// (at most [`crate::query::dnssec::CHECK_WITHIN`]).
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(40);
 /// One `check` at a time, on a thread of its own: it reads files, which
 /// would hold this thread (and every other control and metrics connection)
 /// meanwhile; a second one asked before the first is done is refused.
 static CHECKING: AtomicBool = AtomicBool::new(false);
+/// One `check`'s DNSSEC validation at a time (after its [`CHECKING`] part):
+/// each sends up to a chain's worth of upstream queries, which the socket's
+/// readers should not be able to multiply.
+static VALIDATING: AtomicBool = AtomicBool::new(false);
 /// How often `commit` looks whether the log's writer is done (it is woken
 /// at once; a batch takes milliseconds). The connection's time limit bounds the wait.
 const COMMIT_POLL: Duration = Duration::from_millis(2);
@@ -355,9 +361,11 @@ async fn check(status: &Status, name: &str, client: Option<&str>) -> String {
     }
     let snap = status.engine.snapshot.load_full();
     let (name, client) = (name.to_string(), client.map(str::to_string));
+    let (for_thread, name_there) = (snap.clone(), name.clone());
     let exceptions = status.engine.exceptions.current(crate::policy::exceptions::unix_ms());
     let (tx, rx) = smol::channel::bounded(1);
     let spawned = std::thread::Builder::new().name("hydradns-check".into()).spawn(move || {
+        let (snap, name) = (for_thread, name_there);
         let why = crate::query::why::why(&snap.config, &snap.policy, &name, client.as_deref(), &exceptions);
         CHECKING.store(false, Ordering::Release);
         let _ = tx.try_send(why);
@@ -366,10 +374,33 @@ async fn check(status: &Status, name: &str, client: Option<&str>) -> String {
         CHECKING.store(false, Ordering::Release);
         return error(&format!("cannot start a thread: {e}"));
     }
-    match rx.recv().await {
-        Ok(Ok(lines)) => format!("{{\"lines\":{}}}", lines.serialize_json()),
-        Ok(Err(e)) => error(&e),
-        Err(_) => error("the check ended without an answer"),
+    let (mut lines, dnssec) = match rx.recv().await {
+        Ok(Ok(why)) => why,
+        Ok(Err(e)) => return error(&e),
+        Err(_) => return error("the check ended without an answer"),
+    };
+    if let crate::query::why::Dnssec::Validate(set) = dnssec {
+        lines.push(match Validating::start() {
+            Some(_held) => crate::query::dnssec::check_line(&snap, &name, set).await,
+            None => "dnssec: not validated (busy: another check is validating; ask again in a moment)".into(),
+        });
+    }
+    format!("{{\"lines\":{}}}", lines.serialize_json())
+}
+
+/// [`VALIDATING`], held; let go when dropped, also when the connection's
+/// time limit drops the check.
+struct Validating;
+
+impl Validating {
+    fn start() -> Option<Validating> {
+        (!VALIDATING.swap(true, Ordering::Acquire)).then_some(Validating)
+    }
+}
+
+impl Drop for Validating {
+    fn drop(&mut self) {
+        VALIDATING.store(false, Ordering::Release);
     }
 }
 

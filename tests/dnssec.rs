@@ -200,6 +200,17 @@ fn setup(dnssec: bool) -> Option<(Zones, Gateway)> {
     Some((zones, g))
 }
 
+/// The `dnssec:` lines `hydradns check ARGS NAME` prints for gateway `g`
+/// (`--live`: the running gateway answers).
+fn check_says(g: &Gateway, args: &[&str], name: &str) -> Vec<String> {
+    let mut all = vec!["check", "-c", common::cfg_path(g)];
+    all.extend_from_slice(args);
+    all.push(name);
+    let (code, out, err) = common::cli(&all);
+    assert_eq!(code, 0, "check {name}: {out} {err}");
+    out.lines().filter(|l| l.starts_with("dnssec")).map(str::to_string).collect()
+}
+
 #[test]
 fn a_secure_answer_has_ad_for_clients_that_ask_and_rrsigs_only_with_do() {
     let Some((_z, g)) = setup(true) else { return };
@@ -245,6 +256,56 @@ fn a_bad_signature_is_servfail_with_ede_6_and_an_expired_one_with_ede_7() {
     assert_eq!((expired.rcode, expired.ede.clone()), (2, vec![7]), "{expired:?}");
     // Two bogus answers validated (the second mail.alg13.test came from the cache).
     assert_eq!(g.stats()["dnssec_bogus"], 2);
+}
+
+#[test]
+fn check_live_validates_the_name_and_says_why_it_is_bogus() {
+    let Some(zones) = (if unbound_installed() { Some(Zones::start()) } else { None }) else {
+        println!("skipped: unbound is not installed (Debian package unbound)");
+        return;
+    };
+    let anchors = data("dnssec/anchors.conf");
+    let g = Gateway::start(&format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\tlist upstream '{up}'\n\
+         \toption dnssec '1'\n\toption trust_anchor_file '{a}'\n\toption time_check '0'\n\
+         config record\n\toption name 'nas.alg8.test'\n\tlist ip '192.0.2.9'\n\
+         config forward\n\tlist domain 'alg13.test'\n\toption server '{up}'\n\
+         config blocklist\n\tlist domain 'ads.alg8.test'\n",
+        up = zones.addr,
+        a = anchors.display()
+    ));
+    let live = |name: &str| check_says(&g, &["--live"], name);
+    assert_eq!(live("www.alg8.test"), ["dnssec: secure"]);
+    // An NXDOMAIN proven by NSEC is secure too.
+    assert_eq!(live("nope.alg8.test"), ["dnssec: secure"]);
+    assert_eq!(live("www.expired.test"), ["dnssec: bogus (EDE 7: the signature has expired)"]);
+    assert_eq!(live("www.insecure.test"), ["dnssec: insecure (a delegation on the way has no DS)"]);
+    // What the gateway answers without its upstreams is not validated.
+    assert_eq!(live("nas.alg8.test"), ["dnssec: not validated (a local record answers it)"]);
+    // LuCI's lookup of a device's groups asks for x.invalid: nothing goes upstream for it.
+    assert_eq!(live("x.INVALID."), ["dnssec: not validated (a special-use name, never asked upstream)"]);
+    assert_eq!(live("mail.alg13.test"), ["dnssec: not validated (a config forward rule sends it to its own servers)"]);
+    assert_eq!(live("use-application-dns.net"), ["dnssec: not validated (block_bypass answers it)"]);
+    assert_eq!(live("x.ads.alg8.test"), ["dnssec: not validated (it is blocked)"]);
+    let (code, out, err) =
+        common::cli(&["block", "-c", common::cfg_path(&g), "--client", "127.0.0.1", "www.alg8.test", "--for", "10m"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert_eq!(
+        check_says(&g, &["--live", "--client", "127.0.0.1"], "www.alg8.test"),
+        ["dnssec: not validated (an exception blocks it)"]
+    );
+    // Without the gateway the check cannot validate, and says so.
+    assert_eq!(
+        check_says(&g, &[], "www.alg8.test"),
+        ["dnssec: not validated here (the running gateway validates: check --live)"]
+    );
+    // The checks were not clients' answers: not counted.
+    let stats = g.stats();
+    assert_eq!((stats["dnssec_secure"], stats["dnssec_bogus"]), (0, 0), "{stats:?}");
+    // The clients' answers agree with what check said.
+    let expired = ask(&g, "www.expired.test", A, 0, true, true);
+    assert_eq!((expired.rcode, expired.ede.clone()), (2, vec![7]), "{expired:?}");
+    assert!(ask(&g, "mail.alg8.test", A, 0, true, true).ad);
 }
 
 #[test]
@@ -333,6 +394,8 @@ fn with_dnssec_off_answers_are_passed_on_as_before() {
     assert_eq!((r.rcode, r.ad, r.addrs.clone()), (0, false, vec!["192.0.2.26".to_string()]), "{r:?}");
     let r = ask(&g, "www.expired.test", A, 0, true, true);
     assert_eq!(r.rcode, 0, "{r:?}");
+    // check has nothing to say of DNSSEC where nothing validates.
+    assert!(check_says(&g, &["--live"], "mail.alg13.test").is_empty());
 }
 
 #[test]
@@ -380,6 +443,10 @@ fn a_group_with_its_own_upstreams_validates_when_it_says_so() {
     assert_eq!((r.rcode, r.ad), (0, true), "{r:?}");
     let bad = ask(&g, "mail.alg13.test", A, 0, true, true);
     assert_eq!((bad.rcode, bad.ede.clone()), (2, vec![6]), "{bad:?}");
+    // check validates with the set of the client it is asked for, and only there.
+    let for_here = check_says(&g, &["--live", "--client", "127.0.0.1"], "mail.alg13.test");
+    assert_eq!(for_here, ["dnssec: bogus (EDE 6: a signature does not verify)"]);
+    assert!(check_says(&g, &["--live"], "mail.alg13.test").is_empty());
 }
 
 #[test]

@@ -162,7 +162,16 @@ pub(super) fn check(args: Args) -> ExitCode {
             eprintln!("hydradns: {e}");
             return ExitCode::from(1);
         }
-        crate::query::why::why(&cfg, &Policy::build(&cfg), name, args.client.as_deref(), &exceptions)
+        crate::query::why::why(&cfg, &Policy::build(&cfg), name, args.client.as_deref(), &exceptions).map(
+            |(mut lines, dnssec)| {
+                // Validating takes the gateway's upstreams, key cache and
+                // clock; a guess from here would be no verdict.
+                if let crate::query::why::Dnssec::Validate(_) = dnssec {
+                    lines.push("dnssec: not validated here (the running gateway validates: check --live)".into());
+                }
+                lines
+            },
+        )
     };
     match lines {
         Ok(lines) => {

@@ -135,48 +135,59 @@ impl Verdict {
     }
 }
 
+impl Verdict {
+    /// The outcome's name: `secure`, `insecure`, `bogus` or `indeterminate`.
+    pub fn state(&self) -> &'static str {
+        match self {
+            Verdict::Secure => "secure",
+            Verdict::Insecure(_) => "insecure",
+            Verdict::Bogus(_) => "bogus",
+            Verdict::Indeterminate(_) => "indeterminate",
+        }
+    }
+
+    /// Why, in words (none for secure): what `hydradns check` shows.
+    pub fn reason(&self) -> Option<&'static str> {
+        Some(match self {
+            Verdict::Secure => return None,
+            Verdict::Insecure(i) => match i {
+                Insecure::NoAnchor => "no trust anchor covers it",
+                Insecure::NoDs => "a delegation on the way has no DS",
+                Insecure::OptOut => "it is in an NSEC3 opt-out span",
+                Insecure::UnsupportedAlgorithm => "the zone's DS names only unsupported algorithms or keys",
+                Insecure::UnsupportedDigest => "the zone's DS uses only unsupported digest types",
+                Insecure::Nsec3Iterations => "its NSEC3 proof has too many iterations",
+            },
+            Verdict::Bogus(b) => match b {
+                Bogus::SignatureExpired => "the signature has expired",
+                Bogus::SignatureNotYetValid => "the signature is not valid yet",
+                Bogus::RrsigMissing => "an RRSIG is missing",
+                Bogus::DnskeyMissing => "the zone's DNSKEY set is missing",
+                Bogus::DsMatchesNoKey => "no DNSKEY matches the DS",
+                Bogus::KeysNotSignedByDsKey => "no key the DS names signs the DNSKEY set",
+                Bogus::NoZoneKeyBit => "the key the DS names is not a zone key",
+                Bogus::NoMatchingKey => "the RRSIG names no key of the zone",
+                Bogus::BadSignature => "a signature does not verify",
+                Bogus::NsecMissing => "the denial of existence is missing",
+                Bogus::BadDenial => "the denial of existence does not prove it",
+                Bogus::Malformed => "a DNSSEC record is malformed",
+            },
+            Verdict::Indeterminate(i) => match i {
+                Indeterminate::WorkLimit => "the validation work limit was reached",
+                Indeterminate::NoReachableAuthority => "no upstream answered",
+                Indeterminate::NetworkError => "the network failed",
+            },
+        })
+    }
+}
+
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (state, why) = match self {
-            Verdict::Secure => return f.write_str("secure"),
-            Verdict::Insecure(i) => (
-                "insecure",
-                match i {
-                    Insecure::NoAnchor => "no trust anchor covers it",
-                    Insecure::NoDs => "a delegation on the way has no DS",
-                    Insecure::OptOut => "it is in an NSEC3 opt-out span",
-                    Insecure::UnsupportedAlgorithm => "the zone's DS names only unsupported algorithms or keys",
-                    Insecure::UnsupportedDigest => "the zone's DS uses only unsupported digest types",
-                    Insecure::Nsec3Iterations => "its NSEC3 proof has too many iterations",
-                },
-            ),
-            Verdict::Bogus(b) => (
-                "bogus",
-                match b {
-                    Bogus::SignatureExpired => "the signature has expired",
-                    Bogus::SignatureNotYetValid => "the signature is not valid yet",
-                    Bogus::RrsigMissing => "an RRSIG is missing",
-                    Bogus::DnskeyMissing => "the zone's DNSKEY set is missing",
-                    Bogus::DsMatchesNoKey => "no DNSKEY matches the DS",
-                    Bogus::KeysNotSignedByDsKey => "no key the DS names signs the DNSKEY set",
-                    Bogus::NoZoneKeyBit => "the key the DS names is not a zone key",
-                    Bogus::NoMatchingKey => "the RRSIG names no key of the zone",
-                    Bogus::BadSignature => "a signature does not verify",
-                    Bogus::NsecMissing => "the denial of existence is missing",
-                    Bogus::BadDenial => "the denial of existence does not prove it",
-                    Bogus::Malformed => "a DNSSEC record is malformed",
-                },
-            ),
-            Verdict::Indeterminate(i) => (
-                "indeterminate",
-                match i {
-                    Indeterminate::WorkLimit => "the validation work limit was reached",
-                    Indeterminate::NoReachableAuthority => "no upstream answered",
-                    Indeterminate::NetworkError => "the network failed",
-                },
-            ),
-        };
-        write!(f, "{state}: {why}")
+        f.write_str(self.state())?;
+        match self.reason() {
+            Some(why) => write!(f, ": {why}"),
+            None => Ok(()),
+        }
     }
 }
 

@@ -555,3 +555,65 @@ pub(super) fn settle(o: &Outcome, resolved: Option<&mut Resolved>, stats: &Count
     };
     Counters::bump(counter);
 }
+
+/// Longest `hydradns check` spends validating a name: the chain's
+/// [`MAX_CHAIN_QUERIES`] queries answer within it from a working upstream;
+/// a dead one makes the line indeterminate instead of the check late.
+pub const CHECK_WITHIN: Duration = Duration::from_secs(10);
+
+/// `hydradns check`'s `dnssec:` line for `name` (a domain name), asked of
+/// upstream set `set` of `snap` as a client without CD would ask its A
+/// records, validated as for that client. Neither the answer cache nor
+/// the counters see it; the set's key cache keeps the keys it validated,
+/// as a client's query would.
+pub async fn check_line(snap: &Snapshot, name: &str, set: u8) -> String {
+    let not = |why: &str| format!("dnssec: not validated ({why})");
+    let Some(key) = name_key(name) else { return not("not a domain name") };
+    // RFC 6761 6.4: never looked up. LuCI asks `check --client X x.invalid`
+    // for a device's groups, which must not wait on the upstreams.
+    let b = name.trim_end_matches('.').as_bytes();
+    if b.eq_ignore_ascii_case(b"invalid") || b.len() > 8 && b[b.len() - 8..].eq_ignore_ascii_case(b".invalid") {
+        return not("a special-use name, never asked upstream");
+    }
+    if snap.forward_for(&key).is_some() {
+        // Only the bootstrap's pseudo-rule is left here: `check` saw the config's rules.
+        return not("it goes to the bootstrap resolvers until the clock is known good");
+    }
+    let Some((anchors, keys)) = snap.validator(None, set) else { return not("no trust anchors are loaded") };
+    let Some(client) = wire::build::query(0, name, wire::rtype::A, Some((wire::EDNS_UDP_SIZE, true))) else {
+        return not("not a domain name");
+    };
+    let Ok(cq) = wire::parse_query(&client) else { return not("not a domain name") };
+    let asked = ask(&cq);
+    let Ok(aq) = wire::parse_query(&asked) else { return not("not a domain name") };
+    let group = snap.group(None, set);
+    let clock_good = snap.clock.synced();
+    let validated = crate::sys::within(CHECK_WITHIN, async {
+        let Some((reply, _)) = group.resolve(&aq, snap.timeout).await else {
+            return Ok(Verdict::Indeterminate(Indeterminate::NoReachableAuthority));
+        };
+        let rc = header::rcode(&reply);
+        if rc != rcode::NOERROR && rc != rcode::NXDOMAIN {
+            // Passed on to clients as it is, without AD: nothing to validate.
+            return Err(format!("the upstream answered with rcode {rc}"));
+        }
+        let checked = check(&cq, reply, group, snap.timeout, anchors, keys, clock_good).await;
+        checked.outcome.verdict.ok_or_else(|| "asked with CD".to_string())
+    })
+    .await;
+    let verdict = match validated {
+        None => return format!("dnssec: indeterminate (not decided within {} s)", CHECK_WITHIN.as_secs()),
+        Some(Err(why)) => return not(&why),
+        Some(Ok(v)) => v,
+    };
+    let mut line = format!("dnssec: {}", verdict.state());
+    match (verdict.ede(), verdict.reason()) {
+        (Some(code), Some(why)) => line += &format!(" (EDE {code}: {why})"),
+        (None, Some(why)) => line += &format!(" ({why})"),
+        _ => {}
+    }
+    if !clock_good {
+        line += "; signature dates not checked: the clock is not known good yet";
+    }
+    line
+}

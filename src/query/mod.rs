@@ -58,7 +58,7 @@ use crate::upstream::{self, Failover, Group, Inflight, Join, Lead, Resolution, R
 use crate::wire::{self, HEADER_LEN, MAX_NAME_LEN, Query, Reject, flags, header, rcode};
 
 mod alias;
-mod dnssec;
+pub mod dnssec;
 pub mod exceptions;
 mod handle;
 mod memo;

@@ -95,8 +95,9 @@ pub fn identify(cfg: &Config, rules: &ClientRules, book: &NameBook, id: &str) ->
 
 /// Which `config client` `id` (an address, a MAC, a `config client` name or
 /// a hostname from the leases) is, its groups and their schedules' state
-/// now, as lines to print; the groups whose lists apply to it now; and who it is.
-pub fn client(cfg: &Config, table: &GroupTable, id: &str) -> Result<(Vec<String>, u64, Identified), String> {
+/// now, as lines to print; the groups whose lists apply to it now; who it
+/// is; and its upstream set.
+pub fn client(cfg: &Config, table: &GroupTable, id: &str) -> Result<(Vec<String>, u64, Identified, u8), String> {
     let rules = ClientRules::new(&cfg.clients, table);
     let book = router_book(cfg);
     let device = identify(cfg, &rules, &book, id)?;
@@ -133,40 +134,74 @@ pub fn client(cfg: &Config, table: &GroupTable, id: &str) -> Result<(Vec<String>
         ),
         None => "  upstreams: main".to_string(),
     });
-    Ok((lines, on, device))
+    Ok((lines, on, device, set))
+}
+
+/// What `check` says of a name's DNSSEC: nothing where its upstream set
+/// does not validate, else a `dnssec:` line, which only the running
+/// gateway (its upstreams, keys and anchors) can give for a name it asks
+/// upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dnssec {
+    /// The set does not validate: no line.
+    Off,
+    /// The set validates, and the line is among the others: the gateway
+    /// answers the name without its upstreams, or a forward rule's
+    /// servers do.
+    Told,
+    /// Validate the name with upstream set `set` (0: main).
+    Validate(u8),
+}
+
+/// Why `check` validates nothing for a name the gateway answers as
+/// `verdict` says, `None` where it asks the set's upstreams.
+fn not_validated(cfg: &Config, key: &[u8], verdict: &Verdict, exception: Option<Action>) -> Option<&'static str> {
+    match (exception, verdict) {
+        (Some(Action::Block), _) => return Some("an exception blocks it"),
+        (Some(Action::Allow), _) | (None, Verdict::Pass | Verdict::Allowed { .. }) => {}
+        (None, Verdict::Blocked { .. }) => return Some("it is blocked"),
+        (None, Verdict::SafeSearch { .. }) => return Some("safe search answers it"),
+    }
+    let covers =
+        |d: &[u8]| key.starts_with(d) && (key.len() == d.len() || key.get(d.len()) == Some(&crate::domain::SEP));
+    let forwarded = cfg.forwards.iter().flat_map(|f| &f.domains).filter_map(|d| name_key(d)).any(|d| covers(&d));
+    forwarded.then_some("a config forward rule sends it to its own servers")
 }
 
 /// Why `name` is answered as it is under `cfg` and `policy`, for the device
 /// `client` names (else the default group): the lines `hydradns check`
-/// prints, `exceptions` (the running gateway's) included. An error for a
-/// name that is not a domain name or a client that cannot be told.
+/// prints, `exceptions` (the running gateway's) included, and what is
+/// left to say of its DNSSEC. An error for a name that is not a domain
+/// name or a client that cannot be told.
 pub fn why(
     cfg: &Config,
     policy: &Policy,
     name: &str,
     client_id: Option<&str>,
     exceptions: &[Exception],
-) -> Result<Vec<String>, String> {
+) -> Result<(Vec<String>, Dnssec), String> {
     let (Some(name), Some(key)) = (crate::domain::normalize_name(name), name_key(name)) else {
         return Err(format!("'{name}' is not a domain name"));
     };
     let mut lines = Vec::new();
-    if let Some(r) = policy::records::explain(&cfg.records, &name) {
+    let record = policy::records::explain(&cfg.records, &name);
+    if let Some(r) = &record {
         let star = if r.wildcard { "*." } else { "" };
         lines.push(format!("{name}: answered by local record '{star}{}' ({}), before any list", r.name, r.origin));
     }
-    if cfg.block_bypass && policy::BYPASS_DOTTED.contains(&name.as_str()) {
+    let bypass = cfg.block_bypass && policy::BYPASS_DOTTED.contains(&name.as_str());
+    if bypass {
         lines.push(format!(
             "{name}: NXDOMAIN by block_bypass, before any list (it tells browsers and phones to keep to this resolver)"
         ));
     }
-    let (active, device) = match client_id {
+    let (active, device, set) = match client_id {
         Some(id) => {
-            let (told, active, device) = client(cfg, &policy.groups, id)?;
+            let (told, active, device, set) = client(cfg, &policy.groups, id)?;
             lines.extend(told);
-            (active, Some(device))
+            (active, Some(device), set)
         }
-        None => (DEFAULT, None),
+        None => (DEFAULT, None, Sets::layout(cfg, &policy.groups).of(None, DEFAULT)),
     };
     let now = crate::policy::exceptions::unix_ms();
     let decided = super::exceptions::deciding(cfg, &policy.groups, exceptions, &key, device.as_ref(), active, now);
@@ -188,7 +223,8 @@ pub fn why(
         _ => String::new(),
     };
     let service = |source: u16| policy.source_name(source).strip_prefix(policy::services::PREFIX).map(str::to_string);
-    let verdict = match policy.check(&key, active).verdict {
+    let checked = policy.check(&key, active).verdict;
+    let verdict = match checked {
         Verdict::Blocked { source } if service(source).is_some() => format!(
             "{name}: blocked by service '{}'{} (domain {})",
             service(source).unwrap_or_default(),
@@ -223,5 +259,21 @@ pub fn why(
         };
         lines.push(format!("  list '{}' {} it: {}  {rule}", e.list, e.effect, e.location));
     }
-    Ok(lines)
+    let dnssec = if !Sets::layout(cfg, &policy.groups).validates(set) {
+        Dnssec::Off
+    } else {
+        let answered = match (&record, bypass) {
+            (Some(_), _) => Some("a local record answers it"),
+            (None, true) => Some("block_bypass answers it"),
+            (None, false) => not_validated(cfg, &key, &checked, decided.map(|e| e.action)),
+        };
+        match answered {
+            Some(why) => {
+                lines.push(format!("dnssec: not validated ({why})"));
+                Dnssec::Told
+            }
+            None => Dnssec::Validate(set),
+        }
+    };
+    Ok((lines, dnssec))
 }

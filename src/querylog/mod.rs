@@ -72,31 +72,7 @@ pub struct Entry {
     pub anonymous: bool,
 }
 
-/// A validating set's verdict on an answer, as the log's `dnssec` column
-/// says it. One byte, so an entry still queues without allocating.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dnssec {
-    /// Validated from a trust anchor.
-    Secure,
-    /// Provably unsigned (or signed only with what is not supported).
-    Insecure,
-    /// Failed validation: answered SERVFAIL.
-    Bogus,
-    /// The chain could not be fetched, or a work limit was hit: SERVFAIL.
-    Indeterminate,
-}
-
-impl Dnssec {
-    /// The column's text.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Dnssec::Secure => "secure",
-            Dnssec::Insecure => "insecure",
-            Dnssec::Bogus => "bogus",
-            Dnssec::Indeterminate => "indeterminate",
-        }
-    }
-}
+pub use crate::answer::Dnssec;
 
 impl Entry {
     /// The question name as dotted text, lowercase, with unusual bytes escaped as `\DDD`.

@@ -18,7 +18,7 @@ pub struct Resolved {
     pub cnames_pass_all: bool,
     /// What a validating set's DNSSEC check decided, for the query log
     /// (`None`: not validated); the clients waiting on the miss share its key, CD bit included.
-    pub dnssec: Option<crate::querylog::Dnssec>,
+    pub dnssec: Option<crate::answer::Dnssec>,
 }
 
 /// What a miss resolved to; `None` means SERVFAIL.
