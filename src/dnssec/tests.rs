@@ -333,7 +333,9 @@ fn verify(v: &mut Validation, keys: &ZoneKeys, set: &[Rr], sigs: &[Rr]) -> Resul
 #[test]
 fn every_algorithm_is_secure_down_the_chain() {
     for zone in ALGORITHM_ZONES {
-        let mut v = validation();
+        // Eight RRsets under one budget, more than one answer has: eight
+        // P-384 checks (16 each) would pass the default 128.
+        let mut v = Validation::new(Some(NOW), Limits { verifications: 1024, ..Limits::default() });
         let keys = child_keys(&mut v, zone).unwrap_or_else(|e| panic!("{zone}: {e}"));
         let z = Zone::load(zone);
         let alg = zone.trim_start_matches("alg").trim_end_matches(".test.").parse::<u8>().unwrap();
@@ -553,6 +555,19 @@ fn sha1_ds_is_ignored_beside_sha256() {
     // alg5 has SHA-1 only, alg14 SHA-384 only: both secure.
     assert!(child_keys(&mut v, "alg5.test.").is_ok());
     assert!(child_keys(&mut v, "alg14.test.").is_ok());
+}
+
+#[test]
+fn a_p384_check_costs_sixteen_of_the_budget() {
+    // The parent's DNSKEY and DS (RSA/SHA-256 root, 1 each), then alg14's DNSKEY set: 16.
+    let mut v = validation();
+    assert!(child_keys(&mut v, "alg14.test.").is_ok());
+    let spent = v.verifications();
+    assert!(spent >= 16, "the P-384 check counted 16: {spent}");
+    let mut tight = Validation::new(Some(NOW), Limits { verifications: spent - 1, ..Limits::default() });
+    assert_eq!(child_keys(&mut tight, "alg14.test.").err(), Some(Verdict::Indeterminate(Indeterminate::WorkLimit)));
+    let mut enough = Validation::new(Some(NOW), Limits { verifications: spent, ..Limits::default() });
+    assert!(child_keys(&mut enough, "alg14.test.").is_ok());
 }
 
 #[test]

@@ -21,7 +21,8 @@ use super::verdict::{Bogus, Indeterminate, Insecure, Verdict};
 pub struct Limits {
     /// Signature verifications in one validation (a whole answer, its chain
     /// included): a chain of four zones with a CNAME into another costs
-    /// about 15; dnsmasq allows 200 crypto operations per query.
+    /// about 15; dnsmasq allows 200 crypto operations per query. A P-384
+    /// check counts 16 ([`super::crypto::cost`]): at most 8 of those.
     pub verifications: u32,
     /// Verifications one RRset may take, whatever the number of keys and
     /// RRSIGs: Unbound's MAX_VALIDATE_RRSIGS. RFC 4035 §5.3.1 would try
@@ -252,7 +253,7 @@ impl Validation {
         self.window
     }
 
-    /// Signature verifications run so far (for statistics).
+    /// Signature verifications run so far, in budget units (a P-384 check 16).
     pub fn verifications(&self) -> u32 {
         self.limits.verifications - self.verifications_left
     }
@@ -342,12 +343,13 @@ impl Validation {
                 note(Bogus::Malformed);
                 continue;
             };
+            let cost = crypto::cost(sig.algorithm);
             loop {
-                if tries == self.limits.per_rrset || self.verifications_left == 0 {
+                if tries == self.limits.per_rrset || self.verifications_left < cost {
                     return Err(Verdict::Indeterminate(Indeterminate::WorkLimit));
                 }
                 tries += 1;
-                self.verifications_left -= 1;
+                self.verifications_left -= cost;
                 if crypto::verify(sig.algorithm, key.material(), data, sig.signature) {
                     let mut ttl = rrset.iter().map(|r| r.ttl).min().unwrap_or(0).min(sig.original_ttl);
                     if let Some(now) = self.now {
