@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Gateway, KillOnDrop, TempDir, data, spawn_on_free_port, udp_raw};
+use common::{Gateway, KillOnDrop, TempDir, data, ede_codes, spawn_on_free_port, udp_raw};
 use simple_dns::Packet;
 
 const A: u16 = 1;
@@ -163,16 +163,7 @@ fn ask(g: &Gateway, name: &str, qtype: u16, flags: u16, edns: bool, do_bit: bool
     }
     let raw = udp_raw(g.addr, &m, Duration::from_secs(10)).unwrap_or_else(|| panic!("no answer to {name}"));
     let p = Packet::parse(&raw).unwrap();
-    let ede = p
-        .opt()
-        .map(|o| {
-            o.opt_codes
-                .iter()
-                .filter(|c| c.code == 15 && c.data.len() >= 2)
-                .map(|c| u16::from_be_bytes([c.data[0], c.data[1]]))
-                .collect()
-        })
-        .unwrap_or_default();
+    let ede = ede_codes(&raw);
     Got {
         rcode: raw[3] & 0x0f,
         ad: raw[3] & 0x20 != 0,

@@ -17,21 +17,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
 
 use common::*;
-use simple_dns::{Packet, RCODE};
-
-/// Extended DNS Error info codes in the answer's OPT (RFC 8914).
-fn ede_codes(raw: &[u8]) -> Vec<u16> {
-    let p = Packet::parse(raw).unwrap();
-    p.opt()
-        .map(|o| {
-            o.opt_codes
-                .iter()
-                .filter(|c| c.code == 15 && c.data.len() >= 2)
-                .map(|c| u16::from_be_bytes([c.data[0], c.data[1]]))
-                .collect()
-        })
-        .unwrap_or_default()
-}
+use simple_dns::RCODE;
 
 fn gateway(up: &Upstream, extra: &str) -> Gateway {
     Gateway::start(&config(&[up], &format!("\toption upstream_timeout '3s'\n{extra}")))

@@ -540,6 +540,20 @@ pub fn build_query(id: u16, name: &str, qtype: u16, edns: Option<u16>) -> Vec<u8
     p.build_bytes_vec().unwrap()
 }
 
+/// Extended DNS Error info codes in the answer's OPT (RFC 8914).
+pub fn ede_codes(raw: &[u8]) -> Vec<u16> {
+    let p = Packet::parse(raw).unwrap();
+    p.opt()
+        .map(|o| {
+            o.opt_codes
+                .iter()
+                .filter(|c| c.code == 15 && c.data.len() >= 2)
+                .map(|c| u16::from_be_bytes([c.data[0], c.data[1]]))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A parsed answer, owned, with what tests look at.
 #[derive(Debug, Clone)]
 pub struct Reply {
