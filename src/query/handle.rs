@@ -270,7 +270,8 @@ impl Engine {
         }
     }
 
-    /// [`Engine::known_early`] when the memo does not know the client.
+    /// [`Engine::known_early`] when the memo does not know the client: the
+    /// memo was just asked, so this works the client out and remembers it.
     #[inline(never)]
     fn known_late(
         &self,
@@ -280,12 +281,11 @@ impl Engine {
         off: u64,
         learned: u64,
     ) -> Known {
-        match memo {
-            Some(m) => m.known((origin.client, origin.mac), snap.generation, learned, off, || {
-                self.client_rule(snap, origin, off)
-            }),
-            None => self.client_rule(snap, origin, off),
+        let known = self.client_rule(snap, origin, off);
+        if let Some(m) = memo {
+            m.remember((origin.client, origin.mac), snap.generation, learned, off, known);
         }
+        known
     }
 
     /// The groups in force for a client `known`, with scheduled groups `off` out of force.

@@ -100,14 +100,27 @@ impl RuleMemo {
         if let Some(known) = self.get((client, mac), generation, learned, off) {
             return known;
         }
-        let key = who(client, mac);
-        let slot = &mut self.slots[key.0 as usize % SLOTS];
         let known = work_out();
+        self.remember((client, mac), generation, learned, off, known);
+        known
+    }
+
+    /// Keeps `known` for `client` (with `mac`) under what it was found with,
+    /// in place of whatever shared its slot.
+    pub(super) fn remember(
+        &mut self,
+        (client, mac): (IpAddr, Option<[u8; 6]>),
+        generation: u64,
+        learned: u64,
+        off: u64,
+        known: Known,
+    ) {
+        let key = who(client, mac);
         // Rules are numbered in u16 (see `ClientRules`): one that is not is never remembered.
         if let Ok(rule) = known.rule.map(u16::try_from).transpose() {
-            *slot = Seen { client: key, generation, learned, off, rule, member: known.member, set: known.set };
+            self.slots[key.0 as usize % SLOTS] =
+                Seen { client: key, generation, learned, off, rule, member: known.member, set: known.set };
         }
-        known
     }
 }
 
