@@ -602,6 +602,15 @@ fn nsec_denial_keys() -> (Validation, ZoneKeys, Zone) {
     (v, keys, Zone::load("alg8.test."))
 }
 
+/// One of `Denial`'s proofs, run by a test.
+type DenialCheck<'a> = dyn Fn(&mut Denial<'_, '_>, &mut Validation) -> Verdict + 'a;
+
+/// What `check` says of the denial records `rrs` under `keys`.
+fn denial(v: &mut Validation, keys: &ZoneKeys, rrs: &[Rr], check: &DenialCheck<'_>) -> Verdict {
+    let r = recs(rrs);
+    check(&mut Denial::new(keys, &r), v)
+}
+
 fn absence(v: &mut Validation, keys: &ZoneKeys, rrs: &[Rr], child: &[u8]) -> Result<DsAbsence, Verdict> {
     let r = recs(rrs);
     Denial::new(keys, &r).ds_absence(v, child)
@@ -662,11 +671,7 @@ fn nsec_proofs_accepted() {
 #[test]
 fn nsec_proofs_refused() {
     let (mut v, keys, z) = nsec_denial_keys();
-    let mut run = |rrs: &[Rr], f: &dyn Fn(&mut Denial<'_, '_>, &mut Validation) -> Verdict| {
-        let r = recs(rrs);
-        let mut d = Denial::new(&keys, &r);
-        f(&mut d, &mut v)
-    };
+    let mut run = |rrs: &[Rr], f: &DenialCheck<'_>| denial(&mut v, &keys, rrs, f);
     let bad = Verdict::Bogus(Bogus::BadDenial);
     // NXDOMAIN without the wildcard's denial.
     let rrs = z.nsec_covering("nx.alg8.test.");
@@ -729,11 +734,7 @@ fn expanded_nsec(z: &Zone, owner: &str) -> Vec<Rr> {
 #[test]
 fn expanded_nsec_stands_for_its_wildcard() {
     let (mut v, keys, z) = nsec_denial_keys();
-    let mut run = |rrs: &[Rr], f: &dyn Fn(&mut Denial<'_, '_>, &mut Validation) -> Verdict| {
-        let r = recs(rrs);
-        let mut d = Denial::new(&keys, &r);
-        f(&mut d, &mut v)
-    };
+    let mut run = |rrs: &[Rr], f: &DenialCheck<'_>| denial(&mut v, &keys, rrs, f);
     let bad = Verdict::Bogus(Bogus::BadDenial);
     let w = Wildcard { labels: 3 };
     // What *.wild's NSEC proves it proves under any name it was expanded
@@ -833,11 +834,7 @@ fn nsec3_proofs_refused() {
     let mut v = validation();
     let keys = child_keys(&mut v, zone).unwrap();
     let z = Zone::load(zone);
-    let mut run = |rrs: &[Rr], f: &dyn Fn(&mut Denial<'_, '_>, &mut Validation) -> Verdict| {
-        let r = recs(rrs);
-        let mut d = Denial::new(&keys, &r);
-        f(&mut d, &mut v)
-    };
+    let mut run = |rrs: &[Rr], f: &DenialCheck<'_>| denial(&mut v, &keys, rrs, f);
     let bad = Verdict::Bogus(Bogus::BadDenial);
     let q = n("nx.deeper.alg13.test.");
     let ce = z.nsec3_matching(zone);
