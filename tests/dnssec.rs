@@ -19,7 +19,10 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Gateway, KillOnDrop, TempDir, data, ede_codes, spawn_on_free_port, udp_raw};
+use common::{
+    Gateway, KillOnDrop, TempDir, data, ede_codes, spawn_on_free_port, udp_raw, unbound, unbound_server,
+    unbound_sockets,
+};
 use simple_dns::Packet;
 
 const A: u16 = 1;
@@ -73,42 +76,13 @@ impl Zones {
             .collect();
         let conf = dir.0.join("unbound.conf");
         let template = format!(
-            "server:\n\
-             \tinterface: 127.0.0.1@@PORT@\n\
-             \tport: @PORT@\n\
-             \tso-reuseport: no\n\
-             \tdo-daemonize: no\n\
-             \tusername: \"\"\n\
-             \tchroot: \"\"\n\
-             \tdirectory: \"{dir}\"\n\
-             \tpidfile: \"\"\n\
-             \tuse-syslog: no\n\
-             \tlogfile: \"\"\n\
-             \tverbosity: 0\n\
-             \tnum-threads: 1\n\
-             \tdo-ip6: no\n\
-             \taccess-control: 127.0.0.0/8 allow\n\
-             \tmodule-config: \"iterator\"\n\
-             \tauto-trust-anchor-file: \"\"\n\
-             \tlocal-zone: \"test.\" nodefault\n\
-             {auth}",
-            dir = dir.0.display(),
+            "{server}\tverbosity: 0\n\tlocal-zone: \"test.\" nodefault\n{auth}",
+            server = unbound_server(&dir.0, "port")
         );
-        let (child, port) = spawn_on_free_port(
-            "unbound",
-            |p| vec![("tcp", p), ("udp", p)],
-            |port| {
-                std::fs::write(&conf, template.replace("@PORT@", &port.to_string())).unwrap();
-                Command::new("unbound")
-                    .args(["-d", "-c"])
-                    .arg(&conf)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap()
-            },
-        );
+        let (child, port) = spawn_on_free_port("unbound", unbound_sockets, |port| {
+            std::fs::write(&conf, template.replace("@PORT@", &port.to_string())).unwrap();
+            unbound(&conf)
+        });
         Zones { _child: child, addr: SocketAddr::from(([127, 0, 0, 1], port)), _dir: dir }
     }
 }

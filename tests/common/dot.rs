@@ -14,7 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{KillOnDrop, TempDir, spawn_listening, spawn_on_free_port, tls_dir, tls_server_config};
+use super::{
+    KillOnDrop, TempDir, spawn_listening, spawn_on_free_port, tls_dir, tls_server_config, unbound, unbound_server,
+    unbound_sockets,
+};
 
 /// Unbound serving DNS over TLS on 127.0.0.1, forwarding everything to `forward`.
 pub struct Unbound {
@@ -47,39 +50,22 @@ impl Unbound {
         let conf = dir.0.join("unbound.conf");
         // The port is written in when it is known (`@PORT@`).
         let template = format!(
-            "server:\n\
-                 \tinterface: 127.0.0.1@@PORT@\n\
-                 \t{port_option}: @PORT@\n\
-                 \tso-reuseport: no\n\
+            "{server}\
                  \ttls-service-key: \"{key}\"\n\
                  \ttls-service-pem: \"{cert}\"\n\
-                 \tdo-daemonize: no\n\
-                 \tusername: \"\"\n\
-                 \tchroot: \"\"\n\
-                 \tdirectory: \"{dir}\"\n\
-                 \tpidfile: \"\"\n\
-                 \tuse-syslog: no\n\
-                 \tlogfile: \"\"\n\
                  \tverbosity: 1\n\
-                 \tnum-threads: 1\n\
-                 \tdo-ip6: no\n\
                  \tdo-not-query-localhost: no\n\
-                 \taccess-control: 127.0.0.0/8 allow\n\
-                 \tmodule-config: \"iterator\"\n\
                  \tqname-minimisation: no\n\
-                 \tauto-trust-anchor-file: \"\"\n\
                  {extra}\
                  forward-zone:\n\
                  \tname: \".\"\n\
                  \tforward-addr: {ip}@{fport}\n",
+            server = unbound_server(&dir.0, port_option),
             key = key.display(),
             cert = cert.display(),
-            dir = dir.0.display(),
             ip = forward.ip(),
             fport = forward.port(),
         );
-        // Without SO_REUSEPORT: a port another root process shares that
-        // way (a gateway's) must make the bind fail, not be joined.
         let (child, port) = spawn_on_free_port("unbound", unbound_sockets, |port| {
             std::fs::write(&conf, template.replace("@PORT@", &port.to_string())).unwrap();
             unbound(&conf)
@@ -122,23 +108,6 @@ impl Unbound {
     pub fn kill(&mut self) {
         self.child = None;
     }
-}
-
-/// What Unbound binds on its port: TCP for TLS or HTTPS, UDP for plain DNS.
-fn unbound_sockets(port: u16) -> Vec<(&'static str, u16)> {
-    vec![("tcp", port), ("udp", port)]
-}
-
-/// Unbound in the foreground with `conf`.
-fn unbound(conf: &Path) -> std::process::Child {
-    Command::new("unbound")
-        .args(["-d", "-c"])
-        .arg(conf)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("unbound (Debian package unbound) is needed for these tests")
 }
 
 /// dnsdist (Debian's) serving DNS over TLS on 127.0.0.1 in front of `backend`.

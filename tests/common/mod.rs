@@ -540,6 +540,52 @@ pub fn build_query(id: u16, name: &str, qtype: u16, edns: Option<u16>) -> Vec<u8
     p.build_bytes_vec().unwrap()
 }
 
+/// The start of a test Unbound's `server:` clause: foreground, no user,
+/// chroot, pidfile or syslog, files in `dir`, loopback only, one thread, no
+/// validation of its own (module iterator, no trust anchor), listening on
+/// `port_option: @PORT@` (the port is written in once it is known, see
+/// [`spawn_on_free_port`]). Without SO_REUSEPORT: a port another root
+/// process shares that way (a gateway's) must make the bind fail, not be
+/// joined. The caller adds its own lines.
+pub fn unbound_server(dir: &Path, port_option: &str) -> String {
+    format!(
+        "server:\n\
+         \tinterface: 127.0.0.1@@PORT@\n\
+         \t{port_option}: @PORT@\n\
+         \tso-reuseport: no\n\
+         \tdo-daemonize: no\n\
+         \tusername: \"\"\n\
+         \tchroot: \"\"\n\
+         \tdirectory: \"{dir}\"\n\
+         \tpidfile: \"\"\n\
+         \tuse-syslog: no\n\
+         \tlogfile: \"\"\n\
+         \tnum-threads: 1\n\
+         \tdo-ip6: no\n\
+         \taccess-control: 127.0.0.0/8 allow\n\
+         \tmodule-config: \"iterator\"\n\
+         \tauto-trust-anchor-file: \"\"\n",
+        dir = dir.display(),
+    )
+}
+
+/// What Unbound binds on its port: TCP for TLS or HTTPS, UDP for plain DNS.
+pub fn unbound_sockets(port: u16) -> Vec<(&'static str, u16)> {
+    vec![("tcp", port), ("udp", port)]
+}
+
+/// Unbound in the foreground with `conf`.
+pub fn unbound(conf: &Path) -> Child {
+    Command::new("unbound")
+        .args(["-d", "-c"])
+        .arg(conf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unbound (Debian package unbound) is needed for these tests")
+}
+
 /// Extended DNS Error info codes in the answer's OPT (RFC 8914).
 pub fn ede_codes(raw: &[u8]) -> Vec<u16> {
     let p = Packet::parse(raw).unwrap();
