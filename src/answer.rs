@@ -28,6 +28,9 @@ pub struct Stored {
     ede: Box<[u8]>,
     /// How long the whole answer may be cached; `None` when it must not be.
     pub cache_ttl: Option<u32>,
+    /// A validating set's verdict, kept with the answer in the cache so a
+    /// hit is counted and logged with it as the miss was.
+    pub dnssec: Option<Dnssec>,
 }
 
 impl Stored {
@@ -106,6 +109,7 @@ impl Stored {
             ttls: ttls.into_boxed_slice(),
             ede: ede.into_boxed_slice(),
             cache_ttl: cache_ttl.filter(|&t| t > 0),
+            dnssec: None,
         })
     }
 

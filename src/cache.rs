@@ -30,7 +30,7 @@ use arc_swap::{ArcSwapAny, Guard};
 use rustc_hash::FxHasher;
 use triomphe::{HeaderSlice, HeaderWithLength, ThinArc};
 
-use crate::answer::{EDE_OPTION, Stored, replay};
+use crate::answer::{Dnssec, EDE_OPTION, Stored, replay};
 use crate::domain::key_eq;
 use crate::wire::{self, Query, flags};
 
@@ -65,6 +65,8 @@ struct Meta {
     msg_len: u16,
     /// Length of the Extended DNS Errors at the end.
     ede_len: u16,
+    /// The validating set's verdict on it (in the padding: no larger entry).
+    dnssec: Option<Dnssec>,
 }
 
 /// One cached answer, in one allocation: reference count, [`Meta`], then
@@ -102,6 +104,7 @@ fn new_entry(key: &[u8], stored: &Stored, stored_at: u32, expires: u32, checked:
         key_len,
         msg_len,
         ede_len,
+        dnssec: stored.dnssec,
     };
     Some(ThinArc::from_header_and_slice(meta, &buf))
 }
@@ -382,6 +385,12 @@ impl Hit {
         Guard::into_inner(self.entry).map(Stale)
     }
 
+    /// The validating set's verdict it was stored with.
+    #[inline]
+    pub fn dnssec(&self) -> Option<Dnssec> {
+        self.entry.as_ref().and_then(|e| e.header.header.dnssec)
+    }
+
     /// See [`Cache::insert`].
     #[inline]
     pub fn checked(&self) -> u64 {
@@ -423,6 +432,11 @@ impl Stale {
     /// Writes the stale answer for `q`: every TTL `ttl`, Extended DNS Error 3.
     pub fn write_answer(&self, q: &Query, ttl: u32, out: &mut Vec<u8>) {
         entry_write_stale(&self.0, q, ttl, out);
+    }
+
+    /// The validating set's verdict it was stored with.
+    pub fn dnssec(&self) -> Option<Dnssec> {
+        self.0.header.header.dnssec
     }
 
     /// No refresh of this name before cache clock second `until`.

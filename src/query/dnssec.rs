@@ -471,7 +471,7 @@ pub(super) async fn check(
     header::set_flags(&mut reply, f);
     let do_bit = q.edns.is_some_and(|e| e.dnssec_ok);
     let Some(records) = Records::from_message(&reply) else {
-        return bogus_or_not(q, reply, Verdict::Bogus(Bogus::Malformed), clock_good);
+        return bogus_or_not(reply, Verdict::Bogus(Bogus::Malformed), clock_good);
     };
     let unstripped = |reply: Vec<u8>| {
         if do_bit { Some(reply) } else { rebuild(&reply, &records, |_, r| !dnssec_only(r, q.qtype)) }
@@ -516,23 +516,22 @@ pub(super) async fn check(
             let out = unstripped(reply).unwrap_or_default();
             Checked { reply: out, outcome: Outcome { ttl_cap, cache_failure: false, verdict: Some(verdict) } }
         }
-        _ => bogus_or_not(q, reply, verdict, clock_good),
+        _ => bogus_or_not(reply, verdict, clock_good),
     }
 }
 
 /// The SERVFAIL for a bogus or indeterminate verdict.
-fn bogus_or_not(q: &Query<'_>, reply: Vec<u8>, verdict: Verdict, clock_good: bool) -> Checked {
+fn bogus_or_not(reply: Vec<u8>, verdict: Verdict, clock_good: bool) -> Checked {
     let bogus = matches!(verdict, Verdict::Bogus(_));
     let code = verdict.ede().unwrap_or(6);
     let out = servfail(&reply, code).unwrap_or_default();
-    let _ = q;
     let ttl_cap = if clock_good { BOGUS_TTL } else { crate::dnssec::keycache::UNDATED_TTL };
     Checked { reply: out, outcome: Outcome { ttl_cap, cache_failure: bogus, verdict: Some(verdict) } }
 }
 
 /// Puts validation's outcome `o` on the answer about to be cached: its
-/// cache lifetime, and the count of its verdict.
-pub(super) fn settle(o: &Outcome, resolved: Option<&mut Resolved>, stats: &Counters) {
+/// cache lifetime and its verdict (counted as each client is answered).
+pub(super) fn settle(o: &Outcome, resolved: Option<&mut Resolved>) {
     let state = o.verdict.map(|v| match v {
         Verdict::Secure => Dnssec::Secure,
         Verdict::Insecure(_) => Dnssec::Insecure,
@@ -544,16 +543,21 @@ pub(super) fn settle(o: &Outcome, resolved: Option<&mut Resolved>, stats: &Count
         if let Some(s) = Arc::get_mut(&mut r.stored) {
             let ttl = if o.cache_failure { Some(o.ttl_cap) } else { s.cache_ttl.map(|t| t.min(o.ttl_cap)) };
             s.cache_ttl = ttl.filter(|&t| t > 0);
+            s.dnssec = state;
         }
     }
-    let counter = match state {
-        None => return,
-        Some(Dnssec::Secure) => &stats.dnssec_secure,
-        Some(Dnssec::Insecure) => &stats.dnssec_insecure,
-        Some(Dnssec::Bogus) => &stats.dnssec_bogus,
-        Some(Dnssec::Indeterminate) => &stats.dnssec_indeterminate,
-    };
-    Counters::bump(counter);
+}
+
+/// Counts an answer given with validation state `state`: a miss's, a
+/// cache hit's or a stale one's alike, so `stats` adds up to what clients got.
+#[cold]
+pub(super) fn count(state: Dnssec, stats: &Counters) {
+    Counters::bump(match state {
+        Dnssec::Secure => &stats.dnssec_secure,
+        Dnssec::Insecure => &stats.dnssec_insecure,
+        Dnssec::Bogus => &stats.dnssec_bogus,
+        Dnssec::Indeterminate => &stats.dnssec_indeterminate,
+    });
 }
 
 /// Longest `hydradns check` spends validating a name: the chain's

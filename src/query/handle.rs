@@ -409,6 +409,10 @@ impl Engine {
         hit.write_answer(q, out);
         fit(out, q, origin.transport, stats);
         let mut a = Answered::of(q, Outcome::Cached);
+        a.dnssec = hit.dnssec();
+        if let Some(state) = a.dnssec {
+            dnssec::count(state, stats);
+        }
         if let Some(instead) = logged {
             (a.outcome, a.list) = instead;
         }

@@ -370,7 +370,7 @@ impl Engine {
         let mut resolved =
             reply.and_then(|(r, upstream)| self.vet_reply(&q, miss.name_key(), snap, &r, upstream, stats));
         if let Some(v) = validated {
-            dnssec::settle(&v, resolved.as_mut(), stats);
+            dnssec::settle(&v, resolved.as_mut());
         }
         if let Some(r) = &resolved {
             let checked = if miss.uniform && r.cnames_pass_all { snap.passed(miss.allowed) } else { UNCHECKED };
@@ -414,6 +414,9 @@ impl Engine {
                 };
                 a.upstream = Some(r.upstream);
                 a.dnssec = r.dnssec;
+                if let Some(state) = r.dnssec {
+                    dnssec::count(state, stats);
+                }
                 if miss.set() != sets::MAIN && snap.forward_for(miss.name_key()).is_none() {
                     a.set = snap.sets.log_name(miss.set());
                 }

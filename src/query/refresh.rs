@@ -105,7 +105,12 @@ impl Engine {
         Counters::bump(&stats.stale_served);
         stale.write_answer(q, snap.config.stale_answer_ttl, out);
         fit(out, q, origin.transport, stats);
-        self.done(origin, Answered::of(q, Outcome::Stale), out, stats);
+        let mut a = Answered::of(q, Outcome::Stale);
+        a.dnssec = stale.dnssec();
+        if let Some(state) = a.dnssec {
+            super::dnssec::count(state, stats);
+        }
+        self.done(origin, a, out, stats);
     }
 
     /// The client of a miss this thread leads has waited its
