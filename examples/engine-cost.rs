@@ -86,7 +86,7 @@ fn main() {
         let mut kb = [0u8; cache::MAX_KEY_LEN];
         let k = cache::key(&pq, 0, &mut kb);
         let stored = Stored::from_response(&answer(q), 0, 86400).expect("answer");
-        snap.cache.insert(&kb[..k], snap.cache.hash(&kb[..k]), &stored, snap.passed(false));
+        snap.cache.insert(&kb[..k], snap.cache.hash(&kb[..k]), &stored, snap.passed(false), snap.cache_sweep);
     }
     let mut out = Vec::with_capacity(4096);
     println!("| path ({n} listed names) | ns per query |");

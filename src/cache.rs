@@ -23,7 +23,7 @@
 //! lists last passed its name (see [`Hit`]).
 
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::time::Instant;
 
 use arc_swap::{ArcSwapAny, Guard};
@@ -180,6 +180,9 @@ pub struct Cache {
     epoch: Instant,
     /// Random hash seed, so nobody can aim names at one set from outside.
     seed: usize,
+    /// Sweeps so far (see [`Cache::forget_sets`]): an insert made under an
+    /// older count is an answer from before the sweep, and is not kept.
+    sweeps: AtomicU32,
 }
 
 impl std::fmt::Debug for Cache {
@@ -206,7 +209,36 @@ impl Cache {
             ways,
             epoch: Instant::now(),
             seed: u64::from_ne_bytes(seed) as usize,
+            sweeps: AtomicU32::new(0),
         }
+    }
+
+    /// The sweep count an insert passes to [`Cache::insert`].
+    pub fn sweeps(&self) -> u32 {
+        self.sweeps.load(SeqCst)
+    }
+
+    /// Drops every entry of the upstream sets in `sets` (bit N: set N, see
+    /// [`key`]), for a reload that changed what answers them or whether
+    /// they validate: an answer one resolver gave, or one validated (or
+    /// not) under the old setting, is never served under the new one.
+    /// Returns the new sweep count; an insert under an older one (a miss
+    /// that was asked before) is dropped, even one racing this sweep.
+    pub fn forget_sets(&self, sets: u64) -> u32 {
+        let sweep = self.sweeps.fetch_add(1, SeqCst).wrapping_add(1);
+        for (slot, entry) in self.entries.iter().enumerate() {
+            let doomed = entry.load().as_ref().is_some_and(|e| {
+                let set = key_set(entry_key(e));
+                set < 64 && sets >> set & 1 != 0
+            });
+            if doomed {
+                entry.store(None);
+                self.tags[slot].store(0, Relaxed);
+                self.expires[slot].store(0, Relaxed);
+                self.used[slot].store(0, Relaxed);
+            }
+        }
+        sweep
     }
 
     /// Slots available.
@@ -308,9 +340,11 @@ impl Cache {
     /// Stores an answer under `key` if it is cacheable. `checked` is what
     /// [`Hit::checked`] will return: the generation of the lists that passed
     /// the name, shifted left one, bit 0 set if an allowlist passed it.
-    pub fn insert(&self, key: &[u8], hash: u64, stored: &Stored, checked: u64) {
+    /// `sweep`: [`Cache::sweeps`] when the question was asked (the
+    /// snapshot's); after a sweep since, the answer is not stored.
+    pub fn insert(&self, key: &[u8], hash: u64, stored: &Stored, checked: u64, sweep: u32) {
         let Some(ttl) = stored.cache_ttl else { return };
-        if self.sets == 0 {
+        if self.sets == 0 || self.sweeps() != sweep {
             return;
         }
         let now = self.now();
@@ -330,6 +364,12 @@ impl Cache {
         self.expires[slot].store(expires, Relaxed);
         self.tags[slot].store(tag(hash), Relaxed);
         self.used[slot].store(now << 1, Relaxed);
+        // A sweep that began after the check above may have passed this
+        // slot already: the count went up before it cleared anything.
+        if self.sweeps() != sweep {
+            self.entries[slot].store(None);
+            self.tags[slot].store(0, Relaxed);
+        }
     }
 }
 
@@ -533,7 +573,7 @@ pub(crate) mod tests {
         let mut kb = [0u8; MAX_KEY_LEN];
         let k = key(&parse_query(&msg).unwrap(), 0, &mut kb);
         let h = cache.hash(&kb[..k]);
-        cache.insert(&kb[..k], h, &s, 0);
+        cache.insert(&kb[..k], h, &s, 0, 0);
         (cache, kb[..k].to_vec(), h, msg)
     }
 
@@ -563,6 +603,33 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_sweep_forgets_only_its_sets_and_an_answer_asked_before_it_is_not_stored() {
+        let msg = query(1, "swept.example", rtype::A, None);
+        let s = Stored::from_response(&upstream_answer(&msg, &[300], false), 0, 86400).unwrap();
+        let q = parse_query(&msg).unwrap();
+        let cache = Cache::new(64);
+        let keys: Vec<(Vec<u8>, u64)> = (0..3)
+            .map(|set| {
+                let mut kb = [0u8; MAX_KEY_LEN];
+                let k = key(&q, set, &mut kb);
+                (kb[..k].to_vec(), cache.hash(&kb[..k]))
+            })
+            .collect();
+        for (k, h) in &keys {
+            cache.insert(k, *h, &s, 0, 0);
+        }
+        let held = |i: usize| cache.find(&keys[i].0, keys[i].1, Instant::now(), 0).is_some();
+        assert!(held(0) && held(1) && held(2));
+        let sweep = cache.forget_sets(0b010);
+        assert_eq!((held(0), held(1), held(2)), (true, false, true));
+        // A miss asked before the sweep (under count 0) answers, but is not kept.
+        cache.insert(&keys[1].0, keys[1].1, &s, 0, 0);
+        assert!(!held(1));
+        cache.insert(&keys[1].0, keys[1].1, &s, 0, sweep);
+        assert!(held(1));
+    }
+
+    #[test]
     fn a_prefetch_is_claimed_once_late_in_the_ttl_of_a_name_hit_before() {
         let at = |secs| Instant::now() + Duration::from_secs(secs);
         let (cache, k, h, _) = one_entry("popular.example", 100);
@@ -587,7 +654,7 @@ pub(crate) mod tests {
         let other = query(78, "www.example", rtype::AAAA, None);
         let mut ok = [0u8; MAX_KEY_LEN];
         let ok_len = key(&parse_query(&other).unwrap(), 0, &mut ok);
-        cache.insert(&kb[..k], cache.hash(&kb[..k]), &s, 0);
+        cache.insert(&kb[..k], cache.hash(&kb[..k]), &s, 0, 0);
         let mut hit = Vec::new();
         assert!(cache.answer(&kb[..k], cache.hash(&kb[..k]), &q, &mut hit));
         assert!(!cache.answer(&ok[..ok_len], cache.hash(&ok[..ok_len]), &q, &mut Vec::new()));
@@ -663,7 +730,7 @@ pub(crate) mod tests {
         let mut kb = [0u8; MAX_KEY_LEN];
         let k = key(&q, 0, &mut kb);
         let s = Stored::from_response(&upstream_answer(&m, &[ttl], false), 0, 86400).unwrap();
-        cache.insert(&kb[..k], cache.hash(&kb[..k]), &s, 0);
+        cache.insert(&kb[..k], cache.hash(&kb[..k]), &s, 0, 0);
         m
     }
 

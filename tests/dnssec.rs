@@ -457,3 +457,36 @@ fn signature_dates_wait_for_the_clock_and_are_enforced_once_it_is_good() {
     let (_, json, _) = common::cli(&["status", "-c", common::cfg_path(&g), "--json"]);
     assert!(json.contains(r#""dnssec_clock_wait":"""#) && !json.contains(&json_field), "{json}");
 }
+
+#[test]
+fn a_reload_that_switches_validation_never_serves_the_old_settings_answers() {
+    if !unbound_installed() {
+        println!("skipped: unbound is not installed (Debian package unbound)");
+        return;
+    }
+    let zones = Zones::start();
+    let config = |dnssec: u8| {
+        format!(
+            "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
+             \tlist upstream '{up}'\n\toption dnssec '{dnssec}'\n\toption trust_anchor_file '{a}'\n\
+             \toption time_check '0'\n",
+            up = zones.addr,
+            a = data("dnssec/anchors.conf").display()
+        )
+    };
+    let g = Gateway::start(&config(1));
+    // Validated and cached: secure, and the bogus name SERVFAIL.
+    assert!(ask(&g, "www.alg8.test", A, AD, true, false).ad);
+    assert_eq!(ask(&g, "mail.alg13.test", A, 0, true, false).rcode, 2);
+    // Switched off: the cached verdicts are not the answer any more.
+    g.reload(&config(0));
+    let r = ask(&g, "www.alg8.test", A, AD, true, false);
+    assert_eq!((r.rcode, r.ad), (0, false), "secure from the cache after dnssec went off: {r:?}");
+    let r = ask(&g, "mail.alg13.test", A, 0, true, false);
+    assert_eq!(r.rcode, 0, "bogus from the cache after dnssec went off: {r:?}");
+    // And on again: validated again, not the unvalidated copies.
+    g.reload(&config(1));
+    assert_eq!(ask(&g, "mail.alg13.test", A, 0, true, false).rcode, 2);
+    let stats = g.stats();
+    assert!(stats["dnssec_bogus"] >= 2, "{stats:?}");
+}

@@ -206,3 +206,31 @@ fn a_schedule_moves_its_clients_between_sets_at_once_without_the_other_sets_cach
     assert_eq!(ips(KID, &gw, "sched2.example"), [KIDS_IP]);
     wait_for("07:00", Duration::from_secs(60), || ips(KID, &gw, "sched2.example") == [MAIN_IP]);
 }
+
+#[test]
+fn a_reload_that_renumbers_the_sets_never_serves_one_sets_cached_answer_to_another() {
+    let main = Upstream::start(MAIN_IP.parse().unwrap());
+    let kids = Upstream::start(KIDS_IP.parse().unwrap());
+    let family = Upstream::start("192.0.2.9".parse().unwrap());
+    let log = log_section("\toption batch_interval '50ms'\n");
+    let gw = Gateway::start(&config(&[&main], &format!("{}{log}", sections(&kids, ""))));
+    // Cached as set 1's answer: the kids' set.
+    assert_eq!(ips(KID, &gw, "video.example"), [KIDS_IP]);
+    // A group with other upstreams, put first, takes number 1; the kids'
+    // set is number 2 now.
+    let guests = format!(
+        "config group 'guests'\n\tlist upstream '{}'\n\
+         config client\n\toption name 'guest'\n\tlist match '{PARENT}'\n\tlist group 'guests'\n",
+        family.addr
+    );
+    let renumbered = format!("{guests}{}{log}", sections(&kids, ""));
+    gw.reload(&config(&[&main], &renumbered));
+    assert_eq!(ips(PARENT, &gw, "video.example"), ["192.0.2.9"], "the kids' cached answer, given to a guest");
+    assert_eq!(ips(KID, &gw, "video.example"), [KIDS_IP]);
+    assert_eq!(kids.asked("video.example"), 2);
+    // A reload that leaves the sets alone keeps their entries.
+    gw.reload(&config(&[&main], &format!("{renumbered}config blocklist\n\tlist domain 'ads.example'\n")));
+    assert_eq!(ips(KID, &gw, "video.example"), [KIDS_IP]);
+    assert_eq!(ips(PARENT, &gw, "video.example"), ["192.0.2.9"]);
+    assert_eq!((kids.asked("video.example"), family.asked("video.example")), (2, 1));
+}

@@ -374,7 +374,7 @@ impl Engine {
         }
         if let Some(r) = &resolved {
             let checked = if miss.uniform && r.cnames_pass_all { snap.passed(miss.allowed) } else { UNCHECKED };
-            snap.cache.insert(&miss.key, miss.hash, &r.stored, checked);
+            snap.cache.insert(&miss.key, miss.hash, &r.stored, checked, snap.cache_sweep);
         }
         lead.complete(resolved.clone());
         if let Some(s) = &miss.stale

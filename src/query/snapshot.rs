@@ -18,6 +18,9 @@ pub struct Snapshot {
     pub policy: Arc<Policy>,
     /// The answer cache (kept across reloads unless its size changes).
     pub cache: Arc<Cache>,
+    /// The cache's sweep count once this snapshot's sweep was done: what
+    /// its misses store under (see [`Cache::forget_sets`]).
+    pub cache_sweep: u32,
     /// Default upstreams: the main set.
     pub upstreams: Group,
     /// The groups' own upstreams, and which client uses which.
@@ -121,6 +124,13 @@ impl Snapshot {
             _ => Arc::new(ClockGate::new(config.clock_marker())),
         };
         let (anchors, zone_keys) = dnssec_state(&config, &sets, previous);
+        let cache_sweep = match previous {
+            Some(p) if Arc::ptr_eq(&p.cache, &cache) => {
+                let changed = changed_sets(p, &config, &sets, anchors.as_deref());
+                if changed == 0 { cache.sweeps() } else { cache.forget_sets(changed) }
+            }
+            _ => cache.sweeps(),
+        };
         let encrypted = config.has_encrypted();
         let plain_until_synced = match encrypted {
             true => config.plain_domains.iter().filter_map(|d| Some(name_key(d)?.into_boxed_slice())).collect(),
@@ -154,6 +164,7 @@ impl Snapshot {
             policy,
             rebind_allow,
             cache,
+            cache_sweep,
             upstreams: Group::with_fallbacks(&config.upstreams, &main_fallbacks, &known, config.upstream_strategy)
                 .trusting_plain_ad(config.trust_upstream_ad),
             sets,
@@ -226,6 +237,23 @@ impl Snapshot {
             None => self.sets.group(set).unwrap_or(&self.upstreams),
         }
     }
+}
+
+/// The upstream sets (bit N: set N) whose cached answers `config` must
+/// not inherit from `previous`: those whose servers or validation changed,
+/// every one if `trust_upstream_ad` did (the AD bits they hold), every
+/// validating one if the trust anchors did.
+fn changed_sets(previous: &Snapshot, config: &Config, sets: &Sets, anchors: Option<&TrustAnchors>) -> u64 {
+    let (was, now) = (&previous.config, config);
+    if was.trust_upstream_ad != now.trust_upstream_ad {
+        return u64::MAX;
+    }
+    let main_servers = was.upstreams != now.upstreams || was.fallbacks != now.fallbacks;
+    let mut changed = sets.changed_since(&previous.sets, main_servers);
+    if previous.anchors.as_deref() != anchors {
+        changed |= sets.validating() | previous.sets.validating();
+    }
+    changed
 }
 
 /// The trust anchors and each set's key cache under `config`, reusing

@@ -221,6 +221,35 @@ impl Sets {
         }
     }
 
+    /// The sets that validate (bit N: set N).
+    pub fn validating(&self) -> u64 {
+        (0..=self.own.len()).filter(|&i| self.validates(i as u8)).fold(0, |m, i| m | 1 << i)
+    }
+
+    /// The sets (bit N: set N) that are not what they were in `before`:
+    /// another list of servers, `fallback_main` or `dnssec`, or no set at
+    /// all on one side (`main_servers`: the main upstreams changed, which
+    /// `fallback_main` sets follow too). Their cache entries are another
+    /// resolver's, or validated under another setting.
+    pub fn changed_since(&self, before: &Sets, main_servers: bool) -> u64 {
+        let mut changed = u64::from(main_servers || self.main_dnssec != before.main_dnssec);
+        for i in 0..self.own.len().max(before.own.len()) {
+            let same = match (self.own.get(i), before.own.get(i)) {
+                (Some(a), Some(b)) => {
+                    a.upstreams == b.upstreams
+                        && a.fallback_main == b.fallback_main
+                        && a.dnssec == b.dnssec
+                        && !(a.fallback_main && main_servers)
+                }
+                _ => false,
+            };
+            if !same {
+                changed |= 1 << (i + 1);
+            }
+        }
+        changed
+    }
+
     /// How set `set` is named: `main`, or the groups that use it.
     pub fn name(&self, set: u8) -> &str {
         match usize::from(set).checked_sub(1).and_then(|i| self.own.get(i)) {
@@ -306,6 +335,30 @@ mod tests {
         let guests = sets.group(2).unwrap();
         assert_eq!(guests.servers.len(), 3);
         assert!(!guests.is_fallback(0) && guests.is_fallback(1) && guests.is_fallback(2));
+    }
+
+    #[test]
+    fn a_set_has_changed_when_its_number_now_names_other_servers_or_another_validation() {
+        let sets = |text: &str| {
+            let cfg = config(&format!("config hydradns 'main'\n list upstream '192.0.2.1'\n{text}"));
+            Sets::new(&cfg, &GroupTable::new(&cfg), &[], None)
+        };
+        let kids = "config group 'kids'\n list upstream '192.0.2.7'\n";
+        let guests = "config group 'guests'\n list upstream '192.0.2.9'\n";
+        let before = sets(&format!("{kids}{guests}"));
+        assert_eq!(sets(&format!("{kids}{guests}")).changed_since(&before, false), 0);
+        assert_eq!(sets(&format!("{kids}{guests}")).changed_since(&before, true), 1);
+        // Swapped: both numbers name other servers.
+        assert_eq!(sets(&format!("{guests}{kids}")).changed_since(&before, false), 0b110);
+        // One set gone, one more: that number changed.
+        assert_eq!(sets(kids).changed_since(&before, false), 0b100);
+        assert_eq!(before.changed_since(&sets(kids), false), 0b100);
+        let validating = sets(&format!("option dnssec '1'\n{kids}option dnssec '1'\n{guests}"));
+        assert_eq!(validating.changed_since(&before, false), 0b011);
+        assert_eq!(validating.validating(), 0b011);
+        // A set that falls back to the main servers follows their change.
+        let falls_back = sets(&format!("{kids} option fallback_main '1'\n{guests}"));
+        assert_eq!(sets(&format!("{kids} option fallback_main '1'\n{guests}")).changed_since(&falls_back, true), 0b011);
     }
 
     #[test]
