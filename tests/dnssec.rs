@@ -26,6 +26,7 @@ use common::{
 use simple_dns::Packet;
 
 const A: u16 = 1;
+const AAAA: u16 = 28;
 const RRSIG: u16 = 46;
 const NSEC: u16 = 47;
 const NSEC3: u16 = 50;
@@ -489,4 +490,73 @@ fn a_reload_that_switches_validation_never_serves_the_old_settings_answers() {
     assert_eq!(ask(&g, "mail.alg13.test", A, 0, true, false).rcode, 2);
     let stats = g.stats();
     assert!(stats["dnssec_bogus"] >= 2, "{stats:?}");
+}
+
+#[test]
+fn dnssec_turned_on_by_a_reload_says_that_signature_dates_wait_for_the_clock() {
+    // LuCI's Save & Apply reloads the running gateway; the owner who turns
+    // validation on there reads in the log what it does until NTP has run.
+    let Some(zones) = (if unbound_installed() { Some(Zones::start()) } else { None }) else {
+        println!("skipped: unbound is not installed (Debian package unbound)");
+        return;
+    };
+    let anchors = data("dnssec/anchors.conf");
+    let dir = TempDir::new();
+    let conf = |dnssec: u8| {
+        format!(
+            "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
+             \tlist upstream '{}'\n\toption dnssec '{dnssec}'\n\toption trust_anchor_file '{}'\n\
+             \toption time_check '1'\n\toption time_synced_file '{}'\n",
+            zones.addr,
+            anchors.display(),
+            dir.0.join("synced").display()
+        )
+    };
+    let g = Gateway::start(&conf(0));
+    assert!(!g.log().contains("DNSSEC"), "{}", g.log());
+    g.reload(&conf(1));
+    assert!(ask(&g, "www.alg8.test", A, 0, true, true).ad);
+    let log = g.log();
+    assert!(log.contains("DNSSEC: validating, 1 trust anchors from"), "{log}");
+    assert_eq!(log.matches("signature dates are not checked").count(), 1, "{log}");
+    // A reload that changes nothing of it says nothing again.
+    g.reload(&conf(1));
+    let log = g.log();
+    assert_eq!(log.matches("signature dates are not checked").count(), 1, "{log}");
+    assert_eq!(log.matches("DNSSEC: validating").count(), 1, "{log}");
+}
+
+#[test]
+fn a_trust_anchor_file_edited_in_place_is_in_force_after_a_reload() {
+    // The root's key change, or a key the owner no longer trusts: the file
+    // at the same path is edited and the gateway reloaded.
+    let Some(zones) = (if unbound_installed() { Some(Zones::start()) } else { None }) else {
+        println!("skipped: unbound is not installed (Debian package unbound)");
+        return;
+    };
+    let dir = TempDir::new();
+    let good = std::fs::read_to_string(data("dnssec/anchors.conf")).unwrap();
+    let path = dir.file("anchors.conf", &good);
+    let conf = format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
+         \tlist upstream '{}'\n\toption dnssec '1'\n\toption trust_anchor_file '{}'\n\toption time_check '0'\n",
+        zones.addr,
+        path.display()
+    );
+    let g = Gateway::start(&conf);
+    let r = ask(&g, "www.alg8.test", A, 0, true, true);
+    assert_eq!((r.rcode, r.ad), (0, true), "{r:?}");
+    // The same key tag and algorithm, another digest: no key of test. matches.
+    let wrong = good.replace("a81ff17873057818", "0000000000000000");
+    assert_ne!(good, wrong, "anchors.conf holds test.'s DS");
+    std::fs::write(&path, wrong).unwrap();
+    g.reload(&conf);
+    // A name not asked before, so the cache has no say.
+    let r = ask(&g, "mail.alg8.test", A, 0, true, true);
+    assert_eq!(r.rcode, 2, "validated with the anchors the file no longer holds: {r:?}");
+    // And back: secure again.
+    std::fs::write(&path, good).unwrap();
+    g.reload(&conf);
+    let r = ask(&g, "www.alg8.test", AAAA, 0, true, true);
+    assert_eq!((r.rcode, r.ad), (0, true), "{r:?}");
 }

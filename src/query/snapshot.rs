@@ -123,7 +123,7 @@ impl Snapshot {
             Some(p) if p.clock.marker() == config.clock_marker() => p.clock.clone(),
             _ => Arc::new(ClockGate::new(config.clock_marker())),
         };
-        let (anchors, zone_keys) = dnssec_state(&config, &sets, previous);
+        let (anchors, zone_keys) = dnssec_state(&config, &sets, previous, &clock);
         let cache_sweep = match previous {
             Some(p) if Arc::ptr_eq(&p.cache, &cache) => {
                 let changed = changed_sets(p, &config, &sets, anchors.as_deref());
@@ -258,32 +258,51 @@ fn changed_sets(previous: &Snapshot, config: &Config, sets: &Sets, anchors: Opti
 
 /// The trust anchors and each set's key cache under `config`, reusing
 /// `previous`'s where the anchors and the set's upstreams are the same.
+/// Says in the log when validation starts (at start or by a reload) or
+/// its anchors change, and, then, that signature dates wait for the clock.
 fn dnssec_state(
     config: &Config,
     sets: &Sets,
     previous: Option<&Snapshot>,
+    clock: &ClockGate,
 ) -> (Option<Arc<TrustAnchors>>, Vec<Arc<KeyCache>>) {
     let validating = config.dnssec || sets.own().iter().any(|s| s.dnssec);
     if !validating {
         return (None, Vec::new());
     }
-    let same_anchors =
-        previous.filter(|p| p.config.trust_anchor_file == config.trust_anchor_file && p.anchors.is_some());
-    let anchors = match (&config.trust_anchor_file, same_anchors) {
-        (_, Some(p)) => p.anchors.clone(),
-        (None, None) => Some(Arc::new(TrustAnchors::root())),
-        (Some(path), None) => match TrustAnchors::load(path) {
-            Ok(a) => Some(Arc::new(a)),
+    let before = previous.and_then(|p| p.anchors.clone());
+    // The file is read again on every reload, not only when its path
+    // changed: the owner edits it in place for the root's key change (or to
+    // drop a key), and a reload must put what it now says in force.
+    let loaded = match &config.trust_anchor_file {
+        None => TrustAnchors::root(),
+        Some(path) => match TrustAnchors::load(path) {
+            Ok(a) => a,
             Err(e) => {
                 // The start refuses such a file (server::run); a reload
                 // keeps validating with the anchors it had, or fails closed.
                 log::error!("DNSSEC trust anchors: {e}; the previous anchors stay in force");
-                match previous.and_then(|p| p.anchors.clone()) {
-                    Some(a) => Some(a),
-                    None => Some(Arc::new(TrustAnchors::root())),
+                match &before {
+                    Some(a) => TrustAnchors::clone(a),
+                    None => TrustAnchors::root(),
                 }
             }
         },
+    };
+    let same_anchors = previous.filter(|p| p.anchors.as_deref() == Some(&loaded));
+    if same_anchors.is_none() {
+        let from = config.trust_anchor_file.as_ref().map_or("built in".into(), |p| format!("from {}", p.display()));
+        log::info!("DNSSEC: validating, {} trust anchors {from}", loaded.len());
+    }
+    if before.is_none() && !clock.synced() {
+        log::warn!(
+            "DNSSEC: signature dates are not checked until the clock is known good ({} missing)",
+            config.clock_marker().display()
+        );
+    }
+    let anchors = match same_anchors {
+        Some(p) => p.anchors.clone(),
+        None => Some(Arc::new(loaded)),
     };
     let reuse = |i: Option<usize>| -> Arc<KeyCache> {
         same_anchors.and_then(|p| i.and_then(|i| p.zone_keys.get(i).cloned())).unwrap_or_default()

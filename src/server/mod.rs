@@ -117,17 +117,12 @@ pub fn run(mut cfg: Config, path: Option<PathBuf>, user: Option<&str>) -> Result
             None
         }
     };
-    if cfg.dnssec || cfg.groups.iter().any(|g| g.dnssec && !g.upstreams.is_empty()) {
-        if let Some(path) = &cfg.trust_anchor_file {
-            let anchors = crate::dnssec::TrustAnchors::load(path).map_err(|e| format!("trust_anchor_file: {e}"))?;
-            log::info!("DNSSEC: validating, {} trust anchors from {}", anchors.len(), path.display());
-        }
-        if !crate::upstream::clock::ClockGate::new(cfg.clock_marker()).synced() {
-            log::warn!(
-                "DNSSEC: signature dates are not checked until the clock is known good ({} missing)",
-                cfg.clock_marker().display()
-            );
-        }
+    // A file that cannot be read stops the start; what is in force is
+    // logged as the first snapshot takes it (query::snapshot).
+    if (cfg.dnssec || cfg.groups.iter().any(|g| g.dnssec && !g.upstreams.is_empty()))
+        && let Some(path) = &cfg.trust_anchor_file
+    {
+        crate::dnssec::TrustAnchors::load(path).map_err(|e| format!("trust_anchor_file: {e}"))?;
     }
     if !cfg.allow_client_given {
         log::info!("serving clients on this machine's networks: {}", cfg.allow_client);

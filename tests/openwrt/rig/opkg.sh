@@ -53,7 +53,7 @@ step "upstream mode: dnsmasq forwards to us, once restarted, and nothing is comm
 conf=$(ls /tmp/dnsmasq*.d/hydradns.conf 2>/dev/null)
 [ -n "$conf" ] || fail "no hydradns.conf in dnsmasq's conf-dir: $(ls -d /tmp/dnsmasq*)"
 grep -q "^conf-dir=${conf%/*}\$" /var/etc/dnsmasq.conf.* || fail "dnsmasq does not read ${conf%/*}: $(grep conf-dir /var/etc/dnsmasq.conf.*)"
-for line in no-resolv server=127.0.0.1#5353 add-subnet=32,128 strip-subnet add-mac strip-mac; do
+for line in no-resolv server=127.0.0.1#5353 add-subnet=32,128 strip-subnet add-mac strip-mac proxy-dnssec; do
 	grep -qx "$line" "$conf" || fail "$conf lacks $line: $(cat "$conf")"
 done
 [ "$(pid_of dnsmasq)" != "$dnsmasq_pid" ] || fail "dnsmasq was not restarted for its new settings"
