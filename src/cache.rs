@@ -421,7 +421,12 @@ impl Hit {
     }
 
     /// The entry, owned, to answer from if a refresh fails or is slow.
+    /// Not a bogus one: that is a SERVFAIL, and a failure is never replayed
+    /// as a stale answer (it would hold the name off the upstream too).
     pub fn into_stale(self) -> Option<Stale> {
+        if self.dnssec() == Some(Dnssec::Bogus) {
+            return None;
+        }
         Guard::into_inner(self.entry).map(Stale)
     }
 
@@ -627,6 +632,21 @@ pub(crate) mod tests {
         assert!(!held(1));
         cache.insert(&keys[1].0, keys[1].1, &s, 0, sweep);
         assert!(held(1));
+    }
+
+    #[test]
+    fn a_bogus_answer_is_never_kept_to_serve_stale() {
+        let msg = query(1, "bogus.example", rtype::A, None);
+        let mut s = Stored::from_response(&upstream_answer(&msg, &[10], false), 0, 86400).unwrap();
+        s.dnssec = Some(Dnssec::Bogus);
+        let cache = Cache::new(64);
+        let mut kb = [0u8; MAX_KEY_LEN];
+        let k = key(&parse_query(&msg).unwrap(), 0, &mut kb);
+        let h = cache.hash(&kb[..k]);
+        cache.insert(&kb[..k], h, &s, 0, 0);
+        let later = Instant::now() + Duration::from_secs(12);
+        let hit = cache.find(&kb[..k], h, later, 60).expect("found as stale");
+        assert!(hit.is_stale() && hit.into_stale().is_none());
     }
 
     #[test]
