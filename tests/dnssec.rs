@@ -252,7 +252,12 @@ fn check_live_validates_the_name_and_says_why_it_is_bogus() {
     assert_eq!(live("nas.alg8.test"), ["dnssec: not validated (a local record answers it)"]);
     // LuCI's lookup of a device's groups asks for x.invalid: nothing goes upstream for it.
     assert_eq!(live("x.INVALID."), ["dnssec: not validated (a special-use name, never asked upstream)"]);
-    assert_eq!(live("mail.alg13.test"), ["dnssec: not validated (a config forward rule sends it to its own servers)"]);
+    assert_eq!(
+        live("mail.alg13.test"),
+        [
+            "dnssec: not validated (a config forward rule sends it to its own servers, and no trust anchor of its own covers it)"
+        ]
+    );
     assert_eq!(live("use-application-dns.net"), ["dnssec: not validated (block_bypass answers it)"]);
     assert_eq!(live("x.ads.alg8.test"), ["dnssec: not validated (it is blocked)"]);
     let (code, out, err) =
@@ -559,4 +564,48 @@ fn a_trust_anchor_file_edited_in_place_is_in_force_after_a_reload() {
     g.reload(&conf);
     let r = ask(&g, "www.alg8.test", AAAA, 0, true, true);
     assert_eq!((r.rcode, r.ad), (0, true), "{r:?}");
+}
+
+#[test]
+fn a_forwarded_domain_is_validated_only_below_a_trust_anchor_of_its_own() {
+    if !unbound_installed() {
+        println!("skipped: unbound is not installed (Debian package unbound)");
+        return;
+    }
+    let zones = Zones::start();
+    let dir = TempDir::new();
+    let anchors = dir.0.join("anchors.conf");
+    let root = std::fs::read_to_string(data("dnssec/anchors.conf")).unwrap();
+    let config = |path: &std::path::Path| {
+        format!(
+            "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
+             \tlist upstream '{up}'\n\toption dnssec '1'\n\toption trust_anchor_file '{a}'\n\
+             \toption time_check '0'\n\
+             config forward\n\tlist domain 'alg13.test'\n\toption server '{up}'\n",
+            up = zones.addr,
+            a = path.display()
+        )
+    };
+    // The test tree's anchor is above the rule's domain: its names are the
+    // forward servers' answers, passed on as they are (a private zone has
+    // no chain from the public root).
+    std::fs::write(&anchors, &root).unwrap();
+    let g = Gateway::start(&config(&anchors));
+    let bad = ask(&g, "mail.alg13.test", A, 0, true, true);
+    assert_eq!((bad.rcode, bad.ad), (0, false), "{bad:?}");
+    assert!(!ask(&g, "www.alg13.test", A, AD, true, false).ad);
+    // An anchor of its own: validated, the chain from its servers.
+    std::fs::write(
+        &anchors,
+        format!("{root}alg13.test.\t3600\tIN\tDS\t43161 13 2 33c03339f0eb6cf303043516fb5eece54fcc5dd6b99a8e5fd72cb69fbfbf031d\n"),
+    )
+    .unwrap();
+    g.reload(&config(&anchors));
+    let bad = ask(&g, "mail.alg13.test", A, 0, true, true);
+    assert_eq!((bad.rcode, bad.ede.clone()), (2, vec![6]), "{bad:?}");
+    let good = ask(&g, "www.alg13.test", A, AD, true, false);
+    assert_eq!((good.rcode, good.ad), (0, true), "{good:?}");
+    assert_eq!(check_says(&g, &["--live"], "www.alg13.test"), ["dnssec: secure"]);
+    // Names outside the rule are validated from the test tree's anchor, as before.
+    assert!(ask(&g, "www.alg8.test", A, AD, true, false).ad);
 }

@@ -579,18 +579,23 @@ pub async fn check_line(snap: &Snapshot, name: &str, set: u8) -> String {
     if b.eq_ignore_ascii_case(b"invalid") || b.len() > 8 && b[b.len() - 8..].eq_ignore_ascii_case(b".invalid") {
         return not("a special-use name, never asked upstream");
     }
-    if snap.forward_for(&key).is_some() {
-        // Only the bootstrap's pseudo-rule is left here: `check` saw the config's rules.
+    let forward = snap.forward_for(&key);
+    if forward.is_some_and(|f| f >= snap.forwards.len()) {
         return not("it goes to the bootstrap resolvers until the clock is known good");
     }
-    let Some((anchors, keys)) = snap.validator(None, set) else { return not("no trust anchors are loaded") };
     let Some(client) = wire::build::query(0, name, wire::rtype::A, Some((wire::EDNS_UDP_SIZE, true))) else {
         return not("not a domain name");
     };
     let Ok(cq) = wire::parse_query(&client) else { return not("not a domain name") };
+    let Some((anchors, keys)) = snap.validator(forward, set, cq.qname) else {
+        return not(match forward {
+            Some(_) => "a config forward rule sends it to its own servers, and no trust anchor of its own covers it",
+            None => "no trust anchors are loaded",
+        });
+    };
     let asked = ask(&cq);
     let Ok(aq) = wire::parse_query(&asked) else { return not("not a domain name") };
-    let group = snap.group(None, set);
+    let group = snap.group(forward, set);
     let clock_good = snap.clock.synced();
     let validated = crate::sys::within(CHECK_WITHIN, async {
         let Some((reply, _)) = group.resolve(&aq, snap.timeout).await else {

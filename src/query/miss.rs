@@ -230,7 +230,7 @@ impl Engine {
             Some(q) => {
                 let snap = &miss.snapshot;
                 let group = snap.group(*forward, miss.set());
-                let validator = snap.validator(*forward, miss.set());
+                let validator = snap.validator(*forward, miss.set(), q.qname);
                 let validated = &mut validated;
                 let upstream = async move {
                     let Some((anchors, keys)) = validator else {
@@ -303,7 +303,7 @@ impl Engine {
                 let forward = snap.forward_for(miss.name_key());
                 let group = snap.group(forward, miss.set());
                 let query = upstream::build_query(&q, 0);
-                let validates = snap.validator(forward, miss.set()).is_some();
+                let validates = snap.validator(forward, miss.set(), q.qname).is_some();
                 let led = Led { failover: group.failover(), forward, query, lead, miss, validated: None };
                 if validates { Begin::Validate(led) } else { Begin::Lead(led) }
             }

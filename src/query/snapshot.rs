@@ -66,6 +66,10 @@ pub struct Snapshot {
     /// empty when no set validates. Kept across reloads that keep the set
     /// and the anchors.
     pub(super) zone_keys: Vec<Arc<KeyCache>>,
+    /// Each `forwards` entry's validated zone keys (fetched from its own
+    /// servers); empty when no set validates. Kept across reloads that keep
+    /// the rules and the anchors.
+    pub(super) forward_keys: Vec<Arc<KeyCache>>,
 }
 
 impl Snapshot {
@@ -86,7 +90,7 @@ impl Snapshot {
             _ => Arc::new(Cache::new(config.cache_size)),
         };
         let known: Vec<Arc<Server>> = previous.map(|p| p.servers()).unwrap_or_default();
-        let forwards = config
+        let forwards: Vec<(Box<[u8]>, Arc<Group>)> = config
             .forwards
             .iter()
             .flat_map(|f| {
@@ -124,6 +128,13 @@ impl Snapshot {
             _ => Arc::new(ClockGate::new(config.clock_marker())),
         };
         let (anchors, zone_keys) = dnssec_state(&config, &sets, previous, &clock);
+        let forward_keys = match previous {
+            _ if anchors.is_none() => Vec::new(),
+            Some(p) if p.config.forwards == config.forwards && opt_ptr_eq(&p.anchors, &anchors) => {
+                p.forward_keys.clone()
+            }
+            _ => forwards.iter().map(|_| Arc::default()).collect(),
+        };
         let cache_sweep = match previous {
             Some(p) if Arc::ptr_eq(&p.cache, &cache) => {
                 let changed = changed_sets(p, &config, &sets, anchors.as_deref());
@@ -160,6 +171,7 @@ impl Snapshot {
             ratelimit,
             anchors,
             zone_keys,
+            forward_keys,
             rebind_ranges: access::rebind_ranges(),
             policy,
             rebind_allow,
@@ -178,13 +190,28 @@ impl Snapshot {
         }
     }
 
-    /// Whether the miss of upstream set `set` (not a `config forward`
-    /// rule's, nor the bootstrap's) is validated, and with what.
-    pub(super) fn validator(&self, forward: Option<usize>, set: u8) -> Option<(&TrustAnchors, &KeyCache)> {
-        if forward.is_some() || !self.sets.validates(set) {
+    /// Whether a miss for `qname` (wire form) of upstream set `set` is
+    /// validated, and with what. One that `config forward` rule `forward`
+    /// sends to its own servers is validated only below a trust anchor at
+    /// or under the rule's domain, the chain fetched from those servers: a
+    /// private zone has no chain from the root. The bootstrap's never is.
+    pub(super) fn validator(
+        &self,
+        forward: Option<usize>,
+        set: u8,
+        qname: &[u8],
+    ) -> Option<(&TrustAnchors, &KeyCache)> {
+        if !self.sets.validates(set) {
             return None;
         }
-        Some((self.anchors.as_deref()?, self.zone_keys.get(usize::from(set))?))
+        let anchors = self.anchors.as_deref()?;
+        let Some(rule) = forward else { return Some((anchors, self.zone_keys.get(usize::from(set))?)) };
+        let (domain, _) = self.forwards.get(rule)?;
+        let mut apex = [0u8; wire::MAX_NAME_LEN];
+        let n = wire::reversed_key(anchors.closest(qname)?, &mut apex);
+        let apex = &apex[..n];
+        let own = apex.starts_with(domain) && (apex.len() == domain.len() || apex[domain.len()] == SEP);
+        own.then(|| Some((anchors, self.forward_keys.get(rule)?.as_ref())))?
     }
 
     /// Every upstream server, defaults first, without duplicates (the
@@ -239,13 +266,26 @@ impl Snapshot {
     }
 }
 
+/// Both `None`, or the same anchors.
+fn opt_ptr_eq(a: &Option<Arc<TrustAnchors>>, b: &Option<Arc<TrustAnchors>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (a, b) => a.is_none() && b.is_none(),
+    }
+}
+
 /// The upstream sets (bit N: set N) whose cached answers `config` must
 /// not inherit from `previous`: those whose servers or validation changed,
-/// every one if `trust_upstream_ad` did (the AD bits they hold), every
-/// validating one if the trust anchors did.
+/// every one if `trust_upstream_ad` or a `config forward` rule did (the
+/// AD bits they hold; forwarded answers are cached under each set's
+/// number), every validating one if the trust anchors did.
 fn changed_sets(previous: &Snapshot, config: &Config, sets: &Sets, anchors: Option<&TrustAnchors>) -> u64 {
     let (was, now) = (&previous.config, config);
     if was.trust_upstream_ad != now.trust_upstream_ad {
+        return u64::MAX;
+    }
+    // A forward rule's answers are cached under every set's number.
+    if was.forwards != now.forwards {
         return u64::MAX;
     }
     let main_servers = was.upstreams != now.upstreams || was.fallbacks != now.fallbacks;

@@ -154,18 +154,17 @@ pub enum Dnssec {
 }
 
 /// Why `check` validates nothing for a name the gateway answers as
-/// `verdict` says, `None` where it asks the set's upstreams.
-fn not_validated(cfg: &Config, key: &[u8], verdict: &Verdict, exception: Option<Action>) -> Option<&'static str> {
+/// `verdict` says, `None` where it asks upstream (a `config forward`
+/// rule's names too: they are validated where a trust anchor of their own
+/// covers them, which only the running gateway knows).
+fn not_validated(verdict: &Verdict, exception: Option<Action>) -> Option<&'static str> {
     match (exception, verdict) {
         (Some(Action::Block), _) => return Some("an exception blocks it"),
         (Some(Action::Allow), _) | (None, Verdict::Pass | Verdict::Allowed { .. }) => {}
         (None, Verdict::Blocked { .. }) => return Some("it is blocked"),
         (None, Verdict::SafeSearch { .. }) => return Some("safe search answers it"),
     }
-    let covers =
-        |d: &[u8]| key.starts_with(d) && (key.len() == d.len() || key.get(d.len()) == Some(&crate::domain::SEP));
-    let forwarded = cfg.forwards.iter().flat_map(|f| &f.domains).filter_map(|d| name_key(d)).any(|d| covers(&d));
-    forwarded.then_some("a config forward rule sends it to its own servers")
+    None
 }
 
 /// Why `name` is answered as it is under `cfg` and `policy`, for the device
@@ -265,7 +264,7 @@ pub fn why(
         let answered = match (&record, bypass) {
             (Some(_), _) => Some("a local record answers it"),
             (None, true) => Some("block_bypass answers it"),
-            (None, false) => not_validated(cfg, &key, &checked, decided.map(|e| e.action)),
+            (None, false) => not_validated(&checked, decided.map(|e| e.action)),
         };
         match answered {
             Some(why) => {
