@@ -16,14 +16,30 @@ use ring::{digest, signature};
 pub(crate) const RSA_MIN_BITS: usize = 1024;
 pub(crate) const RSA_MAX_BITS: usize = 8192;
 
-/// What one signature check of `algorithm` takes from the per-answer
-/// budget ([`super::Limits::verifications`]): ECDSA P-384 16, the rest 1.
-/// ring has no assembly for P-384: a check costs about 12 M instructions
-/// where P-256 takes 0.77 M and RSA-2048 0.14 M (bench/dnssec.py, x86_64),
-/// so 128 P-384 checks would hold a worker for about 1.5 G instructions
-/// per answer, a second or more of a router's core (KeyTrap with P-384 keys).
-pub(super) fn cost(algorithm: u8) -> u32 {
-    if algorithm == 14 { 16 } else { 1 }
+/// What one signature check of `algorithm` with key material `key` takes
+/// from the per-answer budget ([`super::Limits::verifications`]), in units
+/// of about one P-256 or Ed25519 check (58 and 51 µs on the 2-core AMD EPYC
+/// VM, ring 0.17; bench/dnssec.py counts 0.77 M instructions for P-256).
+/// ring has no assembly for P-384: a check is about 12 M instructions
+/// (790 µs), so 16. RSA grows with the square of the modulus and with the
+/// exponent's bits and ones (ring's square-and-multiply; it takes exponents
+/// up to 2^33 - 1): RSA-2048 with exponent 65,537 is 23 µs, 1 unit, but
+/// RSA-8192 with 2^33 - 1 is 1,040 µs. At 1 unit each, 128 of those would
+/// hold a worker for 133 ms an answer, 18 times what 128 P-256 checks take
+/// (a hostile zone's keys, bench/dnssec_hostile.py), so a key costs
+/// ceil(bits² × (exponent bits + ones) / D) units, D = 192 × 1,024²
+/// (measured: RSA-4096 e=65,537 1.4, charged 2; RSA-8192 e=65,537 5.8,
+/// charged 7; RSA-8192 e=2^33-1 17.9, charged 22).
+pub(super) fn cost(algorithm: u8, key: &[u8]) -> u32 {
+    match algorithm {
+        14 => 16,
+        5 | 7 | 8 | 10 => rsa_parts(key).map_or(1, |(e, n)| {
+            let bits = bit_len(n) as u64;
+            let e_work = u64::from(e.iter().map(|b| b.count_ones()).sum::<u32>()) + bit_len(e) as u64;
+            (bits * bits * e_work).div_ceil(192 << 20).max(1) as u32
+        }),
+        _ => 1,
+    }
 }
 
 /// Whether DNSKEY/RRSIG algorithm `alg` is one this validator verifies.

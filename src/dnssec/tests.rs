@@ -571,6 +571,43 @@ fn a_p384_check_costs_sixteen_of_the_budget() {
 }
 
 #[test]
+fn a_big_rsa_check_costs_by_its_modulus_and_exponent() {
+    // A hostile zone's RSA-8192 key with exponent 2^33 - 1 (the largest
+    // ring takes) is a millisecond a check, 18 P-256 checks' time: at 1
+    // unit, 128 of them held a worker 133 ms an answer. Any odd modulus is
+    // a key; a signature of the modulus's length is computed, then fails.
+    let z = Zone::load("alg8.test.");
+    let (set, sigs) = z.signed("www.alg8.test.", A);
+    let modulus = vec![0xc5u8; 1024];
+    let key_of = |e: &[u8], m: &[u8]| {
+        let mut k = vec![1, 1, 3, 8, e.len() as u8];
+        k.extend_from_slice(e);
+        k.extend_from_slice(m);
+        k
+    };
+    let spent_on = |key: Vec<u8>, budget: u32| {
+        let keys = ZoneKeys::assume_raw(&n("alg8.test."), std::slice::from_ref(&key));
+        assert_eq!(keys.keys().len(), 1, "ring takes the key");
+        let mut sig = sigs[0].clone();
+        sig.rdata[16..18].copy_from_slice(&key_tag(&key).to_be_bytes());
+        sig.rdata.truncate(18);
+        sig.rdata.extend_from_slice(&n("alg8.test."));
+        sig.rdata.resize(sig.rdata.len() + key.len() - 5 - key[4] as usize, 0x5a);
+        let mut v = Validation::new(Some(NOW), Limits { verifications: budget, ..Limits::default() });
+        let got = verify(&mut v, &keys, &set, &[sig]);
+        (got, v.verifications())
+    };
+    let big = key_of(&[1, 0xff, 0xff, 0xff, 0xff], &modulus);
+    assert_eq!(spent_on(big.clone(), 128), (Err(Verdict::Bogus(Bogus::BadSignature)), 22));
+    assert_eq!(spent_on(big, 21).0, Err(Verdict::Indeterminate(Indeterminate::WorkLimit)));
+    // Exponent 65,537: 7 at 8,192 bits, 2 at 4,096, 1 at 2,048 (the common key).
+    for (bytes, units) in [(1024, 7), (512, 2), (256, 1)] {
+        let (got, spent) = spent_on(key_of(&[1, 0, 1], &modulus[..bytes]), 128);
+        assert_eq!((got, spent), (Err(Verdict::Bogus(Bogus::BadSignature)), units), "{} bits", bytes * 8);
+    }
+}
+
+#[test]
 fn unsupported_algorithms_digests_and_keys_are_insecure() {
     for (zone, want, ede) in [
         ("ed448.test.", Insecure::UnsupportedAlgorithm, 1),

@@ -22,7 +22,8 @@ pub struct Limits {
     /// Signature verifications in one validation (a whole answer, its chain
     /// included): a chain of four zones with a CNAME into another costs
     /// about 15; dnsmasq allows 200 crypto operations per query. A P-384
-    /// check counts 16 ([`super::crypto::cost`]): at most 8 of those.
+    /// check counts 16, an RSA one by its modulus and exponent, up to 22
+    /// ([`super::crypto::cost`]): at most 8 or 5 of those.
     pub verifications: u32,
     /// Verifications one RRset may take, whatever the number of keys and
     /// RRSIGs: Unbound's MAX_VALIDATE_RRSIGS. RFC 4035 §5.3.1 would try
@@ -343,8 +344,8 @@ impl Validation {
                 note(Bogus::Malformed);
                 continue;
             };
-            let cost = crypto::cost(sig.algorithm);
             loop {
+                let cost = crypto::cost(sig.algorithm, key.material());
                 if tries == self.limits.per_rrset || self.verifications_left < cost {
                     return Err(Verdict::Indeterminate(Indeterminate::WorkLimit));
                 }
