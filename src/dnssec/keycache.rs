@@ -1,10 +1,13 @@
 //! Validated zone keys, and zones proven insecure, kept per upstream set
 //! for their TTL so that a chain is fetched once, not once per answer.
 //!
-//! Bounded: at most [`MAX_ZONES`] entries; a full cache first drops what
-//! has expired, then refuses the new entry (counted in
-//! [`KeyCache::dropped`]): the chain is fetched again next time, which
-//! costs queries but never a wrong verdict. Entries made while the clock
+//! Bounded twice: at most [`MAX_ZONES`] entries and [`MAX_BYTES`] of keys.
+//! A full cache drops what has expired, then the entries used longest ago:
+//! a household meets more than a thousand unsigned zones a day, and a
+//! cache that refused new entries once full would send every later miss
+//! up the chain again. A zone whose keys alone pass [`MAX_ENTRY_BYTES`]
+//! (a hostile zone's DNSKEY set of hundreds of keys) is validated but not
+//! kept (counted in [`KeyCache::refused`]). Entries made while the clock
 //! was not known good live at most [`UNDATED_TTL`] seconds, so their
 //! dates are checked soon after the clock is.
 
@@ -17,8 +20,14 @@ use super::verdict::Insecure;
 use super::verify::ZoneKeys;
 
 /// Zones kept per set: a home network's answers come from a few hundred
-/// zones; one entry is a zone's keys (a few hundred bytes each).
+/// zones a day, signed or proven unsigned.
 pub const MAX_ZONES: usize = 1024;
+/// Bytes of zone names and keys kept per set: 1,024 zones of four
+/// RSA-2048 keys each fit.
+pub const MAX_BYTES: usize = 1 << 20;
+/// Largest entry kept: 32 RSA-4096 keys. Real zones have two to four
+/// keys, six in a roll-over.
+pub const MAX_ENTRY_BYTES: usize = 16 * 1024;
 /// Longest an entry lives, whatever its TTL says (a day, as Unbound's
 /// `cache-max-ttl`), so a key roll-over is seen within a day.
 pub const MAX_TTL: u32 = 86_400;
@@ -37,15 +46,69 @@ pub enum Known {
     Insecure(Insecure),
 }
 
-/// Lowercase zone name → what is known and the Unix second it expires.
-type Zones = HashMap<Box<[u8]>, (Known, u64)>;
+impl Known {
+    /// About what an entry of `zone` holding this costs in memory.
+    fn bytes(&self, zone: &[u8]) -> usize {
+        let keys = match self {
+            Known::Keys(k) => k.bytes(),
+            Known::Insecure(_) => 0,
+        };
+        64 + zone.len() + keys
+    }
+}
+
+/// One zone's entry.
+#[derive(Debug)]
+struct Entry {
+    known: Known,
+    /// Unix second it expires.
+    expires: u64,
+    /// Unix second it was last found: the eviction order.
+    used: u64,
+    /// [`Known::bytes`], counted against [`MAX_BYTES`].
+    bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct Zones {
+    /// Lowercase zone name → its entry.
+    map: HashMap<Box<[u8]>, Entry>,
+    /// Sum of the entries' bytes.
+    bytes: usize,
+}
+
+impl Zones {
+    fn remove(&mut self, zone: &[u8]) {
+        if let Some(e) = self.map.remove(zone) {
+            self.bytes -= e.bytes;
+        }
+    }
+
+    /// Makes room for an entry of `bytes`: the expired go first, then the
+    /// least recently used.
+    fn make_room(&mut self, bytes: usize, now: u64) {
+        let full = |z: &Zones| z.map.len() >= MAX_ZONES || z.bytes + bytes > MAX_BYTES;
+        if !full(self) {
+            return;
+        }
+        let before = self.map.len();
+        self.map.retain(|_, e| e.expires > now);
+        if self.map.len() != before {
+            self.bytes = self.map.values().map(|e| e.bytes).sum();
+        }
+        while full(self) {
+            let Some(oldest) = self.map.iter().min_by_key(|(_, e)| e.used).map(|(z, _)| z.clone()) else { return };
+            self.remove(&oldest);
+        }
+    }
+}
 
 /// One set's zones.
 #[derive(Debug, Default)]
 pub struct KeyCache {
     zones: Mutex<Zones>,
-    /// Entries refused because the cache was full of live ones.
-    pub dropped: AtomicU64,
+    /// Entries not kept because they were larger than [`MAX_ENTRY_BYTES`].
+    pub refused: AtomicU64,
 }
 
 impl KeyCache {
@@ -57,8 +120,10 @@ impl KeyCache {
     pub fn get(&self, zone: &[u8], now: u64) -> Option<Known> {
         let mut lower = Vec::with_capacity(zone.len());
         name::push_lower(&mut lower, zone);
-        let zones = self.zones.lock().ok()?;
-        zones.get(&lower[..]).filter(|(_, exp)| *exp > now).map(|(k, _)| k.clone())
+        let mut zones = self.zones.lock().ok()?;
+        let e = zones.map.get_mut(&lower[..]).filter(|e| e.expires > now)?;
+        e.used = now;
+        Some(e.known.clone())
     }
 
     /// The deepest entry at or above `name` that is still live: where a
@@ -66,13 +131,14 @@ impl KeyCache {
     pub fn closest(&self, name: &[u8], now: u64) -> Option<Known> {
         let mut lower = Vec::with_capacity(name.len());
         name::push_lower(&mut lower, name);
-        let zones = self.zones.lock().ok()?;
+        let mut zones = self.zones.lock().ok()?;
         let mut at: &[u8] = &lower;
         loop {
-            if let Some((k, exp)) = zones.get(at)
-                && *exp > now
+            if let Some(e) = zones.map.get_mut(at)
+                && e.expires > now
             {
-                return Some(k.clone());
+                e.used = now;
+                return Some(e.known.clone());
             }
             at = name::parent(at)?;
         }
@@ -87,20 +153,27 @@ impl KeyCache {
         }
         let mut lower = Vec::with_capacity(zone.len());
         name::push_lower(&mut lower, zone);
-        let Ok(mut zones) = self.zones.lock() else { return };
-        if zones.len() >= MAX_ZONES && !zones.contains_key(&lower[..]) {
-            zones.retain(|_, (_, exp)| *exp > now);
-            if zones.len() >= MAX_ZONES {
-                self.dropped.fetch_add(1, Relaxed);
-                return;
-            }
+        let bytes = known.bytes(&lower);
+        if bytes > MAX_ENTRY_BYTES {
+            self.refused.fetch_add(1, Relaxed);
+            return;
         }
-        zones.insert(lower.into_boxed_slice(), (known, now + u64::from(ttl)));
+        let Ok(mut zones) = self.zones.lock() else { return };
+        zones.remove(&lower);
+        zones.make_room(bytes, now);
+        zones.bytes += bytes;
+        let entry = Entry { known, expires: now + u64::from(ttl), used: now, bytes };
+        zones.map.insert(lower.into_boxed_slice(), entry);
     }
 
     /// Entries held (expired ones included until swept).
     pub fn len(&self) -> usize {
-        self.zones.lock().map_or(0, |z| z.len())
+        self.zones.lock().map_or(0, |z| z.map.len())
+    }
+
+    /// Bytes the entries hold, by [`MAX_BYTES`]'s count.
+    pub fn bytes(&self) -> usize {
+        self.zones.lock().map_or(0, |z| z.bytes)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -130,6 +203,29 @@ mod tests {
             c.insert(&wire, Known::Insecure(Insecure::NoDs), 60, true, 2000);
         }
         assert_eq!(c.len(), MAX_ZONES);
-        assert!(c.dropped.load(Relaxed) > 0);
+        assert!(c.get(&[5, b'z', b'1', b'0', b'2', b'8', 0], 2000).is_some(), "the newest is kept");
+    }
+
+    #[test]
+    fn a_full_cache_evicts_what_was_used_longest_ago_and_keeps_within_its_bytes() {
+        let c = KeyCache::new();
+        let zone = |i: usize| {
+            let n = format!("z{i}");
+            let mut wire = vec![n.len() as u8];
+            wire.extend_from_slice(n.as_bytes());
+            wire.push(0);
+            wire
+        };
+        for i in 0..MAX_ZONES {
+            c.insert(&zone(i), Known::Insecure(Insecure::NoDs), 3600, true, 1000 + i as u64);
+        }
+        // z0 is in use; z1 is not.
+        assert!(c.get(&zone(0), 2100).is_some());
+        c.insert(&zone(MAX_ZONES), Known::Insecure(Insecure::NoDs), 3600, true, 2100);
+        assert_eq!(c.len(), MAX_ZONES);
+        assert!(c.get(&zone(0), 2100).is_some(), "used lately: kept");
+        assert!(c.get(&zone(1), 2100).is_none(), "used longest ago: evicted");
+        assert!(c.get(&zone(2), 2100).is_some(), "one went, for one");
+        assert!(c.bytes() <= MAX_BYTES);
     }
 }

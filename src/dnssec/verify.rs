@@ -155,6 +155,12 @@ impl ZoneKeys {
     pub fn keys(&self) -> &[Key] {
         &self.keys
     }
+
+    /// About what it holds in memory: the name and every key's RDATA.
+    pub fn bytes(&self) -> usize {
+        let key = std::mem::size_of::<Key>();
+        std::mem::size_of::<ZoneKeys>() + self.zone.len() + self.keys.iter().map(|k| key + k.rdata.len()).sum::<usize>()
+    }
 }
 
 /// What a good signature over an RRset says.
