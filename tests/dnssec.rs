@@ -7,7 +7,7 @@
 //! answers a DS query from the parent zone when it hosts both sides.
 //!
 //! At test time two zones are added: `insecure.test.` unsigned (its
-//! parent proves it has no DS), and a copy of alg13.test. in which
+//! parent proves it has no DS; `*.hop` is a CNAME to alg13.test.), and a copy of alg13.test. in which
 //! `mail`'s address was changed after signing (its RRSIG no longer fits).
 //!
 //! `cargo test --test dnssec`. Skipped, with a line saying so, without unbound.
@@ -15,8 +15,10 @@
 
 mod common;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{
@@ -59,7 +61,7 @@ impl Zones {
         std::fs::write(
             dir.0.join("insecure.test.zone"),
             "$ORIGIN insecure.test.\n$TTL 3600\n@ IN SOA ns.test. hostmaster.test. 1 7200 3600 1209600 3600\n\
-             @ IN NS ns.test.\nwww IN A 192.0.2.80\n",
+             @ IN NS ns.test.\nwww IN A 192.0.2.80\n*.hop IN CNAME alg13.test.\n",
         )
         .unwrap();
         let zones = [
@@ -95,11 +97,16 @@ fn gateway(zones: &Zones, dnssec: bool) -> Gateway {
 
 /// [`gateway`] with `extra` sections after `main`.
 fn gateway_with(zones: &Zones, dnssec: bool, extra: &str) -> Gateway {
+    gateway_at(zones.addr, dnssec, extra)
+}
+
+/// [`gateway_with`] asking `upstream`.
+fn gateway_at(upstream: SocketAddr, dnssec: bool, extra: &str) -> Gateway {
     let anchors = data("dnssec/anchors.conf");
     Gateway::start(&format!(
         "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
          \tlist upstream '{}'\n\toption dnssec '{}'\n\toption trust_anchor_file '{}'\n\toption time_check '0'\n{extra}",
-        zones.addr,
+        upstream,
         dnssec as u8,
         anchors.display()
     ))
@@ -120,10 +127,9 @@ struct Got {
     ede: Vec<u16>,
 }
 
-/// Asks `name`/`qtype` with the header `flags` added to RD, and with EDNS
-/// (DO set if `do_bit`) unless `edns` is false.
-fn ask(g: &Gateway, name: &str, qtype: u16, flags: u16, edns: bool, do_bit: bool) -> Got {
-    let mut m = vec![0x12, 0x34];
+/// The query [`ask`] sends, with ID `id`.
+fn query(id: u16, name: &str, qtype: u16, flags: u16, edns: bool, do_bit: bool) -> Vec<u8> {
+    let mut m = id.to_be_bytes().to_vec();
     m.extend_from_slice(&(0x0100 | flags).to_be_bytes());
     m.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, edns as u8]);
     for label in name.trim_end_matches('.').split('.') {
@@ -136,6 +142,13 @@ fn ask(g: &Gateway, name: &str, qtype: u16, flags: u16, edns: bool, do_bit: bool
     if edns {
         m.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, if do_bit { 0x80 } else { 0 }, 0, 0, 0]);
     }
+    m
+}
+
+/// Asks `name`/`qtype` with the header `flags` added to RD, and with EDNS
+/// (DO set if `do_bit`) unless `edns` is false.
+fn ask(g: &Gateway, name: &str, qtype: u16, flags: u16, edns: bool, do_bit: bool) -> Got {
+    let m = query(0x1234, name, qtype, flags, edns, do_bit);
     let raw = udp_raw(g.addr, &m, Duration::from_secs(10)).unwrap_or_else(|| panic!("no answer to {name}"));
     let p = Packet::parse(&raw).unwrap();
     let ede = ede_codes(&raw);
@@ -608,4 +621,132 @@ fn a_forwarded_domain_is_validated_only_below_a_trust_anchor_of_its_own() {
     assert_eq!(check_says(&g, &["--live"], "www.alg13.test"), ["dnssec: secure"]);
     // Names outside the rule are validated from the test tree's anchor, as before.
     assert!(ask(&g, "www.alg8.test", A, AD, true, false).ad);
+}
+
+/// A UDP relay in front of the zones that holds each DS and DNSKEY query
+/// `delay` before passing it on, as a slow ISP resolver would, and counts
+/// them: the chain queries the gateway sends.
+struct SlowChain {
+    addr: SocketAddr,
+    chain: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl SlowChain {
+    fn start(to: SocketAddr, delay: Duration) -> SlowChain {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        let addr = sock.local_addr().unwrap();
+        let chain = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (counted, stopped) = (chain.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65535];
+            while !stopped.load(Ordering::Relaxed) {
+                let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
+                let msg = buf[..n].to_vec();
+                let is_chain = matches!(qtype(&msg), Some(43 | 48));
+                if is_chain {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                }
+                let back = sock.try_clone().unwrap();
+                std::thread::spawn(move || {
+                    if is_chain {
+                        std::thread::sleep(delay);
+                    }
+                    let up = UdpSocket::bind("127.0.0.1:0").unwrap();
+                    up.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    up.send_to(&msg, to).unwrap();
+                    let mut reply = vec![0u8; 65535];
+                    if let Ok((n, _)) = up.recv_from(&mut reply) {
+                        let _ = back.send_to(&reply[..n], from);
+                    }
+                });
+            }
+        });
+        SlowChain { addr, chain, stop }
+    }
+
+    fn chain_queries(&self) -> usize {
+        self.chain.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for SlowChain {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The question type of query `msg` (its name uncompressed, as a query's is).
+fn qtype(msg: &[u8]) -> Option<u16> {
+    let mut at = 12;
+    loop {
+        let len = usize::from(*msg.get(at)?);
+        at += 1 + len;
+        if len == 0 {
+            break;
+        }
+    }
+    Some(u16::from_be_bytes([*msg.get(at)?, *msg.get(at + 1)?]))
+}
+
+/// Sends `names` (A, with DO) to `g` all at once, then gathers the
+/// replies: (rcode, AD, A records) per name, in order.
+fn burst(g: &Gateway, names: &[String]) -> Vec<(u8, bool, usize)> {
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for (i, name) in names.iter().enumerate() {
+        client.send_to(&query(i as u16, name, A, 0, true, true), g.addr).unwrap();
+    }
+    let mut got = vec![(255, false, 0); names.len()];
+    let mut buf = vec![0u8; 65535];
+    for _ in 0..names.len() {
+        let Ok((n, _)) = client.recv_from(&mut buf) else { break };
+        let Ok(p) = Packet::parse(&buf[..n]) else { continue };
+        let a = p.answers.iter().filter(|r| matches!(r.rdata, simple_dns::rdata::RData::A(_))).count();
+        if let Some(slot) = got.get_mut(usize::from(p.id())) {
+            *slot = (buf[3] & 0x0f, buf[3] & 0x20 != 0, a);
+        }
+    }
+    got
+}
+
+#[test]
+fn a_burst_of_names_in_one_cold_zone_fetches_its_chain_once() {
+    if !unbound_installed() {
+        println!("skipped: unbound is not installed (Debian package unbound)");
+        return;
+    }
+    let zones = Zones::start();
+    let relay = SlowChain::start(zones.addr, Duration::from_millis(50));
+    let g = gateway_at(relay.addr, true, "");
+    // 50 distinct names (wildcard answers) of alg8.test. at once, before
+    // any of its chain is known: each miss needs the DNSKEY of test., the
+    // DS of alg8.test. and its DNSKEY. Before misses shared the fetches,
+    // this sent 150 of them.
+    let names: Vec<String> = (0..50).map(|i| format!("n{i}.wild.alg8.test")).collect();
+    for (name, got) in names.iter().zip(burst(&g, &names)) {
+        assert_eq!(got, (0, true, 1), "{name}: (rcode, AD, A records)");
+    }
+    let chain = relay.chain_queries();
+    assert!(chain <= 4, "{chain} DS and DNSKEY queries for a burst of 50 names in one zone (3 needed)");
+
+    // A CNAME through two cold zones (unsigned insecure.test. to
+    // alg13.test.) beside names of the second zone alone: no miss waits
+    // forever on another, and each zone is fetched once (the DS of
+    // insecure.test. proven absent, alg13.test.'s DS and DNSKEY).
+    let names: Vec<String> = (0..50)
+        .map(|i| if i % 2 == 0 { format!("n{i}.hop.insecure.test") } else { format!("n{i}.wild.alg13.test") })
+        .collect();
+    for (i, (name, got)) in names.iter().zip(burst(&g, &names)).enumerate() {
+        // Unbound's auth-zone does not follow the CNAME out of its zone,
+        // and a target with neither data nor a proof of none is bogus
+        // (SERVFAIL), once both zones' chains are known.
+        let want = if i % 2 == 0 { (2, false, 0) } else { (0, true, 1) };
+        assert_eq!(got, want, "{name}: (rcode, AD, A records)");
+    }
+    assert_eq!(ask(&g, "n0.hop.insecure.test", A, 0, true, true).ede, [12], "as asked alone");
+    let chain = relay.chain_queries() - chain;
+    assert!(chain <= 4, "{chain} DS and DNSKEY queries for a burst of 50 names in two zones (3 needed)");
 }

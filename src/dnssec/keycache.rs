@@ -10,10 +10,21 @@
 //! kept (counted in [`KeyCache::refused`]). Entries made while the clock
 //! was not known good live at most [`UNDATED_TTL`] seconds, so their
 //! dates are checked soon after the clock is.
+//!
+//! It also knows which zones' keys a miss is fetching right now
+//! ([`KeyCache::claim`]): a burst of names in one cold zone then fetches
+//! its chain once, the other misses waiting for that fetch and reading
+//! what it kept, instead of each asking the upstreams again (without it,
+//! 50 names sent 150 DS and DNSKEY queries to a slow upstream). An entry
+//! lives only while its [`Flight`] does, and a miss holds one at a time
+//! and waits on none while it does, so there are never more entries than
+//! misses, and no two misses wait on each other.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use smol::channel::{Receiver, Sender};
 
 use super::name;
 use super::verdict::Insecure;
@@ -109,6 +120,53 @@ pub struct KeyCache {
     zones: Mutex<Zones>,
     /// Entries not kept because they were larger than [`MAX_ENTRY_BYTES`].
     pub refused: AtomicU64,
+    /// Lowercase zone name → closed when the miss fetching its keys (or
+    /// proving it unsigned) is done with it, whatever came of it.
+    flights: Mutex<HashMap<Box<[u8]>, Receiver<()>>>,
+    /// Misses that waited for another's fetch instead of sending their own.
+    pub coalesced: AtomicU64,
+}
+
+/// A miss's part in learning a zone's keys, from [`KeyCache::claim`].
+#[derive(Debug)]
+pub enum Claim<'a> {
+    /// Nobody is fetching them: fetch them, and keep the flight until
+    /// what was learnt is in the cache (or nothing will be).
+    Lead(Flight<'a>),
+    /// Another miss is fetching them: [`Wait::done`], then look in the
+    /// cache again.
+    Follow(Wait),
+}
+
+/// The right to fetch one zone's keys while others wait. Dropping it
+/// (done, failed, or its miss cancelled by a timeout) wakes them.
+#[derive(Debug)]
+pub struct Flight<'a> {
+    cache: &'a KeyCache,
+    /// The lowercase zone name, its key in `flights`.
+    zone: Box<[u8]>,
+    /// Never sent on: dropping it closes the channel the waiters wait on.
+    _done: Sender<()>,
+}
+
+impl Drop for Flight<'_> {
+    fn drop(&mut self) {
+        // Out of the map before the sender closes: a waiter that wakes and
+        // finds nothing kept may lead the next fetch.
+        self.cache.flights.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.zone);
+    }
+}
+
+/// Another miss's fetch of a zone's keys, to wait for.
+#[derive(Debug)]
+pub struct Wait(Receiver<()>);
+
+impl Wait {
+    /// Returns once that fetch is over (its [`Flight`] dropped).
+    pub async fn done(self) {
+        // Nothing is ever sent: recv ends with the channel closed.
+        let _ = self.0.recv().await;
+    }
 }
 
 impl KeyCache {
@@ -166,6 +224,28 @@ impl KeyCache {
         zones.map.insert(lower.into_boxed_slice(), entry);
     }
 
+    /// Claims the fetch of `zone`'s keys: the first miss to ask leads,
+    /// the others follow until it is done. The caller looks in the cache
+    /// after either (a leader's predecessor may have just finished).
+    pub fn claim(&self, zone: &[u8]) -> Claim<'_> {
+        let mut lower = Vec::with_capacity(zone.len());
+        name::push_lower(&mut lower, zone);
+        let mut flights = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(rx) = flights.get(&lower[..]) {
+            self.coalesced.fetch_add(1, Relaxed);
+            return Claim::Follow(Wait(rx.clone()));
+        }
+        let (tx, rx) = smol::channel::bounded(1);
+        let zone = lower.into_boxed_slice();
+        flights.insert(zone.clone(), rx);
+        Claim::Lead(Flight { cache: self, zone, _done: tx })
+    }
+
+    /// Zones whose keys are being fetched now.
+    pub fn in_flight(&self) -> usize {
+        self.flights.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
     /// Entries held (expired ones included until swept).
     pub fn len(&self) -> usize {
         self.zones.lock().map_or(0, |z| z.map.len())
@@ -204,6 +284,41 @@ mod tests {
         }
         assert_eq!(c.len(), MAX_ZONES);
         assert!(c.get(&[5, b'z', b'1', b'0', b'2', b'8', 0], 2000).is_some(), "the newest is kept");
+    }
+
+    #[test]
+    fn one_miss_fetches_a_zone_and_the_others_wait_until_it_is_done_or_gone() {
+        let c = KeyCache::new();
+        let Claim::Lead(lead) = c.claim(b"\x04test\x00") else { panic!("the first leads") };
+        let Claim::Follow(wait) = c.claim(b"\x04TEST\x00") else { panic!("the second waits") };
+        assert!(matches!(c.claim(b"\x05other\x00"), Claim::Lead(_)), "another zone is its own");
+        assert_eq!(c.in_flight(), 1, "the other zone's flight ended with its claim");
+        c.insert(b"\x04test\x00", Known::Insecure(Insecure::NoDs), 60, true, 1000);
+        drop(lead);
+        smol::block_on(wait.done());
+        assert_eq!(c.in_flight(), 0);
+        assert!(c.get(b"\x04test\x00", 1000).is_some(), "the follower finds what the leader kept");
+        assert_eq!(c.coalesced.load(Relaxed), 1);
+
+        // A leader whose miss is cancelled (a timeout drops its future)
+        // still wakes its followers.
+        let leading = async {
+            let Claim::Lead(_flight) = c.claim(b"\x04test\x00") else { panic!("the zone is free again") };
+            smol::future::pending::<()>().await;
+        };
+        let followed = async {
+            let Claim::Follow(wait) = c.claim(b"\x04test\x00") else { panic!("the leader holds it") };
+            wait.done().await;
+        };
+        smol::block_on(async {
+            let mut leading = Box::pin(leading);
+            assert!(smol::future::poll_once(&mut leading).await.is_none(), "leading, and stuck");
+            let mut followed = Box::pin(followed);
+            assert!(smol::future::poll_once(&mut followed).await.is_none(), "waiting");
+            drop(leading);
+            followed.await;
+        });
+        assert_eq!(c.in_flight(), 0, "nothing is left behind");
     }
 
     #[test]

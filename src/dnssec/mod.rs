@@ -42,7 +42,7 @@ mod verify;
 pub use anchors::{AnchorError, MAX_ANCHORS, MAX_FILE_BYTES, TrustAnchors};
 pub use crypto::{algorithm_supported, digest_supported, key_tag};
 pub use denial::{Denial, DsAbsence};
-pub use keycache::{KeyCache, Known};
+pub use keycache::{Claim, Flight, KeyCache, Known};
 pub use record::{Dnskey, Ds, Record, Records, Rrsig, Section, rrset, rrsigs_for, rtype, signer_of};
 pub use verdict::{Bogus, Indeterminate, Insecure, Verdict};
 pub use verify::{Anchor, DateFault, Key, KeyId, Limits, Proof, Validation, Wildcard, Window, ZoneKeys, serial_lt};

@@ -22,8 +22,8 @@
 
 use crate::dnssec::name;
 use crate::dnssec::{
-    Bogus, Denial, DsAbsence, Indeterminate, Insecure, KeyCache, Known, Limits, Record, Records, Section, TrustAnchors,
-    Validation, Verdict, ZoneKeys, rrset, rrsigs_for, rtype as drtype, signer_of,
+    Bogus, Claim, Denial, DsAbsence, Flight, Indeterminate, Insecure, KeyCache, Known, Limits, Record, Records,
+    Section, TrustAnchors, Validation, Verdict, ZoneKeys, rrset, rrsigs_for, rtype as drtype, signer_of,
 };
 use crate::querylog::Dnssec;
 use crate::upstream::Group;
@@ -166,6 +166,14 @@ enum Zone {
     Insecure(Insecure),
 }
 
+/// What a miss does about a zone whose keys it needs and has not cached.
+enum Turn<'a> {
+    /// Another miss learnt them while this one waited, or just before.
+    Known(Zone),
+    /// Fetch them; with the flight, others wait for this fetch meanwhile.
+    Fetch(Option<Flight<'a>>),
+}
+
 /// One answer's validation: its budget, its clock, and where it asks.
 struct Chain<'a> {
     group: &'a Group,
@@ -183,7 +191,26 @@ struct Chain<'a> {
     validated: Vec<(Vec<u8>, u16)>,
 }
 
-impl Chain<'_> {
+impl<'a> Chain<'a> {
+    /// Whether to fetch `zone`'s keys (or its proof of being unsigned)
+    /// now: not while another miss fetches them; after it, only if it
+    /// kept nothing (it failed, its answer was indeterminate, or it was
+    /// too large to keep), and then without making anyone wait again.
+    async fn turn(&self, zone: &[u8]) -> Turn<'a> {
+        let keys: &'a KeyCache = self.keys;
+        let flight = match keys.claim(zone) {
+            Claim::Lead(f) => Some(f),
+            Claim::Follow(w) => {
+                w.done().await;
+                None
+            }
+        };
+        match self.known(zone) {
+            Some(z) => Turn::Known(z),
+            None => Turn::Fetch(flight),
+        }
+    }
+
     /// `name`'s `t` records from the set's upstreams, names expanded.
     async fn fetch(&mut self, name: &[u8], t: u16) -> Result<(Records, u8), Verdict> {
         if self.queries_left == 0 {
@@ -208,6 +235,10 @@ impl Chain<'_> {
         if let Some(k) = self.known(zone) {
             return Ok(k);
         }
+        let _flight = match self.turn(zone).await {
+            Turn::Known(k) => return Ok(k),
+            Turn::Fetch(f) => f,
+        };
         let (records, _) = self.fetch(zone, drtype::DNSKEY).await?;
         let all: Vec<Record<'_>> = records.iter().map(|(_, r)| r).collect();
         let sigs = rrsigs_for(&all, zone, drtype::DNSKEY);
@@ -269,6 +300,16 @@ impl Chain<'_> {
         while at < want {
             at += 1;
             let child = name::suffix(target, at).to_vec();
+            // Held until this step's outcome is in the cache (the end of
+            // the loop's body): misses for other names in the zone wait.
+            let _flight = match self.turn(&child).await {
+                Turn::Known(Zone::Keys(k)) => {
+                    current = k;
+                    continue;
+                }
+                Turn::Known(insecure) => return Ok(insecure),
+                Turn::Fetch(f) => f,
+            };
             let (records, _) = self.fetch(&child, drtype::DS).await?;
             let all: Vec<Record<'_>> = records.iter().map(|(_, r)| r).collect();
             let answer: Vec<Record<'_>> = records.section(Section::Answer).collect();
