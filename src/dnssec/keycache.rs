@@ -55,6 +55,10 @@ pub enum Known {
     Keys(Arc<ZoneKeys>),
     /// It, and everything below it, is insecure.
     Insecure(Insecure),
+    /// Validating in it (named here) took half or more of one answer's
+    /// work budget and then hit the limit: its answers are indeterminate
+    /// until the entry ends, without doing that work again.
+    OverLimit(Arc<[u8]>),
 }
 
 impl Known {
@@ -63,6 +67,7 @@ impl Known {
         let keys = match self {
             Known::Keys(k) => k.bytes(),
             Known::Insecure(_) => 0,
+            Known::OverLimit(z) => z.len(),
         };
         64 + zone.len() + keys
     }

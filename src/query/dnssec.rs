@@ -18,7 +18,9 @@
 //!
 //! Work per answer is bounded twice: the validator's [`Limits`] (signature
 //! checks, hashes) and [`MAX_CHAIN_QUERIES`] upstream queries; past either
-//! the answer is indeterminate.
+//! the answer is indeterminate. A zone that alone took half a budget or
+//! more before hitting it is kept in the [`KeyCache`] as over the limit
+//! for [`BOGUS_TTL`] ([`Chain::spend`]), so its next names do not redo it.
 
 use crate::dnssec::name;
 use crate::dnssec::{
@@ -166,10 +168,28 @@ enum Zone {
     Insecure(Insecure),
 }
 
+/// Whether a step of validation ended at the work limit.
+trait WorkDone {
+    fn hit_limit(&self) -> bool;
+}
+
+impl WorkDone for Verdict {
+    fn hit_limit(&self) -> bool {
+        *self == Verdict::Indeterminate(Indeterminate::WorkLimit)
+    }
+}
+
+impl<T> WorkDone for Result<T, Verdict> {
+    fn hit_limit(&self) -> bool {
+        matches!(self, Err(v) if v.hit_limit())
+    }
+}
+
 /// What a miss does about a zone whose keys it needs and has not cached.
 enum Turn<'a> {
-    /// Another miss learnt them while this one waited, or just before.
-    Known(Zone),
+    /// Another miss learnt them while this one waited, or just before
+    /// (or found the zone over the work limit).
+    Known(Result<Zone, Verdict>),
     /// Fetch them; with the flight, others wait for this fetch meanwhile.
     Fetch(Option<Flight<'a>>),
 }
@@ -180,6 +200,9 @@ struct Chain<'a> {
     timeout: Duration,
     anchors: &'a TrustAnchors,
     keys: &'a KeyCache,
+    /// The budget `v` started with: [`Chain::spend`] measures a zone's
+    /// share of it.
+    limits: Limits,
     v: Validation,
     queries_left: u32,
     /// Unix second, for the key cache's lifetimes.
@@ -233,10 +256,10 @@ impl<'a> Chain<'a> {
     /// The keys of trust anchor `zone`.
     async fn anchor_keys(&mut self, zone: &[u8]) -> Result<Zone, Verdict> {
         if let Some(k) = self.known(zone) {
-            return Ok(k);
+            return k;
         }
         let _flight = match self.turn(zone).await {
-            Turn::Known(k) => return Ok(k),
+            Turn::Known(k) => return k,
             Turn::Fetch(f) => f,
         };
         let (records, _) = self.fetch(zone, drtype::DNSKEY).await?;
@@ -247,11 +270,32 @@ impl<'a> Chain<'a> {
     }
 
     /// What the key cache knows of `zone` exactly.
-    fn known(&self, zone: &[u8]) -> Option<Zone> {
+    fn known(&self, zone: &[u8]) -> Option<Result<Zone, Verdict>> {
         Some(match self.keys.get(zone, self.now)? {
-            Known::Keys(k) => Zone::Keys(k),
-            Known::Insecure(i) => Zone::Insecure(i),
+            Known::Keys(k) => Ok(Zone::Keys(k)),
+            Known::Insecure(i) => Ok(Zone::Insecure(i)),
+            Known::OverLimit(_) => Err(Verdict::Indeterminate(Indeterminate::WorkLimit)),
         })
+    }
+
+    /// Does `work` in `zone` on the answer's budget. If it hit the limit
+    /// having taken half the budget or more itself, the zone is kept as
+    /// over the limit for [`BOGUS_TTL`]: its next answers are
+    /// indeterminate without that work. Less than half could be another
+    /// zone's spending (a CNAME chain through a hostile zone into this
+    /// one), and a trust anchor's zone is never marked (that would fail
+    /// every name below it).
+    fn spend<R: WorkDone>(&mut self, zone: &[u8], work: impl FnOnce(&mut Validation) -> R) -> R {
+        let (verifications, hashes) = (self.v.verifications(), self.v.hashes());
+        let done = work(&mut self.v);
+        if done.hit_limit() {
+            let heavy = (self.v.verifications() - verifications) * 2 >= self.limits.verifications
+                || (self.v.hashes() - hashes) * 2 >= self.limits.hashes;
+            if heavy && self.anchors.for_zone(zone).is_empty() {
+                self.keys.insert(zone, Known::OverLimit(zone.into()), BOGUS_TTL, true, self.now);
+            }
+        }
+        done
     }
 
     /// Validates `zone`'s DNSKEY RRset among `all` against `anchors` and
@@ -264,7 +308,7 @@ impl<'a> Chain<'a> {
         anchors: &[crate::dnssec::Anchor<'_>],
     ) -> Result<Zone, Verdict> {
         let dated = self.v.dates_checked();
-        match self.v.validate_dnskeys(zone, all, sigs, anchors) {
+        match self.spend(zone, |v| v.validate_dnskeys(zone, all, sigs, anchors)) {
             Ok(keys) => {
                 let keys = Arc::new(keys);
                 self.keys.insert(zone, Known::Keys(keys.clone()), keys.ttl, dated, self.now);
@@ -289,6 +333,9 @@ impl<'a> Chain<'a> {
         };
         let mut current = match self.keys.closest(target, self.now) {
             Some(Known::Insecure(i)) => return Ok(Zone::Insecure(i)),
+            Some(Known::OverLimit(z)) if name::is_at_or_below(&z, &anchor) => {
+                return Err(Verdict::Indeterminate(Indeterminate::WorkLimit));
+            }
             Some(Known::Keys(k)) if name::is_at_or_below(k.zone(), &anchor) => k,
             _ => match self.anchor_keys(&anchor).await? {
                 Zone::Keys(k) => k,
@@ -303,11 +350,11 @@ impl<'a> Chain<'a> {
             // Held until this step's outcome is in the cache (the end of
             // the loop's body): misses for other names in the zone wait.
             let _flight = match self.turn(&child).await {
-                Turn::Known(Zone::Keys(k)) => {
+                Turn::Known(Ok(Zone::Keys(k))) => {
                     current = k;
                     continue;
                 }
-                Turn::Known(insecure) => return Ok(insecure),
+                Turn::Known(known) => return known,
                 Turn::Fetch(f) => f,
             };
             let (records, _) = self.fetch(&child, drtype::DS).await?;
@@ -316,7 +363,8 @@ impl<'a> Chain<'a> {
             let ds = rrset(&answer, &child, drtype::DS);
             if !ds.is_empty() {
                 let sigs = rrsigs_for(&all, &child, drtype::DS);
-                self.v.verify_rrset(&current, &ds, &sigs)?;
+                let parent = current.zone().to_vec();
+                self.spend(&parent, |v| v.verify_rrset(&current, &ds, &sigs))?;
                 let anchors: Vec<crate::dnssec::Anchor<'_>> =
                     ds.iter().map(|r| crate::dnssec::Anchor::Ds(r.rdata)).collect();
                 let (keyset, _) = self.fetch(&child, drtype::DNSKEY).await?;
@@ -330,7 +378,8 @@ impl<'a> Chain<'a> {
             }
             let dated = self.v.dates_checked();
             let ttl = all.iter().map(|r| r.ttl).min().unwrap_or(0);
-            match Denial::new(&current, &all).ds_absence(&mut self.v, &child)? {
+            let parent = current.zone().to_vec();
+            match self.spend(&parent, |v| Denial::new(&current, &all).ds_absence(v, &child))? {
                 DsAbsence::NotACut => {}
                 DsAbsence::Delegation => {
                     self.keys.insert(&child, Known::Insecure(Insecure::NoDs), ttl, dated, self.now);
@@ -369,13 +418,13 @@ impl<'a> Chain<'a> {
             return Verdict::Bogus(Bogus::NoMatchingKey);
         }
         let sigs = rrsigs_for(all, owner, t);
-        match self.v.verify_rrset(&keys, set, &sigs) {
+        match self.spend(&signer, |v| v.verify_rrset(&keys, set, &sigs)) {
             Err(v) => v,
             Ok(proof) => {
                 self.ttl = self.ttl.min(proof.ttl);
                 self.validated.push((owner.to_vec(), t));
                 match proof.wildcard {
-                    Some(w) => Denial::new(&keys, all).wildcard_answer(&mut self.v, owner, w),
+                    Some(w) => self.spend(&signer, |v| Denial::new(&keys, all).wildcard_answer(v, owner, w)),
                     None => Verdict::Secure,
                 }
             }
@@ -423,16 +472,18 @@ impl<'a> Chain<'a> {
         }
         let soa = rrset(&authority, &zone, drtype::SOA);
         if !soa.is_empty() {
-            match self.v.verify_rrset(&keys, &soa, &rrsigs_for(all, &zone, drtype::SOA)) {
+            match self.spend(&zone, |v| v.verify_rrset(&keys, &soa, &rrsigs_for(all, &zone, drtype::SOA))) {
                 Ok(p) => self.ttl = self.ttl.min(p.ttl),
                 Err(v) => return v,
             }
         }
-        let mut denial = Denial::new(&keys, all);
-        match qtype {
-            None => denial.nxdomain(&mut self.v, name),
-            Some(t) => denial.nodata(&mut self.v, name, t),
-        }
+        self.spend(&zone, |v| {
+            let mut denial = Denial::new(&keys, all);
+            match qtype {
+                None => denial.nxdomain(v, name),
+                Some(t) => denial.nodata(v, name, t),
+            }
+        })
     }
 
     /// The verdict on a whole reply to `qname`/`qtype`: each CNAME or
@@ -528,6 +579,7 @@ pub(super) async fn check(
         timeout,
         anchors,
         keys,
+        limits: Limits::default(),
         v: Validation::new(clock_good.then_some(now as u32), Limits::default()),
         queries_left: MAX_CHAIN_QUERIES,
         now,
@@ -666,4 +718,90 @@ pub async fn check_line(snap: &Snapshot, name: &str, set: u8) -> String {
         line += "; signature dates not checked: the clock is not known good yet";
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::config::upstream::Strategy;
+    use crate::dnssec::Anchor;
+
+    const TEST: &[u8] = b"\x04test\x00";
+    const HOSTILE: &[u8] = b"\x07hostile\x04test\x00";
+
+    /// An Ed25519 zone key, and a DS with its tag whose digest does not
+    /// fit it: each copy of the key in a DNSKEY set costs a DS digest (a
+    /// hash), and none matches.
+    fn colliding() -> (Vec<u8>, Vec<u8>) {
+        let mut key = vec![1, 1, 3, 15];
+        key.extend_from_slice(&[7; 32]);
+        let mut ds = crate::dnssec::key_tag(&key).to_be_bytes().to_vec();
+        ds.extend_from_slice(&[15, 2]);
+        ds.extend_from_slice(&[0; 32]);
+        (key, ds)
+    }
+
+    /// `n` copies of DNSKEY `key` at `zone`.
+    fn records<'a>(zone: &'a [u8], key: &'a [u8], n: usize) -> Vec<Record<'a>> {
+        let r = Record { owner: zone, rtype: drtype::DNSKEY, class: 1, ttl: 3600, rdata: key };
+        vec![r; n]
+    }
+
+    /// A validation with a budget of `hashes`, asking `group`.
+    fn chain<'a>(group: &'a Group, anchors: &'a TrustAnchors, keys: &'a KeyCache, hashes: u32) -> Chain<'a> {
+        let limits = Limits { hashes, ..Limits::default() };
+        Chain {
+            group,
+            timeout: Duration::from_millis(300),
+            anchors,
+            keys,
+            limits,
+            v: Validation::new(None, limits),
+            queries_left: MAX_CHAIN_QUERIES,
+            now: 1000,
+            ttl: u32::MAX,
+            validated: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_zone_that_takes_the_work_budget_is_indeterminate_for_a_while_without_the_work() {
+        // Nothing answers there: a chain query would end NoReachableAuthority, not WorkLimit.
+        let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let group = Group::new(&[silent.local_addr().unwrap()], &[], Strategy::Failover);
+        let anchors = TrustAnchors::parse(
+            "test.\t3600\tIN\tDS\t18445 13 2 a81ff17873057818ce7128f4d83e8915ec763aede9d2a1a6b89a59bded3deb3d\n",
+            "t",
+        )
+        .unwrap();
+        let keys = KeyCache::new();
+        let limit = Verdict::Indeterminate(Indeterminate::WorkLimit);
+        let (key, ds) = colliding();
+        let anchor = [Anchor::Ds(&ds)];
+
+        // KeyTrap-shaped: the zone's own DNSKEY set spends the budget.
+        let mut c = chain(&group, &anchors, &keys, 8);
+        assert_eq!(c.keys_of(HOSTILE, &records(HOSTILE, &key, 20), &[], &anchor).err(), Some(limit));
+        assert!(matches!(keys.get(HOSTILE, 1000), Some(Known::OverLimit(_))));
+        // The next name in it: indeterminate, no query, no hash.
+        let mut c = chain(&group, &anchors, &keys, 8);
+        let www = b"\x03www\x07hostile\x04test\x00";
+        assert_eq!(smol::block_on(c.descend(www)).err(), Some(limit));
+        assert_eq!((c.queries_left, c.v.hashes()), (MAX_CHAIN_QUERIES, 0));
+        assert!(keys.get(HOSTILE, 1000 + u64::from(BOGUS_TTL)).is_none(), "for BOGUS_TTL seconds");
+
+        // A zone that hit the limit after others had spent most of it
+        // (a CNAME chain through a hostile zone into it) is not marked.
+        let victim = b"\x06victim\x04test\x00";
+        let mut c = chain(&group, &anchors, &keys, 8);
+        assert!(c.keys_of(HOSTILE, &records(HOSTILE, &key, 6), &[], &anchor).is_err());
+        assert_eq!(c.keys_of(victim, &records(victim, &key, 6), &[], &anchor).err(), Some(limit));
+        assert!(keys.get(victim, 1000).is_none(), "6 of 8 hashes were spent elsewhere");
+
+        // Nor is a trust anchor's zone: every name below it would fail.
+        let mut c = chain(&group, &anchors, &keys, 8);
+        assert_eq!(c.keys_of(TEST, &records(TEST, &key, 20), &[], &anchor).err(), Some(limit));
+        assert!(keys.get(TEST, 1000).is_none());
+    }
 }
