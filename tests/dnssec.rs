@@ -750,3 +750,26 @@ fn a_burst_of_names_in_one_cold_zone_fetches_its_chain_once() {
     let chain = relay.chain_queries() - chain;
     assert!(chain <= 4, "{chain} DS and DNSKEY queries for a burst of 50 names in two zones (3 needed)");
 }
+
+#[test]
+fn an_any_answer_is_validated_rrset_by_rrset() {
+    let Some(zones) = (if unbound_installed() { Some(Zones::start()) } else { None }) else {
+        println!("skipped: unbound is not installed (Debian package unbound)");
+        return;
+    };
+    let g = Gateway::start(&format!(
+        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
+         \tlist upstream '{}'\n\toption dnssec '1'\n\toption trust_anchor_file '{}'\n\toption time_check '0'\n\
+         \toption any_mode 'forward'\n",
+        zones.addr,
+        data("dnssec/anchors.conf").display()
+    ));
+    const ANY: u16 = 255;
+    let r = ask(&g, "alg8.test", ANY, 0, true, true);
+    assert_eq!((r.rcode, r.ad), (0, true), "{r:?}");
+    let sigs = r.answer.iter().filter(|&&t| t == RRSIG).count();
+    assert!(sigs >= 2 && r.answer.len() == 2 * sigs, "each RRset with its RRSIG: {r:?}");
+    // One bad RRset makes the whole answer bogus.
+    let bad = ask(&g, "mail.alg13.test", ANY, 0, true, true);
+    assert_eq!((bad.rcode, bad.ede.clone()), (2, vec![6]), "{bad:?}");
+}

@@ -492,6 +492,27 @@ impl<'a> Chain<'a> {
         let all: Vec<Record<'_>> = records.iter().map(|(_, r)| r).collect();
         let answer: Vec<Record<'_>> = records.section(Section::Answer).collect();
         let mut verdict = Verdict::Secure;
+        if qtype == wire::rtype::ANY {
+            // `any_mode 'forward'`: every RRset the name has, each checked in
+            // its own right (no CNAME is followed; one is an RRset here).
+            let mut types: Vec<u16> = answer
+                .iter()
+                .filter(|r| r.rtype != drtype::RRSIG && name::eq(r.owner, qname))
+                .map(|r| r.rtype)
+                .collect();
+            types.sort_unstable();
+            types.dedup();
+            for &t in &types {
+                let set = rrset(&answer, qname, t);
+                verdict = verdict.and(self.rrset_verdict(&all, &set, qname, t).await);
+                if matches!(verdict, Verdict::Bogus(_) | Verdict::Indeterminate(_)) {
+                    return verdict;
+                }
+            }
+            if !types.is_empty() {
+                return verdict;
+            }
+        }
         let mut name = qname.to_vec();
         for _ in 0..MAX_LINKS {
             let set = rrset(&answer, &name, qtype);
