@@ -125,12 +125,19 @@ pub struct KeyCache {
     zones: Mutex<Zones>,
     /// Entries not kept because they were larger than [`MAX_ENTRY_BYTES`].
     pub refused: AtomicU64,
-    /// Lowercase zone name → closed when the miss fetching its keys (or
-    /// proving it unsigned) is done with it, whatever came of it.
-    flights: Mutex<HashMap<Box<[u8]>, Receiver<()>>>,
+    /// Lowercase zone name, and a channel closed when the miss fetching
+    /// its keys (or proving it unsigned) is done with it, whatever came of
+    /// it. A list, not a map: it holds one entry per miss at most, each
+    /// looked at once per chain step that goes upstream anyway, and a
+    /// second map type would cost the binary more than the scan costs.
+    flights: Mutex<Vec<InFlight>>,
     /// Misses that waited for another's fetch instead of sending their own.
     pub coalesced: AtomicU64,
 }
+
+/// A zone whose keys a miss is fetching: its lowercase name, and the
+/// channel its followers wait on.
+type InFlight = (Box<[u8]>, Receiver<()>);
 
 /// A miss's part in learning a zone's keys, from [`KeyCache::claim`].
 #[derive(Debug)]
@@ -148,7 +155,7 @@ pub enum Claim<'a> {
 #[derive(Debug)]
 pub struct Flight<'a> {
     cache: &'a KeyCache,
-    /// The lowercase zone name, its key in `flights`.
+    /// The lowercase zone name, its entry in `flights`.
     zone: Box<[u8]>,
     /// Never sent on: dropping it closes the channel the waiters wait on.
     _done: Sender<()>,
@@ -158,7 +165,10 @@ impl Drop for Flight<'_> {
     fn drop(&mut self) {
         // Out of the map before the sender closes: a waiter that wakes and
         // finds nothing kept may lead the next fetch.
-        self.cache.flights.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.zone);
+        let mut flights = self.cache.flights.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = flights.iter().position(|(z, _)| *z == self.zone) {
+            flights.swap_remove(at);
+        }
     }
 }
 
@@ -236,13 +246,13 @@ impl KeyCache {
         let mut lower = Vec::with_capacity(zone.len());
         name::push_lower(&mut lower, zone);
         let mut flights = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(rx) = flights.get(&lower[..]) {
+        if let Some((_, rx)) = flights.iter().find(|(z, _)| z[..] == lower[..]) {
             self.coalesced.fetch_add(1, Relaxed);
             return Claim::Follow(Wait(rx.clone()));
         }
         let (tx, rx) = smol::channel::bounded(1);
         let zone = lower.into_boxed_slice();
-        flights.insert(zone.clone(), rx);
+        flights.push((zone.clone(), rx));
         Claim::Lead(Flight { cache: self, zone, _done: tx })
     }
 

@@ -286,16 +286,23 @@ impl<'a> Chain<'a> {
     /// one), and a trust anchor's zone is never marked (that would fail
     /// every name below it).
     fn spend<R: WorkDone>(&mut self, zone: &[u8], work: impl FnOnce(&mut Validation) -> R) -> R {
-        let (verifications, hashes) = (self.v.verifications(), self.v.hashes());
+        let before = (self.v.verifications(), self.v.hashes());
         let done = work(&mut self.v);
         if done.hit_limit() {
-            let heavy = (self.v.verifications() - verifications) * 2 >= self.limits.verifications
-                || (self.v.hashes() - hashes) * 2 >= self.limits.hashes;
-            if heavy && self.anchors.for_zone(zone).is_empty() {
-                self.keys.insert(zone, Known::OverLimit(zone.into()), BOGUS_TTL, true, self.now);
-            }
+            self.over_limit(zone, before);
         }
         done
+    }
+
+    /// [`Chain::spend`]'s judgement, out of line: one copy, not one per
+    /// kind of work (the aarch64 size budget).
+    #[inline(never)]
+    fn over_limit(&mut self, zone: &[u8], (verifications, hashes): (u32, u32)) {
+        let heavy = (self.v.verifications() - verifications) * 2 >= self.limits.verifications
+            || (self.v.hashes() - hashes) * 2 >= self.limits.hashes;
+        if heavy && self.anchors.for_zone(zone).is_empty() {
+            self.keys.insert(zone, Known::OverLimit(zone.into()), BOGUS_TTL, true, self.now);
+        }
     }
 
     /// Validates `zone`'s DNSKEY RRset among `all` against `anchors` and
