@@ -55,7 +55,7 @@ pub fn engine() -> &'static Engine {
         let mut key = [0u8; MAX_KEY_LEN];
         let n = cache::key(&parsed, 0, &mut key);
         // Checked under no generation: the first hit runs the lists, later ones skip them.
-        snap.cache.insert(&key[..n], snap.cache.hash(&key[..n]), &stored, 0);
+        snap.cache.insert(&key[..n], snap.cache.hash(&key[..n]), &stored, 0, snap.cache_sweep);
         drop(snap);
         engine
     })

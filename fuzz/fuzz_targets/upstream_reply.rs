@@ -32,7 +32,7 @@ fuzz_target!(|reply: &[u8]| {
         let mut key = [0u8; MAX_KEY_LEN];
         let n = cache::key(&q, 0, &mut key);
         let hash = snap.cache.hash(&key[..n]);
-        snap.cache.insert(&key[..n], hash, &r.stored, snap.generation << 1);
+        snap.cache.insert(&key[..n], hash, &r.stored, snap.generation << 1, snap.cache_sweep);
         r.stored.write_answer(&q, 0, &mut out);
         assert_eq!(out[..2], msg[..2], "replayed with the client's ID");
         // The same answer after a local alias's chain (web.lan CNAME
