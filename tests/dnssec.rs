@@ -16,6 +16,7 @@
 mod common;
 
 use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -103,13 +104,22 @@ fn gateway_with(zones: &Zones, dnssec: bool, extra: &str) -> Gateway {
 /// [`gateway_with`] asking `upstream`.
 fn gateway_at(upstream: SocketAddr, dnssec: bool, extra: &str) -> Gateway {
     let anchors = data("dnssec/anchors.conf");
-    Gateway::start(&format!(
+    Gateway::start(&main_config(upstream, dnssec, &anchors, &format!("{DATES_CHECKED}{extra}")))
+}
+
+/// Signature dates checked from the start (no clock to wait for).
+const DATES_CHECKED: &str = "\toption time_check '0'\n";
+
+/// The config the tests start from: `main` asking `upstream`, validating
+/// or not, with the anchors of `anchors`; `rest` follows (more of main's
+/// options, then sections).
+fn main_config(upstream: SocketAddr, dnssec: bool, anchors: &Path, rest: &str) -> String {
+    format!(
         "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
-         \tlist upstream '{}'\n\toption dnssec '{}'\n\toption trust_anchor_file '{}'\n\toption time_check '0'\n{extra}",
-        upstream,
+         \tlist upstream '{upstream}'\n\toption dnssec '{}'\n\toption trust_anchor_file '{}'\n{rest}",
         dnssec as u8,
         anchors.display()
-    ))
+    )
 }
 
 /// What a test looks at in an answer.
@@ -246,14 +256,16 @@ fn check_live_validates_the_name_and_says_why_it_is_bogus() {
         return;
     };
     let anchors = data("dnssec/anchors.conf");
-    let g = Gateway::start(&format!(
-        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\tlist upstream '{up}'\n\
-         \toption dnssec '1'\n\toption trust_anchor_file '{a}'\n\toption time_check '0'\n\
-         config record\n\toption name 'nas.alg8.test'\n\tlist ip '192.0.2.9'\n\
-         config forward\n\tlist domain 'alg13.test'\n\toption server '{up}'\n\
-         config blocklist\n\tlist domain 'ads.alg8.test'\n",
-        up = zones.addr,
-        a = anchors.display()
+    let g = Gateway::start(&main_config(
+        zones.addr,
+        true,
+        &anchors,
+        &format!(
+            "{DATES_CHECKED}config record\n\toption name 'nas.alg8.test'\n\tlist ip '192.0.2.9'\n\
+             config forward\n\tlist domain 'alg13.test'\n\toption server '{up}'\n\
+             config blocklist\n\tlist domain 'ads.alg8.test'\n",
+            up = zones.addr
+        ),
     ));
     let live = |name: &str| check_says(&g, &["--live"], name);
     assert_eq!(live("www.alg8.test"), ["dnssec: secure"]);
@@ -444,14 +456,8 @@ fn signature_dates_wait_for_the_clock_and_are_enforced_once_it_is_good() {
     let anchors = data("dnssec/anchors.conf");
     let dir = TempDir::new();
     let marker = dir.0.join("synced");
-    let g = Gateway::start(&format!(
-        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
-         \tlist upstream '{}'\n\toption dnssec '1'\n\toption trust_anchor_file '{}'\n\
-         \toption time_check '1'\n\toption time_synced_file '{}'\n",
-        zones.addr,
-        anchors.display(),
-        marker.display()
-    ));
+    let clock = format!("\toption time_check '1'\n\toption time_synced_file '{}'\n", marker.display());
+    let g = Gateway::start(&main_config(zones.addr, true, &anchors, &clock));
     assert!(g.log().contains("signature dates are not checked"), "{}", g.log());
     // `status` says so while it lasts, in text and JSON.
     let wait_line = |out: &str| out.lines().any(|l| l.starts_with("dnssec ") && l.contains("clock is known good"));
@@ -484,27 +490,20 @@ fn a_reload_that_switches_validation_never_serves_the_old_settings_answers() {
         return;
     }
     let zones = Zones::start();
-    let config = |dnssec: u8| {
-        format!(
-            "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
-             \tlist upstream '{up}'\n\toption dnssec '{dnssec}'\n\toption trust_anchor_file '{a}'\n\
-             \toption time_check '0'\n",
-            up = zones.addr,
-            a = data("dnssec/anchors.conf").display()
-        )
-    };
-    let g = Gateway::start(&config(1));
+    let anchors = data("dnssec/anchors.conf");
+    let config = |dnssec: bool| main_config(zones.addr, dnssec, &anchors, DATES_CHECKED);
+    let g = Gateway::start(&config(true));
     // Validated and cached: secure, and the bogus name SERVFAIL.
     assert!(ask(&g, "www.alg8.test", A, AD, true, false).ad);
     assert_eq!(ask(&g, "mail.alg13.test", A, 0, true, false).rcode, 2);
     // Switched off: the cached verdicts are not the answer any more.
-    g.reload(&config(0));
+    g.reload(&config(false));
     let r = ask(&g, "www.alg8.test", A, AD, true, false);
     assert_eq!((r.rcode, r.ad), (0, false), "secure from the cache after dnssec went off: {r:?}");
     let r = ask(&g, "mail.alg13.test", A, 0, true, false);
     assert_eq!(r.rcode, 0, "bogus from the cache after dnssec went off: {r:?}");
     // And on again: validated again, not the unvalidated copies.
-    g.reload(&config(1));
+    g.reload(&config(true));
     assert_eq!(ask(&g, "mail.alg13.test", A, 0, true, false).rcode, 2);
     let stats = g.stats();
     assert!(stats["dnssec_bogus"] >= 2, "{stats:?}");
@@ -520,25 +519,17 @@ fn dnssec_turned_on_by_a_reload_says_that_signature_dates_wait_for_the_clock() {
     };
     let anchors = data("dnssec/anchors.conf");
     let dir = TempDir::new();
-    let conf = |dnssec: u8| {
-        format!(
-            "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
-             \tlist upstream '{}'\n\toption dnssec '{dnssec}'\n\toption trust_anchor_file '{}'\n\
-             \toption time_check '1'\n\toption time_synced_file '{}'\n",
-            zones.addr,
-            anchors.display(),
-            dir.0.join("synced").display()
-        )
-    };
-    let g = Gateway::start(&conf(0));
+    let clock = format!("\toption time_check '1'\n\toption time_synced_file '{}'\n", dir.0.join("synced").display());
+    let conf = |dnssec: bool| main_config(zones.addr, dnssec, &anchors, &clock);
+    let g = Gateway::start(&conf(false));
     assert!(!g.log().contains("DNSSEC"), "{}", g.log());
-    g.reload(&conf(1));
+    g.reload(&conf(true));
     assert!(ask(&g, "www.alg8.test", A, 0, true, true).ad);
     let log = g.log();
     assert!(log.contains("DNSSEC: validating, 1 trust anchors from"), "{log}");
     assert_eq!(log.matches("signature dates are not checked").count(), 1, "{log}");
     // A reload that changes nothing of it says nothing again.
-    g.reload(&conf(1));
+    g.reload(&conf(true));
     let log = g.log();
     assert_eq!(log.matches("signature dates are not checked").count(), 1, "{log}");
     assert_eq!(log.matches("DNSSEC: validating").count(), 1, "{log}");
@@ -555,12 +546,7 @@ fn a_trust_anchor_file_edited_in_place_is_in_force_after_a_reload() {
     let dir = TempDir::new();
     let good = std::fs::read_to_string(data("dnssec/anchors.conf")).unwrap();
     let path = dir.file("anchors.conf", &good);
-    let conf = format!(
-        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
-         \tlist upstream '{}'\n\toption dnssec '1'\n\toption trust_anchor_file '{}'\n\toption time_check '0'\n",
-        zones.addr,
-        path.display()
-    );
+    let conf = main_config(zones.addr, true, &path, DATES_CHECKED);
     let g = Gateway::start(&conf);
     let r = ask(&g, "www.alg8.test", A, 0, true, true);
     assert_eq!((r.rcode, r.ad), (0, true), "{r:?}");
@@ -589,16 +575,9 @@ fn a_forwarded_domain_is_validated_only_below_a_trust_anchor_of_its_own() {
     let dir = TempDir::new();
     let anchors = dir.0.join("anchors.conf");
     let root = std::fs::read_to_string(data("dnssec/anchors.conf")).unwrap();
-    let config = |path: &std::path::Path| {
-        format!(
-            "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
-             \tlist upstream '{up}'\n\toption dnssec '1'\n\toption trust_anchor_file '{a}'\n\
-             \toption time_check '0'\n\
-             config forward\n\tlist domain 'alg13.test'\n\toption server '{up}'\n",
-            up = zones.addr,
-            a = path.display()
-        )
-    };
+    let forward =
+        format!("{DATES_CHECKED}config forward\n\tlist domain 'alg13.test'\n\toption server '{}'\n", zones.addr);
+    let config = |path: &Path| main_config(zones.addr, true, path, &forward);
     // The test tree's anchor is above the rule's domain: its names are the
     // forward servers' answers, passed on as they are (a private zone has
     // no chain from the public root).
@@ -757,12 +736,12 @@ fn an_any_answer_is_validated_rrset_by_rrset() {
         println!("skipped: unbound is not installed (Debian package unbound)");
         return;
     };
-    let g = Gateway::start(&format!(
-        "config hydradns 'main'\n\tlist listen '127.0.0.1:0'\n\toption upstream_timeout '2s'\n\
-         \tlist upstream '{}'\n\toption dnssec '1'\n\toption trust_anchor_file '{}'\n\toption time_check '0'\n\
-         \toption any_mode 'forward'\n",
+    let anchors = data("dnssec/anchors.conf");
+    let g = Gateway::start(&main_config(
         zones.addr,
-        data("dnssec/anchors.conf").display()
+        true,
+        &anchors,
+        &format!("{DATES_CHECKED}\toption any_mode 'forward'\n"),
     ));
     const ANY: u16 = 255;
     let r = ask(&g, "alg8.test", ANY, 0, true, true);
