@@ -349,13 +349,7 @@ fn dnssec_state(
         .map(|_| 0);
     let mut caches = vec![reuse(main_same)];
     for s in sets.own() {
-        let before = same_anchors.and_then(|p| {
-            p.sets
-                .own()
-                .iter()
-                .position(|o| o.upstreams == s.upstreams && o.fallback_main == s.fallback_main && o.dnssec == s.dnssec)
-                .map(|i| i + 1)
-        });
+        let before = same_anchors.and_then(|p| p.sets.own().iter().position(|o| o.same_as(s)).map(|i| i + 1));
         caches.push(reuse(before));
     }
     (anchors, caches)

@@ -72,6 +72,13 @@ pub struct Set {
     pub counters: Arc<SetCounters>,
 }
 
+impl Set {
+    /// The same servers, fallback and validation: what makes two sets one.
+    pub fn same_as(&self, other: &Set) -> bool {
+        self.upstreams == other.upstreams && self.fallback_main == other.fallback_main && self.dnssec == other.dnssec
+    }
+}
+
 /// Every set of one config, and who uses which.
 #[derive(Debug)]
 pub struct Sets {
@@ -235,12 +242,7 @@ impl Sets {
         let mut changed = u64::from(main_servers || self.main_dnssec != before.main_dnssec);
         for i in 0..self.own.len().max(before.own.len()) {
             let same = match (self.own.get(i), before.own.get(i)) {
-                (Some(a), Some(b)) => {
-                    a.upstreams == b.upstreams
-                        && a.fallback_main == b.fallback_main
-                        && a.dnssec == b.dnssec
-                        && !(a.fallback_main && main_servers)
-                }
+                (Some(a), Some(b)) => a.same_as(b) && !(a.fallback_main && main_servers),
                 _ => false,
             };
             if !same {
