@@ -41,6 +41,7 @@ use crate::config::groups::DEFAULT;
 use crate::config::groups::GroupLog;
 use crate::config::{BlockMode, Config};
 use crate::dnssec::{KeyCache, TrustAnchors};
+use crate::domain::SEP;
 use crate::policy::domainset::name_key;
 use crate::policy::exceptions::Exceptions;
 use crate::policy::pause::Pause;

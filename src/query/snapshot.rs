@@ -4,7 +4,6 @@
 
 use super::*;
 use crate::config::upstream::Upstream;
-use crate::policy::domainset::covers;
 
 /// Source of [`Snapshot::generation`].
 pub(super) static GENERATIONS: AtomicU64 = AtomicU64::new(1);
@@ -210,7 +209,9 @@ impl Snapshot {
         let (domain, _) = self.forwards.get(rule)?;
         let mut apex = [0u8; wire::MAX_NAME_LEN];
         let n = wire::reversed_key(anchors.closest(qname)?, &mut apex);
-        covers(domain, &apex[..n]).then(|| Some((anchors, self.forward_keys.get(rule)?.as_ref())))?
+        let apex = &apex[..n];
+        let own = apex.starts_with(domain) && (apex.len() == domain.len() || apex[domain.len()] == SEP);
+        own.then(|| Some((anchors, self.forward_keys.get(rule)?.as_ref())))?
     }
 
     /// Every upstream server, defaults first, without duplicates (the
@@ -232,21 +233,23 @@ impl Snapshot {
     /// Is `key` under a domain that rebind protection leaves alone: a
     /// `rebind_allow` entry, or a `config forward` rule (local names by design)?
     pub(super) fn rebind_exempt(&self, key: &[u8]) -> bool {
-        self.forwards.iter().any(|(d, _)| covers(d, key)) || self.rebind_allow.iter().any(|d| covers(d, key))
+        let covers = |d: &[u8]| key.starts_with(d) && (key.len() == d.len() || key[d.len()] == SEP);
+        self.forwards.iter().any(|(d, _)| covers(d)) || self.rebind_allow.iter().any(|d| covers(d))
     }
 
     /// The most specific forward rule covering a name, by index; one past
     /// the rules: the bootstrap resolvers (a `plain_domain` name while the
     /// clock is not known good).
     pub(super) fn forward_for(&self, key: &[u8]) -> Option<usize> {
+        let covers = |d: &[u8]| key.starts_with(d) && (key.len() == d.len() || key[d.len()] == SEP);
         let rule = self
             .forwards
             .iter()
             .enumerate()
-            .filter(|(_, (d, _))| covers(d, key))
+            .filter(|(_, (d, _))| covers(d))
             .max_by_key(|(_, (d, _))| d.len())
             .map(|(i, _)| i);
-        if rule.is_none() && self.plain_until_synced.iter().any(|d| covers(d, key)) && !self.clock.synced() {
+        if rule.is_none() && self.plain_until_synced.iter().any(|d| covers(d)) && !self.clock.synced() {
             return Some(self.forwards.len());
         }
         rule
