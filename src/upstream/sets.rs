@@ -74,6 +74,7 @@ pub struct Set {
 
 impl Set {
     /// The same servers, fallback and validation: what makes two sets one.
+    #[inline]
     pub fn same_as(&self, other: &Set) -> bool {
         self.upstreams == other.upstreams && self.fallback_main == other.fallback_main && self.dnssec == other.dnssec
     }
